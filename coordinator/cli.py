@@ -1,0 +1,45 @@
+"""`txcoord`: the command line of the transactional-message coordinator."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from coordinator.commands.broker import broker
+from coordinator.commands.up import up
+from coordinator.errors import TxcoordError
+
+
+class _Group(click.Group):
+    """A click group that prints txcoord's own errors as one clear line, without a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TxcoordError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+def configure_logging(verbosity: int) -> None:
+    """Log txcoord at INFO (DEBUG with -v) and the chatty client libraries at WARNING."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbosity else logging.INFO,
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("kafka", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbosity > 1 else logging.WARNING)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More logging (-vv: client libraries too).")
+@click.version_option(package_name="txcoord")
+def main(verbose: int) -> None:
+    """Transactional messages (RocketMQ's protocol) on Spark Structured Streaming and Delta Lake."""
+    configure_logging(verbose)
+
+
+main.add_command(up)
+main.add_command(broker)

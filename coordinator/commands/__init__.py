@@ -1,0 +1,1 @@
+"""Subcommands of the `txcoord` command line."""

@@ -1,0 +1,33 @@
+"""Every error txcoord raises on purpose, so callers can decide by class.
+
+    TxcoordError                  base of everything below
+    ├── ConfigurationError        a setting is unknown, malformed or impossible
+    └── StackError                a local component could not be prepared or run
+        ├── ArtifactsMissingError the Maven-resolved jars are not in the cache
+        └── BrokerError           the local Kafka broker failed to format, start or stop
+
+Each error's message says what went wrong and what to do about it; the CLI prints it
+as is, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class TxcoordError(Exception):
+    """Base class of every error txcoord raises deliberately."""
+
+
+class ConfigurationError(TxcoordError):
+    """A setting is unknown, malformed or contradicts another one."""
+
+
+class StackError(TxcoordError):
+    """A local component (jars, broker, Spark) could not be prepared or run."""
+
+
+class ArtifactsMissingError(StackError):
+    """The JVM artifacts resolved by the install step are not where they should be."""
+
+
+class BrokerError(StackError):
+    """The local Kafka broker failed to format its storage, start, or become ready."""

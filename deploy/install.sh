@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The one install step behind `make up` and `make test`.
+#
+#   .venv/              Python environment with this package (editable) and its dev extras
+#   .cache/m2/          Maven's local repository (downloads from Maven Central)
+#   .cache/jars/spark/  Delta Lake + Spark Kafka connector jars  -> spark.jars
+#   .cache/jars/kafka/  Kafka broker (KRaft) + log4j2 binding     -> broker classpath
+#
+# Idempotent: every stage is skipped when its inputs have not changed since it last
+# succeeded (a stamp file records a hash of the inputs), so a warm run takes about a second.
+# Nothing here writes outside the checkout.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+python=${PYTHON:-python3}
+cache="$root/.cache"
+mkdir -p "$cache"
+
+log() { printf '[install] %s\n' "$*" >&2; }
+die() { printf '[install] error: %s\n' "$*" >&2; exit 1; }
+
+need() { command -v "$1" >/dev/null 2>&1 || die "$1 is required ($2)"; }
+need "$python" "Python >= 3.11"
+need java "Java 17"
+need mvn "Apache Maven 3.8+"
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "Python >= 3.11 is required; found $("$python" --version 2>&1). Set PYTHON=/path/to/python3.11."
+java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/ *java.specification.version = //p')
+[ "${java_major:-0}" -ge 17 ] 2>/dev/null || die "Java 17+ is required; found '${java_major:-unknown}'."
+
+# stamp <name> <inputs...>: succeed when the stage's inputs are unchanged since its last success.
+digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
+fresh() { local name=$1; shift; [ -f "$cache/$name.stamp" ] && [ "$(cat "$cache/$name.stamp")" = "$(digest "$@")" ]; }
+stamp() { local name=$1; shift; digest "$@" >"$cache/$name.stamp"; }
+
+# 1. Python environment.
+if fresh python pyproject.toml && [ -x .venv/bin/txcoord ]; then
+  log "python environment is up to date (.venv)"
+else
+  log "creating .venv and installing txcoord[dev] (pyspark is a ~450 MB download on a cold machine)"
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  stamp python pyproject.toml
+fi
+
+# 2. JVM artifacts from Maven Central, copied into plain folders of jars.
+resolve() {  # resolve <name> <pom>
+  local name=$1 pom=$2 out="$cache/jars/$1"
+  if fresh "jars-$name" "$pom" deploy/jvm/maven-settings.xml && compgen -G "$out/*.jar" >/dev/null; then
+    log "jars for $name are up to date (.cache/jars/$name)"
+    return
+  fi
+  log "resolving $name jars from Maven Central"
+  rm -rf "$out"
+  mvn --batch-mode --quiet -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out" \
+    || die "Maven could not resolve $pom (is Maven Central reachable?)"
+  if [ "$name" = spark ]; then prune_provided "$pom" "$out"; fi
+  stamp "jars-$name" "$pom" deploy/jvm/maven-settings.xml
+  log "$name: $(ls "$out" | wc -l) jars in .cache/jars/$name"
+}
+
+# The connectors' transitive dependencies overlap Spark's own (Hadoop, Jackson, Parquet,
+# log4j, Scala...), in other versions. Spark's copy is the one its classes were built
+# against and the one the class loader finds first anyway, so drop ours: a jar goes when
+# pyspark/jars already holds the same Maven artifact in any version.
+prune_provided() {
+  local pom=$1 out=$2 listing="$cache/spark-dependencies.txt" provided coordinate
+  provided=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  mvn --batch-mode --quiet -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
+    dependency:list -DincludeScope=runtime -DoutputFile="$listing" >/dev/null
+  # lines look like "   group:artifact:jar[:classifier]:version:scope"
+  grep -E '^ +[^ :]+:[^ :]+:jar:' "$listing" | while read -r coordinate; do
+    IFS=: read -r -a part <<<"${coordinate%% *}"
+    local artifact=${part[1]} version=${part[${#part[@]}-2]}
+    if compgen -G "$provided/$artifact-[0-9]*.jar" >/dev/null; then
+      rm -f "$out/$artifact-$version.jar"
+    fi
+  done
+}
+resolve spark deploy/jvm/spark-connectors.pom.xml
+resolve kafka deploy/jvm/kafka-broker.pom.xml
+
+log "ready"

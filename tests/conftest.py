@@ -1,0 +1,92 @@
+"""Shared fixtures: one real Spark session and one real KRaft broker per test session.
+
+With `CI=true` a component that cannot start fails every test that needs it; elsewhere
+those tests are skipped with the reason, so a laptop without Java can still run the
+pure unit tests. Nothing here is ever mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import pytest
+
+from coordinator.kafka_topics import delete_topic, ensure_topic
+from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.spark_session import SparkSettings, build_spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(component: str, error: BaseException) -> NoReturn:
+    """Fail (in CI) or skip (elsewhere) a test whose component could not start."""
+    message = f"{component} could not start: {type(error).__name__}: {error}"
+    if IN_CI:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """Return the session-wide local SparkSession (Delta, RocksDB state, Kafka connector)."""
+    try:
+        session = build_spark_session(
+            SparkSettings(
+                app_name="txcoord-tests",
+                warehouse=tmp_path_factory.mktemp("spark-warehouse"),
+                shuffle_partitions=2,
+                driver_memory="2g",
+            )
+        )
+    except Exception as exc:
+        unavailable("Spark", exc)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Return the session-wide single-node KRaft broker on 127.0.0.1."""
+    broker = KafkaBroker(BrokerSettings(data_dir=tmp_path_factory.mktemp("kafka")))
+    try:
+        broker.start()
+    except Exception as exc:
+        unavailable("Kafka", exc)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(kafka_broker: KafkaBroker) -> str:
+    """Return `host:port` of the session's broker."""
+    return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture
+def kafka_topic(bootstrap_servers: str) -> Iterator[str]:
+    """Return a fresh uuid-named topic with 2 partitions, deleted after the test."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    ensure_topic(bootstrap_servers, name, partitions=2)
+    try:
+        yield name
+    finally:
+        delete_topic(bootstrap_servers, name)
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Path:
+    """Return an empty warehouse folder of this test's own."""
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return path

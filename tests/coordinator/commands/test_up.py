@@ -1,0 +1,94 @@
+"""`txcoord up` brings the stack up healthy, stops cleanly on Ctrl-C, and restarts in place."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from coordinator.local_stack.kafka_broker import read_info
+from tests.conftest import unavailable
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+class Up:
+    """`txcoord up` in its own process group, as a terminal would run it."""
+
+    def __init__(self, state_dir: Path, warehouse: Path) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "up",
+                "--state-dir",
+                str(state_dir),
+                "--warehouse",
+                str(warehouse),
+                "--driver-memory",
+                "1g",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 240) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                if self.process.poll() is not None and self.lines.empty():
+                    break
+                continue
+            self.output.append(line)
+            if match := re.search(pattern, line):
+                return match
+        self.stop(signal.SIGKILL)
+        unavailable("the local stack", RuntimeError("".join(self.output[-40:])))
+
+    def stop(self, signum: int) -> int:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signum)
+        code = self.process.wait(120)
+        while not self.lines.empty():
+            self.output.append(self.lines.get())
+        return code
+
+
+def test_up_reports_health_stops_on_ctrl_c_and_restarts_in_place(tmp_path: Path) -> None:
+    state_dir, warehouse = tmp_path / "var", tmp_path / "warehouse"
+
+    first = Up(state_dir, warehouse)
+    port = first.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1)
+    text = "".join(first.output)
+    assert re.search(r"kafka: healthy - 127\.0\.0\.1:\d+, cluster \S+, 1 broker", text), text
+    assert "spark: healthy - Spark 4.2.0 on local[2], delta + kafka connector ok" in text, text
+    assert first.stop(signal.SIGINT) == 0, "".join(first.output)  # Ctrl-C: whole group
+    assert "stopped cleanly" in "".join(first.output)
+    broker = read_info((state_dir / "kafka").resolve())
+    assert broker is not None and broker.pid is None  # the broker was stopped, not orphaned
+
+    second = Up(state_dir, warehouse)
+    assert second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1) == port
+    assert second.stop(signal.SIGTERM) == 0, "".join(second.output)
+    assert "stopped cleanly" in "".join(second.output)

@@ -1,0 +1,170 @@
+"""The local KRaft broker: settings, start, restart, stop, and failures that explain themselves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from coordinator.errors import BrokerError
+from coordinator.kafka_topics import ensure_topic
+from coordinator.local_stack.kafka_broker import (
+    BrokerSettings,
+    KafkaBroker,
+    free_port,
+    new_cluster_id,
+    pid_is_our_broker,
+    read_info,
+)
+from tests.conftest import unavailable
+
+
+def start_or_fail(broker: KafkaBroker) -> KafkaBroker:
+    try:
+        return broker.start()
+    except BrokerError as exc:
+        unavailable("Kafka", exc)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+# -- settings (pure) ---------------------------------------------------------------------
+def test_only_loopback_hosts_are_accepted(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        BrokerSettings(data_dir=tmp_path, host="0.0.0.0")
+
+
+def test_ports_must_be_valid_and_distinct(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="between 0 and 65535"):
+        BrokerSettings(data_dir=tmp_path, port=70000)
+    with pytest.raises(ValueError, match="must differ"):
+        BrokerSettings(data_dir=tmp_path, port=9092, controller_port=9092)
+
+
+def test_cluster_ids_have_kafkas_format() -> None:
+    ids = {new_cluster_id() for _ in range(50)}
+    assert len(ids) == 50
+    assert all(len(i) == 22 and "=" not in i for i in ids)
+
+
+def test_a_busy_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(BrokerError, match=f"port {port} .* in use"):
+            KafkaBroker(BrokerSettings(data_dir=tmp_path, port=port)).start()
+
+
+# -- the real broker -----------------------------------------------------------------------
+@pytest.mark.kafka
+def test_restart_keeps_topics_records_and_port(tmp_path: Path) -> None:
+    broker = start_or_fail(KafkaBroker(BrokerSettings(data_dir=tmp_path / "kafka")))
+    try:
+        first_port = broker.info.port
+        ensure_topic(broker.bootstrap_servers, "kept", partitions=1)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
+        producer.send("kept", b"survives a restart").get(timeout=30)
+        producer.close()
+        assert (broker.log_dir / "server.log").stat().st_size > 0
+    finally:
+        broker.stop()
+    assert read_info(broker.data_dir).pid is None  # type: ignore[union-attr]
+
+    broker = start_or_fail(KafkaBroker(BrokerSettings(data_dir=tmp_path / "kafka")))
+    try:
+        assert broker.info.port == first_port
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap_servers, consumer_timeout_ms=5000
+        )
+        consumer.assign([TopicPartition("kept", 0)])
+        consumer.seek_to_beginning()
+        assert [r.value for r in consumer] == [b"survives a restart"]
+        consumer.close()
+    finally:
+        broker.stop()
+
+
+@pytest.mark.kafka
+def test_a_second_broker_on_the_same_storage_is_refused(tmp_path: Path) -> None:
+    broker = start_or_fail(KafkaBroker(BrokerSettings(data_dir=tmp_path)))
+    try:
+        with pytest.raises(BrokerError, match="already running"):
+            KafkaBroker(BrokerSettings(data_dir=tmp_path)).start()
+    finally:
+        broker.stop()
+
+
+@pytest.mark.kafka
+def test_stop_kills_a_broker_that_ignores_sigterm(tmp_path: Path) -> None:
+    broker = start_or_fail(KafkaBroker(BrokerSettings(data_dir=tmp_path, stop_timeout=2)))
+    pid = broker.info.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # a stopped JVM cannot act on SIGTERM
+    started = time.monotonic()
+    broker.stop()
+    assert time.monotonic() - started < 15
+    assert not pid_alive(pid)
+
+
+@pytest.mark.kafka
+def test_a_broker_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
+    broker = KafkaBroker(
+        BrokerSettings(data_dir=tmp_path, extra_properties={"num.io.threads": "not-a-number"})
+    )
+    with pytest.raises(BrokerError, match=r"(?s)exited with code .*num\.io\.threads"):
+        broker.start()
+    assert not broker.is_running()
+
+
+@pytest.mark.kafka
+def test_broker_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """kill -9 of the owner (txcoord up, a test run) must not leave a broker behind."""
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+        broker = KafkaBroker(BrokerSettings(data_dir=Path({str(tmp_path)!r}))).start()
+        print(broker.info.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        line = owner.stdout.readline() if owner.stdout else ""
+        if not line.strip():
+            unavailable("Kafka", RuntimeError("the owner process did not start a broker"))
+        pid = int(line)
+        assert pid_is_our_broker(pid, tmp_path)
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 30
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not pid_alive(pid)
+    finally:
+        owner.kill()
+        owner.wait()
+        if owner.stdout:
+            owner.stdout.close()
+
+
+def test_free_port_is_bindable() -> None:
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))

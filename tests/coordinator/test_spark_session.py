@@ -1,0 +1,57 @@
+"""The SparkSession factory: configuration (pure) and a real session (integration)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from coordinator.spark_session import ROCKSDB_PROVIDER, SparkSettings
+
+
+def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
+    (tmp_path / "spark").mkdir()
+    (tmp_path / "spark" / "delta.jar").touch()
+    conf = SparkSettings(warehouse=tmp_path / "wh", jar_cache_dir=tmp_path).conf()
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.jars"] == str(tmp_path / "spark" / "delta.jar")
+    assert conf["spark.sql.warehouse.dir"] == str((tmp_path / "wh").resolve())
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+
+
+def test_cluster_settings_leave_jars_and_addresses_to_spark_submit() -> None:
+    conf = SparkSettings(
+        master="spark://10.0.0.1:7077", warehouse=Path("s3a://lake/wh"), use_cached_jars=False
+    ).conf()
+    assert "spark.jars" not in conf
+    assert "spark.driver.bindAddress" not in conf
+    assert conf["spark.sql.warehouse.dir"] == "s3a://lake/wh"
+
+
+def test_extra_conf_wins() -> None:
+    conf = SparkSettings(use_cached_jars=False, extra_conf={"spark.sql.shuffle.partitions": "8"})
+    assert conf.conf()["spark.sql.shuffle.partitions"] == "8"
+
+
+def test_impossible_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="shuffle_partitions"):
+        SparkSettings(shuffle_partitions=0)
+
+
+@pytest.mark.spark
+def test_session_has_delta_rocksdb_and_the_kafka_connector(spark: SparkSession) -> None:
+    assert spark.version == "4.2.0"
+    assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB_PROVIDER
+    jvm = spark.sparkContext._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    for cls in (
+        "io.delta.tables.DeltaTable",
+        "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+        "org.apache.kafka.clients.consumer.KafkaConsumer",
+    ):
+        assert loader.loadClass(cls) is not None
