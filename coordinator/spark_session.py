@@ -37,7 +37,7 @@ class SparkSettings:
 
     app_name: str = "txcoord"
     master: str = "local[2]"
-    warehouse: Path = Path("warehouse")
+    warehouse: str = "warehouse"  # a local folder, or any Hadoop URI (s3a://bucket/path)
     shuffle_partitions: int = 4
     driver_memory: str = "4g"
     use_cached_jars: bool = True
@@ -57,11 +57,8 @@ class SparkSettings:
 
     def conf(self) -> dict[str, str]:
         """Return the complete Spark configuration these settings stand for."""
-        warehouse = (
-            str(self.warehouse.resolve())
-            if "://" not in str(self.warehouse)
-            else str(self.warehouse)
-        )
+        local = "://" not in self.warehouse
+        warehouse = str(Path(self.warehouse).resolve()) if local else self.warehouse
         conf = {
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",

@@ -40,7 +40,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         session = build_spark_session(
             SparkSettings(
                 app_name="txcoord-tests",
-                warehouse=tmp_path_factory.mktemp("spark-warehouse"),
+                warehouse=str(tmp_path_factory.mktemp("spark-warehouse")),
                 shuffle_partitions=2,
                 driver_memory="2g",
             )

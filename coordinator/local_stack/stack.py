@@ -61,7 +61,7 @@ class LocalStack:
             SparkSettings(
                 app_name="txcoord-up",
                 master=self.settings.master,
-                warehouse=self.settings.warehouse,
+                warehouse=str(self.settings.warehouse),
                 driver_memory=self.settings.driver_memory,
             )
         )
@@ -83,9 +83,12 @@ class LocalStack:
 
     def stop(self) -> None:
         """Stop Spark, then the broker; safe to call more than once."""
-        if self.spark is not None:
+        spark, self.spark = self.spark, None
+        if spark is not None:
             log.info("stopping spark")
-            self.spark.stop()
-            self.spark = None
+            try:
+                spark.stop()
+            except Exception as exc:  # the JVM may already be gone (e.g. killed with us)
+                log.warning("spark did not stop cleanly: %s", exc)
         log.info("stopping kafka broker")
         self.broker.stop()

@@ -13,7 +13,7 @@ from coordinator.spark_session import ROCKSDB_PROVIDER, SparkSettings
 def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
     (tmp_path / "spark").mkdir()
     (tmp_path / "spark" / "delta.jar").touch()
-    conf = SparkSettings(warehouse=tmp_path / "wh", jar_cache_dir=tmp_path).conf()
+    conf = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=tmp_path).conf()
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
@@ -26,7 +26,7 @@ def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
 
 def test_cluster_settings_leave_jars_and_addresses_to_spark_submit() -> None:
     conf = SparkSettings(
-        master="spark://10.0.0.1:7077", warehouse=Path("s3a://lake/wh"), use_cached_jars=False
+        master="spark://10.0.0.1:7077", warehouse="s3a://lake/wh", use_cached_jars=False
     ).conf()
     assert "spark.jars" not in conf
     assert "spark.driver.bindAddress" not in conf

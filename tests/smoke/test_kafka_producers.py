@@ -44,8 +44,11 @@ def test_idempotent_producer_writes_each_record_once_in_order(
     assert values == [str(i).encode() for i in range(200)]
     with admin_client(bootstrap_servers) as admin:
         described = admin.describe_producers([TopicPartition(kafka_topic, 0)])
-    producers = next(iter(described.values()))
-    assert producers and all(p.producer_id >= 0 for p in producers), described
+    # The broker tracked one producer id whose sequence numbers ran 0..199: idempotence was on.
+    (state,) = described.values()
+    (producer,) = state.active_producers
+    assert producer.producer_id >= 0
+    assert producer.last_sequence == 199
 
 
 def test_read_committed_consumer_sees_only_committed_records(

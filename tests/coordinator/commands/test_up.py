@@ -66,9 +66,13 @@ class Up:
         self.stop(signal.SIGKILL)
         unavailable("the local stack", RuntimeError("".join(self.output[-40:])))
 
-    def stop(self, signum: int) -> int:
+    def stop(self, signum: int, group: bool = True) -> int:
+        """Send `signum` to the whole group (a terminal's Ctrl-C) or to txcoord only (kill)."""
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signum)
+            if group:
+                os.killpg(self.process.pid, signum)
+            else:
+                os.kill(self.process.pid, signum)
         code = self.process.wait(120)
         while not self.lines.empty():
             self.output.append(self.lines.get())
@@ -90,5 +94,5 @@ def test_up_reports_health_stops_on_ctrl_c_and_restarts_in_place(tmp_path: Path)
 
     second = Up(state_dir, warehouse)
     assert second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1) == port
-    assert second.stop(signal.SIGTERM) == 0, "".join(second.output)
+    assert second.stop(signal.SIGTERM, group=False) == 0, "".join(second.output)
     assert "stopped cleanly" in "".join(second.output)

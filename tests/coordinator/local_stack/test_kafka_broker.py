@@ -121,12 +121,21 @@ def test_stop_kills_a_broker_that_ignores_sigterm(tmp_path: Path) -> None:
     assert not pid_alive(pid)
 
 
+BAD_PROPERTY = {"num.io.threads": "not-a-number"}
+
+
+def test_a_storage_that_cannot_be_formatted_says_why(tmp_path: Path) -> None:
+    broker = KafkaBroker(BrokerSettings(data_dir=tmp_path, extra_properties=BAD_PROPERTY))
+    with pytest.raises(BrokerError, match=r"(?s)formatting .* failed .*num\.io\.threads"):
+        broker.start()
+    assert not broker.is_running()
+
+
 @pytest.mark.kafka
-def test_a_broker_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
-    broker = KafkaBroker(
-        BrokerSettings(data_dir=tmp_path, extra_properties={"num.io.threads": "not-a-number"})
-    )
-    with pytest.raises(BrokerError, match=r"(?s)exited with code .*num\.io\.threads"):
+def test_a_broker_that_exits_while_starting_reports_its_log(tmp_path: Path) -> None:
+    start_or_fail(KafkaBroker(BrokerSettings(data_dir=tmp_path))).stop()  # formatted storage
+    broker = KafkaBroker(BrokerSettings(data_dir=tmp_path, extra_properties=BAD_PROPERTY))
+    with pytest.raises(BrokerError, match=r"(?s)exited with code .*stdout\.log.*num\.io\.threads"):
         broker.start()
     assert not broker.is_running()
 
