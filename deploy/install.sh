@@ -54,7 +54,7 @@ resolve() {  # resolve <name> <pom>
   fi
   log "resolving $name jars from Maven Central"
   rm -rf "$out"
-  mvn --batch-mode --quiet -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
+  mvn --batch-mode --quiet -Dstyle.color=never -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out" \
     || die "Maven could not resolve $pom (is Maven Central reachable?)"
   if [ "$name" = spark ]; then prune_provided "$pom" "$out"; fi
@@ -69,7 +69,7 @@ resolve() {  # resolve <name> <pom>
 prune_provided() {
   local pom=$1 out=$2 listing="$cache/spark-dependencies.txt" provided coordinate
   provided=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-  mvn --batch-mode --quiet -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
+  mvn --batch-mode --quiet -Dstyle.color=never -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
     dependency:list -DincludeScope=runtime -DoutputFile="$listing" >/dev/null
   # lines look like "   group:artifact:jar[:classifier]:version:scope"
   grep -E '^ +[^ :]+:[^ :]+:jar:' "$listing" | while read -r coordinate; do
