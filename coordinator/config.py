@@ -1,0 +1,270 @@
+"""Configuration of SPEC section 4: one TOML file, then environment, then command line.
+
+Precedence, lowest first: built-in defaults (RocketMQ's BrokerConfig), the TOML file,
+`TXCOORD_*` environment variables, `--set key=value` options. Keys are the file's keys;
+a section is joined with a dot on the command line and with a double underscore in the
+environment::
+
+    transaction_timeout = "6s"     TXCOORD_TRANSACTION_TIMEOUT=6s    --set transaction_timeout=6s
+    [kafka]
+    bootstrap_servers = "h:9092"   TXCOORD_KAFKA__BOOTSTRAP_SERVERS  --set kafka.bootstrap_servers=
+
+Durations are strings with a unit (`500ms`, `6s`, `30m`, `72h`, `1d`) or plain seconds;
+sizes are strings with a unit (`4MiB`, `512KiB`) or plain bytes. Unknown keys, malformed
+values and impossible combinations are refused when the configuration is built, with a
+message that names the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from coordinator.errors import ConfigurationError
+
+ENV_PREFIX = "TXCOORD_"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_SIZE_UNITS = {
+    "B": 1, None: 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
+    "KB": 1000, "MB": 1000**2, "GB": 1000**3,
+}  # fmt: skip
+#: Kafka topic names (also the broker's own rule); ingress topics must not clash.
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def parse_duration(value: Any, key: str = "duration") -> timedelta:
+    """Return `value` ("6s", "500ms", 30, ...) as a timedelta, or raise ConfigurationError."""
+    if isinstance(value, bool):
+        raise ConfigurationError(f"{key}: expected a duration such as '6s', not {value!r}")
+    if isinstance(value, int | float):
+        return timedelta(seconds=value)
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigurationError(
+            f"{key}: expected a duration such as '500ms', '6s', '30m', '72h' or '1d', not {value!r}"
+        )
+    return timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[match.group(2)])
+
+
+def parse_size(value: Any, key: str = "size") -> int:
+    """Return `value` ("4MiB", 1024, ...) in bytes, or raise ConfigurationError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigurationError(f"{key}: expected a size such as '4MiB' or 1024, not {value!r}")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """Where the ingress and check topics live."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    half_topic: str = "txcoord.half"
+    op_topic: str = "txcoord.op"
+    check_topic: str = "txcoord.check"
+    partitions: int = 4
+
+
+@dataclass(frozen=True)
+class StreamsConfig:
+    """How the ingest and coordinator queries run."""
+
+    checkpoint_dir: str = "var/checkpoints"
+    trigger_interval: timedelta = timedelta(seconds=1)
+    # Heartbeats keep event time moving when no producer writes (SPEC 7.4).
+    tick_interval: timedelta = timedelta(seconds=1)
+    # How long a resolved transaction is remembered to classify later ops as duplicates or
+    # conflicts; afterwards such an op is recorded as an orphan (still deciding nothing).
+    resolved_retention: timedelta = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """Spark settings of the coordinator application."""
+
+    master: str = "local[2]"
+    shuffle_partitions: int = 4
+    driver_memory: str = "4g"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the coordinator needs, validated when built; see the module docstring."""
+
+    transaction_timeout: timedelta = timedelta(seconds=6)
+    transaction_check_interval: timedelta = timedelta(seconds=30)
+    transaction_check_max: int = 15
+    file_reserved_time: timedelta = timedelta(hours=72)
+    max_message_size: int = 4 * 1024 * 1024
+    default_queue_count: int = 4
+    warehouse: str = "warehouse"
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    streams: StreamsConfig = field(default_factory=StreamsConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+    def __post_init__(self) -> None:
+        problems = list(_problems(self))
+        if problems:
+            raise ConfigurationError("invalid configuration:\n  - " + "\n  - ".join(problems))
+
+
+def _problems(c: Config) -> list[str]:
+    """Return every impossible value or combination, each as one sentence."""
+    found = []
+    positive = {
+        "transaction_timeout": c.transaction_timeout,
+        "transaction_check_interval": c.transaction_check_interval,
+        "file_reserved_time": c.file_reserved_time,
+        "streams.trigger_interval": c.streams.trigger_interval,
+        "streams.tick_interval": c.streams.tick_interval,
+        "streams.resolved_retention": c.streams.resolved_retention,
+    }
+    found += [f"{k} must be positive, not {v}" for k, v in positive.items() if v <= timedelta(0)]
+    if not 1 <= c.transaction_check_max <= 10_000:
+        found.append(f"transaction_check_max must be 1..10000, not {c.transaction_check_max}")
+    if not 1 <= c.max_message_size <= 64 * 1024**2:
+        found.append(f"max_message_size must be 1 B..64 MiB, not {c.max_message_size}")
+    if not 1 <= c.default_queue_count <= 1024:
+        found.append(f"default_queue_count must be 1..1024, not {c.default_queue_count}")
+    if not 1 <= c.kafka.partitions <= 1024:
+        found.append(f"kafka.partitions must be 1..1024, not {c.kafka.partitions}")
+    if not 1 <= c.spark.shuffle_partitions <= 10_000:
+        found.append(f"spark.shuffle_partitions must be 1..10000, not {c.spark.shuffle_partitions}")
+    if not c.warehouse:
+        found.append("warehouse must not be empty")
+    topics = {"half_topic": c.kafka.half_topic, "op_topic": c.kafka.op_topic,
+              "check_topic": c.kafka.check_topic}  # fmt: skip
+    found += [
+        f"kafka.{k} {v!r} is not a valid Kafka topic name" for k, v in topics.items()
+        if not _TOPIC.match(v)
+    ]  # fmt: skip
+    if len(set(topics.values())) < len(topics):
+        found.append("kafka.half_topic, kafka.op_topic and kafka.check_topic must differ")
+    if c.file_reserved_time <= c.transaction_timeout:
+        found.append(
+            f"file_reserved_time ({c.file_reserved_time}) must exceed transaction_timeout "
+            f"({c.transaction_timeout}): every half would expire before its first check"
+        )
+    if c.streams.tick_interval * 2 > c.transaction_timeout:
+        found.append(
+            f"streams.tick_interval ({c.streams.tick_interval}) must be at most half of "
+            f"transaction_timeout ({c.transaction_timeout}) for checks to be on time"
+        )
+    if c.streams.trigger_interval * 2 > c.transaction_timeout:
+        found.append(
+            f"streams.trigger_interval ({c.streams.trigger_interval}) must be at most half of "
+            f"transaction_timeout ({c.transaction_timeout}) for checks to be on time"
+        )
+    return found
+
+
+_SECTIONS: dict[str, type] = {"kafka": KafkaConfig, "streams": StreamsConfig, "spark": SparkConfig}
+
+
+def _convert(cls: type, key: str, value: Any, where: str) -> Any:
+    """Convert one raw value to the type of field `key` of `cls`."""
+    kind = {f.name: f.type for f in fields(cls)}[key]
+    name = key if cls is Config else f"{_section_of(cls)}.{key}"
+    label = f"{name} (from {where})"
+    if kind == "timedelta":
+        return parse_duration(value, label)
+    if name == "max_message_size":
+        return parse_size(value, label)
+    if kind == "int":
+        if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+            return int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigurationError(f"{label}: expected an integer, not {value!r}")
+    if kind == "str":
+        if isinstance(value, str):
+            return value
+        raise ConfigurationError(f"{label}: expected a string, not {value!r}")
+    raise AssertionError(f"unhandled field type {kind} of {name}")
+
+
+def _section_of(cls: type) -> str:
+    return next(name for name, section in _SECTIONS.items() if section is cls)
+
+
+def _unknown(key: str, known: list[str], where: str) -> ConfigurationError:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+    return ConfigurationError(f"unknown configuration key {key!r} (from {where}){hint}")
+
+
+def _flatten(raw: Mapping[str, Any], where: str) -> dict[str, tuple[Any, str]]:
+    """Return {"key" or "section.key": (value, where)} from a nested TOML document."""
+    flat: dict[str, tuple[Any, str]] = {}
+    for key, value in raw.items():
+        if isinstance(value, Mapping):
+            for sub, sub_value in value.items():
+                flat[f"{key}.{sub}"] = (sub_value, where)
+        else:
+            flat[key] = (value, where)
+    return flat
+
+
+def _known_keys() -> list[str]:
+    top = [f.name for f in fields(Config) if f.name not in _SECTIONS]
+    nested = [f"{s}.{f.name}" for s, cls in _SECTIONS.items() for f in fields(cls)]
+    return top + nested
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> Config:
+    """Build the configuration from the file, the environment and `--set` overrides."""
+    flat: dict[str, tuple[Any, str]] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigurationError(f"configuration file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            message = f"configuration file {path} is not valid TOML: {exc}"
+            raise ConfigurationError(message) from None
+        flat.update(_flatten(raw, str(path)))
+    for name, value in (environ or {}).items():
+        if name.startswith(ENV_PREFIX):
+            key = name[len(ENV_PREFIX):].lower().replace("__", ".")  # fmt: skip
+            flat[key] = (value, f"${name}")
+    for key, value in (overrides or {}).items():
+        flat[key] = (value, "--set")
+
+    known = _known_keys()
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    for key, (value, where) in flat.items():
+        if key not in known:
+            raise _unknown(key, known, where)
+        section, _, sub = key.rpartition(".")
+        if section:
+            sections[section][sub] = _convert(_SECTIONS[section], sub, value, where)
+        else:
+            top[key] = _convert(Config, key, value, where)
+    built = {name: replace(cls(), **sections[name]) for name, cls in _SECTIONS.items()}
+    return Config(**top, **built)
+
+
+def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Return {"key": "value"} from `--set key=value` options."""
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError(f"--set expects key=value, not {pair!r}")
+        result[key.strip()] = value.strip()
+    return result

@@ -1,0 +1,141 @@
+"""Configuration: RocketMQ's defaults, file < environment < --set, and refusals that explain."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from coordinator.config import (
+    Config,
+    load_config,
+    parse_duration,
+    parse_overrides,
+    parse_size,
+)
+from coordinator.errors import ConfigurationError
+
+
+def test_defaults_are_rocketmqs() -> None:
+    config = load_config()
+    assert config.transaction_timeout == timedelta(seconds=6)
+    assert config.transaction_check_interval == timedelta(seconds=30)
+    assert config.transaction_check_max == 15
+    assert config.file_reserved_time == timedelta(hours=72)
+    assert config.max_message_size == 4 * 1024 * 1024
+    assert config.default_queue_count == 4
+    assert config.warehouse == "warehouse"
+
+
+def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
+    path = tmp_path / "txcoord.toml"
+    path.write_text(
+        'transaction_timeout = "10s"\ntransaction_check_max = 3\nwarehouse = "/data/wh"\n'
+        '[kafka]\nbootstrap_servers = "127.0.0.1:19092"\npartitions = 8\n'
+        '[streams]\ntick_interval = "500ms"\n'
+    )
+    config = load_config(
+        path,
+        environ={"TXCOORD_TRANSACTION_CHECK_MAX": "5", "TXCOORD_KAFKA__PARTITIONS": "2",
+                 "UNRELATED": "x"},
+        overrides={"transaction_check_max": "7"},
+    )  # fmt: skip
+    assert config.transaction_timeout == timedelta(seconds=10)
+    assert config.transaction_check_max == 7
+    assert config.warehouse == "/data/wh"
+    assert config.kafka.bootstrap_servers == "127.0.0.1:19092"
+    assert config.kafka.partitions == 2
+    assert config.streams.tick_interval == timedelta(milliseconds=500)
+    assert config.streams.trigger_interval == timedelta(seconds=1)  # untouched default
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("6s", 6), ("500ms", 0.5), ("30m", 1800), ("72h", 259200), ("1d", 86400), (15, 15),
+     ("2.5s", 2.5), (" 7 s ", 7)],
+)  # fmt: skip
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["6 seconds", "-1s", "s", "", True, None, [6]])
+def test_bad_durations_are_refused(text: object) -> None:
+    with pytest.raises(ConfigurationError, match="expected a duration"):
+        parse_duration(text, "transaction_timeout")
+
+
+def test_sizes() -> None:
+    assert parse_size("4MiB") == 4 * 1024 * 1024
+    assert parse_size("512KiB") == 512 * 1024
+    assert parse_size(100) == 100
+    with pytest.raises(ConfigurationError, match="expected a size"):
+        parse_size("4 megabytes", "max_message_size")
+
+
+def test_unknown_keys_are_refused_with_a_suggestion(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("transaction_timout = '6s'\n")
+    with pytest.raises(
+        ConfigurationError, match=r"'transaction_timout'.*c\.toml.*'transaction_timeout'"
+    ):
+        load_config(path)
+    with pytest.raises(ConfigurationError, match=r"unknown .*'kafka\.bootstrap'.*TXCOORD_KAFKA__"):
+        load_config(environ={"TXCOORD_KAFKA__BOOTSTRAP": "x"})
+    with pytest.raises(ConfigurationError, match=r"'nonsense'.*--set.*known keys"):
+        load_config(overrides={"nonsense": "1"})
+
+
+def test_wrong_types_name_the_key_and_the_source(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("transaction_check_max = 'many'\n")
+    with pytest.raises(
+        ConfigurationError, match=r"transaction_check_max \(from .*c\.toml\).*integer"
+    ):
+        load_config(path)
+    with pytest.raises(ConfigurationError, match=r"kafka\.partitions \(from --set\).*integer"):
+        load_config(overrides={"kafka.partitions": "four"})
+    with pytest.raises(ConfigurationError, match=r"warehouse \(from .*c\.toml\).*a string"):
+        path.write_text("warehouse = 3\n")
+        load_config(path)
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        load_config(tmp_path / "absent.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("transaction_timeout = \n")
+    with pytest.raises(ConfigurationError, match="not valid TOML"):
+        load_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"transaction_timeout": "0s"}, "transaction_timeout must be positive"),
+        ({"transaction_check_max": "0"}, "transaction_check_max must be 1..10000"),
+        ({"default_queue_count": "0"}, "default_queue_count must be 1..1024"),
+        ({"max_message_size": "1GiB"}, "max_message_size must be 1 B..64 MiB"),
+        ({"file_reserved_time": "5s"}, "every half would expire before its first check"),
+        ({"streams.tick_interval": "4s"}, "tick_interval .* at most half of transaction_timeout"),
+        ({"streams.trigger_interval": "10s"}, "trigger_interval .* at most half"),
+        ({"kafka.half_topic": "a/b"}, "not a valid Kafka topic name"),
+        ({"kafka.op_topic": "txcoord.half"}, "must differ"),
+    ],
+)
+def test_impossible_values_are_refused(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        load_config(overrides=overrides)
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Config(transaction_check_max=0, default_queue_count=0)
+    assert "transaction_check_max" in str(caught.value)
+    assert "default_queue_count" in str(caught.value)
+
+
+def test_set_options_are_parsed() -> None:
+    assert parse_overrides(["a=1", "kafka.x = y=z"]) == {"a": "1", "kafka.x": "y=z"}
+    with pytest.raises(ConfigurationError, match="key=value"):
+        parse_overrides(["novalue"])
