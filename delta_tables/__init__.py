@@ -1,1 +1,12 @@
-"""placeholder"""
+"""The warehouse: one module per Delta table (name, schema, properties, create-if-absent).
+
+<warehouse>/system/half_messages   half messages and ingest heartbeats (ingest writes)
+<warehouse>/system/op_records      COMMIT / ROLLBACK / UNKNOWN ops and heartbeats (ingest)
+<warehouse>/system/quarantine      ingress records that failed to parse or validate (ingest)
+<warehouse>/system/check_requests  every check request sent (coordinator)
+<warehouse>/system/transactions    one row per final state reached (coordinator)
+<warehouse>/system/discarded       halves given up on, kept for resume (coordinator)
+<warehouse>/system/op_verdicts     what each op did: applied, duplicate, late... (coordinator)
+<warehouse>/system/queue_offsets   next queue offset per (topic, queue) (coordinator)
+<warehouse>/topics/<topic>         delivered messages with dense queue offsets (coordinator)
+"""

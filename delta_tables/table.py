@@ -1,0 +1,55 @@
+"""What every table module declares, and how a table is created when absent."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+#: Properties of every table. Streams commit about once a second, so the log grows by
+#: ~86,000 commits a day per table: keep a week of history (time travel in the notebooks)
+#: instead of Delta's 30 days.
+COMMON_PROPERTIES: Mapping[str, str] = {
+    "delta.logRetentionDuration": "interval 7 days",
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+}
+
+
+def table_path(warehouse: str, name: str) -> str:
+    """Return the location of table `name` ("system/half_messages") under `warehouse`."""
+    return f"{warehouse.rstrip('/')}/{name}"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A Delta table of the warehouse: where it lives, its columns and its properties."""
+
+    name: str
+    schema: StructType
+    description: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def path(self, warehouse: str) -> str:
+        """Return this table's location under `warehouse`."""
+        return table_path(warehouse, self.name)
+
+    def create_if_absent(self, spark: SparkSession, warehouse: str) -> str:
+        """Create the table (empty) unless it exists; return its location."""
+        location = self.path(warehouse)
+        builder = (
+            DeltaTable.createIfNotExists(spark)
+            .location(location)
+            .addColumns(self.schema)
+            .comment(self.description)
+        )
+        for key, value in {**COMMON_PROPERTIES, **self.properties}.items():
+            builder = builder.property(key, value)
+        builder.execute()
+        log.debug("table %s ready at %s", self.name, location)
+        return location

@@ -1,0 +1,43 @@
+"""Every system table is created on disk as a real Delta table, readable by Spark and delta-rs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from delta_tables import topics
+from delta_tables.registry import SYSTEM_TABLES, create_system_tables
+
+pytestmark = pytest.mark.spark
+
+
+def test_system_tables_are_created_once_with_their_schema(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    locations = create_system_tables(spark, str(warehouse))
+    assert set(locations) == {t.name for t in SYSTEM_TABLES}
+    again = create_system_tables(spark, str(warehouse))  # idempotent: nothing recreated
+    assert again == locations
+    for spec in SYSTEM_TABLES:
+        location = locations[spec.name]
+        assert Path(location).is_relative_to(warehouse)
+        frame = spark.read.format("delta").load(location)
+        assert [f.name for f in frame.schema] == [f.name for f in spec.schema], spec.name
+        assert frame.count() == 0
+        delta_rs = DeltaTable(location)
+        assert delta_rs.version() == 0, spec.name  # created once, not twice
+        assert delta_rs.metadata().configuration["delta.logRetentionDuration"] == (
+            "interval 7 days"
+        )
+
+
+def test_topic_tables_live_under_topics(spark: SparkSession, warehouse: Path) -> None:
+    location = topics.table("OrderPaid").create_if_absent(spark, str(warehouse))
+    assert location == f"{warehouse}/topics/OrderPaid"
+    columns = spark.read.format("delta").load(location).columns
+    assert columns[:6] == [
+        "transaction_id", "msg_id", "producer_group", "topic", "queue_id", "queue_offset",
+    ]  # fmt: skip

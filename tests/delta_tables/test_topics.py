@@ -1,0 +1,38 @@
+"""Topic names become table paths: only RocketMQ's alphabet, never a system name."""
+
+from __future__ import annotations
+
+import pytest
+
+from delta_tables.topics import table, topic_name_problem
+
+
+@pytest.mark.parametrize("topic", ["OrderPaid", "a", "x" * 127, "with-dash_and%pct|bar", "0"])
+def test_valid_names(topic: str) -> None:
+    assert topic_name_problem(topic) is None
+    assert table(topic).name == f"topics/{topic}"
+
+
+@pytest.mark.parametrize(
+    "topic",
+    ["", "x" * 128, "../escape", "a/b", "a\\b", ".", "..", "with space", "naïve", "a.b", "a\x00b",
+     "/abs", "s3a://bucket"],
+)  # fmt: skip
+def test_names_that_could_escape_or_break_paths_are_refused(topic: str) -> None:
+    problem = topic_name_problem(topic)
+    assert problem is not None and "RocketMQ's rule" in problem
+    with pytest.raises(ValueError, match="RocketMQ's rule"):
+        table(topic)
+
+
+@pytest.mark.parametrize(
+    "topic", ["RMQ_SYS_TRANS_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_anything",
+              "%RETRY%group", "%DLQ%group", "system", "TBW102"],
+)  # fmt: skip
+def test_system_names_are_refused(topic: str) -> None:
+    assert "system topic" in (topic_name_problem(topic) or "")
+
+
+@pytest.mark.parametrize("topic", [None, 7, b"bytes", ["list"]])
+def test_non_strings_are_refused(topic: object) -> None:
+    assert "must be a string" in (topic_name_problem(topic) or "")
