@@ -70,6 +70,9 @@ class SparkSettings:
             # clusters and makes every snapshot on a laptop pay for 50 tiny tasks.
             "spark.databricks.delta.snapshotPartitions": str(self.shuffle_partitions),
             "spark.sql.session.timeZone": "UTC",
+            # Bad input must become a row with a reason, never an exception that stops a
+            # stream: a map built from repeated keys keeps the last value.
+            "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
             "spark.sql.warehouse.dir": warehouse,
             "spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.ui.enabled": "false",

@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Streaming transforms (pure DataFrame -> DataFrame) and their readStream/writeStream edges."""

@@ -1,0 +1,257 @@
+"""Pure transforms of the ingest stream: Kafka ingress records -> halves, ops, quarantine.
+
+`classify` turns the raw records of one micro-batch (the Kafka source's columns) into one
+frame with every field parsed and a `reason` that is NULL for a valid record and says
+what is wrong otherwise. `halves`, `ops`, `ticks` and `quarantined` select from it. Every
+rule is a Spark SQL expression (no Python UDF): malformed input of any shape becomes a
+reason, never an exception, so the stream keeps running (SPEC 5.2 and 9). With ANSI mode
+on, that means `try_cast`, `get` (NULL when out of range) and `is_valid_utf8` throughout.
+
+Store time is the broker's LogAppendTime (`timestampType = 1`); a record stamped with the
+producer's CreateTime is quarantined, because the coordinator must never take its event
+time from a producer's clock (a clock in the future would move the watermark for every
+transaction).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from delta_tables import half_messages, op_records
+from delta_tables.topics import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
+from streams import ingress_format as fmt
+
+LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True)
+class IngestRules:
+    """The parts of the configuration that validation needs."""
+
+    half_topic: str
+    op_topic: str
+    max_message_size: int
+    default_queue_count: int
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _header(name: str) -> Column:
+    """Return the first value (binary) of header `name`, NULL when absent."""
+    return F.expr(f"get(filter(headers, h -> h.key = {_sql_string(name)}), 0).value")
+
+
+def _text(name: str) -> Column:
+    """Return header `name` as a string, NULL when absent or not valid UTF-8."""
+    raw = _header(name)
+    return F.when(F.is_valid_utf8(raw), raw.cast("string"))
+
+
+def _bad_utf8(name: str) -> Column:
+    raw = _header(name)
+    return raw.isNotNull() & ~F.is_valid_utf8(raw)
+
+
+def _first_problem(checks: list[tuple[Column, str]]) -> Column:
+    """Return the message of the first check that holds, else NULL."""
+    result: Column = F.lit(None).cast("string")
+    for failed, message in reversed(checks):
+        result = F.when(failed, F.lit(message)).otherwise(result)
+    return result
+
+
+def classify(records: DataFrame, rules: IngestRules, ingested_at: Column) -> DataFrame:
+    """Return every record parsed, with `reason` NULL when valid (see the module docstring)."""
+    property_headers = F.expr(
+        f"filter(headers, h -> startswith(h.key, {_sql_string(fmt.PROPERTY_PREFIX)}))"
+    )
+    parsed = records.select(
+        "key",
+        "value",
+        "headers",
+        F.col("topic").alias("source_topic"),
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        F.col("timestamp").alias("stored_at"),
+        F.col("timestampType").alias("timestamp_type"),
+        F.coalesce(F.col("headers"), F.array()).alias("_headers"),
+        F.when(F.is_valid_utf8("key"), F.col("key").cast("string")).alias("transaction_id"),
+        _text(fmt.KIND).alias("_kind"),
+        _text(fmt.PRODUCER_GROUP).alias("producer_group"),
+        _text(fmt.TOPIC).alias("topic"),
+        _text(fmt.QUEUE_ID).alias("_queue_id"),
+        _text(fmt.MSG_ID).alias("_msg_id"),
+        _text(fmt.KEYS).alias("_keys"),
+        _text(fmt.TAGS).alias("tags"),
+        _text(fmt.CHECK_IMMUNITY_SECONDS).alias("_immunity"),
+        _text(fmt.BORN_AT).alias("_born_at"),
+        _text(fmt.OP).alias("op"),
+        _text(fmt.FROM_CHECK).alias("_from_check"),
+        _text(fmt.OPERATOR).alias("operator"),
+        _text(fmt.REASON).alias("reason_text"),
+        property_headers.alias("_properties"),
+    ).withColumn("headers", F.col("_headers"))
+
+    is_half = F.col("source_topic") == rules.half_topic
+    is_op = F.col("source_topic") == rules.op_topic
+    header_keys = F.expr("transform(headers, h -> h.key)")
+    keys_json = F.from_json(F.col("_keys"), "array<string>")
+    queue_id = F.expr("try_cast(_queue_id as int)")
+    system_topic = F.col("topic").isin(*SYSTEM_TOPICS)
+    for prefix in SYSTEM_PREFIXES:
+        system_topic = system_topic | F.col("topic").startswith(prefix)
+    text_headers = [fmt.KIND, fmt.PRODUCER_GROUP, fmt.TOPIC, fmt.QUEUE_ID, fmt.MSG_ID, fmt.KEYS,
+                    fmt.TAGS, fmt.OP, fmt.FROM_CHECK, fmt.OPERATOR, fmt.REASON]  # fmt: skip
+    bad_text = F.lit(False)
+    for name in text_headers:
+        bad_text = bad_text | _bad_utf8(name)
+    bad_property = F.exists(
+        F.col("_properties"), lambda h: h.value.isNotNull() & ~F.is_valid_utf8(h.value)
+    )
+    is_tick = F.coalesce(F.col("_kind") == fmt.KIND_TICK, F.lit(False))
+    common: list[tuple[Column, str]] = [
+        (F.col("timestamp_type") != LOG_APPEND_TIME,
+         "record has CreateTime: ingress topics must use message.timestamp.type=LogAppendTime"),
+        (F.size(F.array_distinct(header_keys)) != F.size(header_keys), "a header appears twice"),
+        (bad_text, "a txcoord.* header is not valid UTF-8"),
+        (F.col("_kind").isNotNull() & ~is_tick, "txcoord.kind must be TICK when present"),
+    ]  # fmt: skip
+    message: list[tuple[Column, str]] = [
+        (F.col("key").isNull(), "the record key (transaction id) is missing"),
+        (F.col("transaction_id").isNull(), "the record key (transaction id) is not valid UTF-8"),
+        (~F.col("transaction_id").rlike(fmt.TRANSACTION_ID_PATTERN),
+         "the transaction id must be 1-128 printable ASCII characters"),
+        (F.col("producer_group").isNull(), f"header {fmt.PRODUCER_GROUP} is missing"),
+        (~F.col("producer_group").rlike(fmt.GROUP_PATTERN),
+         f"header {fmt.PRODUCER_GROUP} must match {fmt.GROUP_PATTERN}"),
+    ]  # fmt: skip
+    half_rules: list[tuple[Column, str]] = [
+        (F.col("topic").isNull(), f"header {fmt.TOPIC} (the real topic) is missing"),
+        (~F.col("topic").rlike(TOPIC_NAME.pattern),
+         "the real topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-'"),
+        (system_topic, "the real topic is a system topic name"),
+        (F.col("_queue_id").isNotNull()
+         & (queue_id.isNull() | (queue_id < 0) | (queue_id > fmt.MAX_QUEUE_ID)),
+         f"header {fmt.QUEUE_ID} must be an integer 0..{fmt.MAX_QUEUE_ID}"),
+        (F.coalesce(F.length("value"), F.lit(0)) > rules.max_message_size,
+         f"the body is larger than max_message_size ({rules.max_message_size} bytes)"),
+        (F.col("_keys").isNotNull()
+         & (keys_json.isNull() | F.exists(keys_json, lambda k: k.isNull())),
+         f"header {fmt.KEYS} must be a JSON array of strings"),
+        (bad_property, "a prop.* header value is not valid UTF-8"),
+        (F.exists(F.col("_properties"), lambda h: F.length(h.key) <= len(fmt.PROPERTY_PREFIX)),
+         "a prop.* header has no property name"),
+    ]  # fmt: skip
+    op_rules: list[tuple[Column, str]] = [
+        (F.col("op").isNull(), f"header {fmt.OP} is missing"),
+        (~F.col("op").isin(*fmt.OPS), f"header {fmt.OP} must be COMMIT, ROLLBACK or UNKNOWN"),
+        (F.col("_from_check").isNotNull() & ~F.col("_from_check").isin("true", "false"),
+         f"header {fmt.FROM_CHECK} must be true or false"),
+    ]  # fmt: skip
+    # A heartbeat carries nothing but its store time: only the common rules apply to it.
+    reason = F.coalesce(
+        _first_problem(common),
+        F.when(
+            ~is_tick,
+            F.coalesce(
+                F.when(is_half, F.coalesce(_first_problem(message), _first_problem(half_rules))),
+                F.when(is_op, F.coalesce(_first_problem(message), _first_problem(op_rules))),
+            ),
+        ),
+    )
+    default_queue = F.pmod(F.crc32("key"), F.lit(rules.default_queue_count)).cast("int")
+    msg_id = F.concat(
+        F.lpad(F.hex("source_partition"), 4, "0"), F.lpad(F.hex("source_offset"), 16, "0")
+    )
+    immunity = F.expr("try_cast(_immunity as int)")
+    return parsed.select(
+        "*",
+        reason.alias("reason"),
+        is_tick.alias("is_tick"),
+        F.coalesce(queue_id, default_queue).alias("queue_id"),
+        F.coalesce(F.col("_msg_id"), msg_id).alias("msg_id"),
+        keys_json.alias("keys"),
+        # Only when no header repeats: a repeated prop.* key must be a reason, not a
+        # DUPLICATED_MAP_KEY error that would stop the stream.
+        F.when(
+            F.size(F.array_distinct(header_keys)) == F.size(header_keys),
+            F.map_from_entries(
+                F.transform(
+                    "_properties",
+                    lambda h: F.struct(
+                        F.substring(h.key, len(fmt.PROPERTY_PREFIX) + 1, 1 << 20).alias("key"),
+                        h.value.cast("string").alias("value"),
+                    ),
+                )
+            ),
+        ).alias("properties"),
+        # RocketMQ: a missing, negative or non-integer immunity falls back to the timeout.
+        F.when(immunity > 0, immunity).alias("check_immunity_seconds"),
+        F.expr("timestamp_millis(try_cast(_born_at as bigint))").alias("born_at"),
+        F.coalesce(F.col("_from_check") == "true", F.lit(False)).alias("from_check"),
+        F.concat(F.lit("op-"), F.col("source_partition"), F.lit("-"), F.col("source_offset")).alias(
+            "op_id"
+        ),
+        ingested_at.alias("ingested_at"),
+    )
+
+
+def halves(classified: DataFrame, rules: IngestRules) -> DataFrame:
+    """Return the valid half messages, in the column order of `system/half_messages`."""
+    valid = classified.where(
+        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("source_topic") == rules.half_topic)
+    )
+    return valid.select(
+        F.lit(half_messages.KIND_HALF).alias("kind"),
+        "transaction_id", "msg_id", "producer_group", "topic", "queue_id",
+        F.col("value").alias("body"), "keys", "tags", "properties", "check_immunity_seconds",
+        "born_at", "stored_at",
+        F.col("source_partition").alias("ingress_partition"),
+        F.col("source_offset").alias("ingress_offset"),
+        "ingested_at",
+    )  # fmt: skip
+
+
+def ops(classified: DataFrame, rules: IngestRules) -> DataFrame:
+    """Return the valid op records, in the column order of `system/op_records`."""
+    valid = classified.where(
+        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("source_topic") == rules.op_topic)
+    )
+    return valid.select(
+        F.lit(op_records.KIND_OP).alias("kind"),
+        "op_id", "transaction_id", "producer_group", "op", "from_check", "operator",
+        F.col("reason_text").alias("reason"), "born_at", "stored_at",
+        F.col("source_partition").alias("ingress_partition"),
+        F.col("source_offset").alias("ingress_offset"),
+        "ingested_at",
+    )  # fmt: skip
+
+
+def ticks(classified: DataFrame, source_topic: str) -> DataFrame:
+    """Return one heartbeat (the newest) among the tick records of `source_topic`, if any."""
+    newest = (
+        classified.where(
+            F.col("reason").isNull() & F.col("is_tick") & (F.col("source_topic") == source_topic)
+        )
+        .orderBy(F.col("stored_at").desc(), F.col("source_partition"))
+        .limit(1)
+    )
+    return newest.select(
+        "stored_at",
+        F.col("source_partition").alias("ingress_partition"),
+        F.col("source_offset").alias("ingress_offset"),
+        "ingested_at",
+    )
+
+
+def quarantined(classified: DataFrame) -> DataFrame:
+    """Return the invalid records, in the column order of `system/quarantine`."""
+    return classified.where(F.col("reason").isNotNull()).select(
+        "source_topic", "source_partition", "source_offset", "key", "value", "headers",
+        "reason", "stored_at", F.col("ingested_at").alias("quarantined_at"),
+    )  # fmt: skip

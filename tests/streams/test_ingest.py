@@ -1,0 +1,211 @@
+"""The ingest transforms on plain DataFrames shaped like Spark's Kafka source."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from delta_tables import half_messages, op_records, quarantine
+from streams import ingress_format as fmt
+from streams.ingest import IngestRules, classify, halves, ops, quarantined, ticks
+
+pytestmark = pytest.mark.spark
+
+RULES = IngestRules(
+    half_topic="txcoord.half", op_topic="txcoord.op", max_message_size=64, default_queue_count=4
+)
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key: string, value: binary>>"
+)
+T0 = datetime(2026, 11, 22, 12, 0, 0)
+
+
+def half_headers(**overrides: Any) -> list[tuple[str, bytes]]:
+    headers = {fmt.PRODUCER_GROUP: b"orders", fmt.TOPIC: b"OrderPaid"}
+    headers.update(overrides)
+    return [(k, v) for k, v in headers.items() if v is not None]
+
+
+def op_headers(op: bytes = b"COMMIT", **extra: bytes) -> list[tuple[str, bytes]]:
+    return [(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, op), *extra.items()]
+
+
+class Records:
+    """Build a batch of Kafka-source rows with increasing offsets."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add(
+        self,
+        topic: str,
+        key: bytes | None,
+        headers: list[tuple[str, bytes]],
+        *,
+        value: bytes | None = b"body",
+        timestamp_type: int = 1,
+        partition: int = 0,
+        at: timedelta = timedelta(0),
+    ) -> Records:
+        offset = len(self.rows)
+        self.rows.append((key, value, topic, partition, offset, T0 + at, timestamp_type, headers))
+        return self
+
+    def classify(self) -> DataFrame:
+        frame = self.spark.createDataFrame(self.rows, KAFKA_SCHEMA)
+        now = F.lit(datetime(2026, 11, 22, 12, 0, 1)).cast("timestamp")
+        return classify(frame, RULES, now).cache()
+
+
+def reasons(classified: DataFrame) -> list[str | None]:
+    return [row.reason for row in classified.orderBy("source_offset").collect()]
+
+
+def test_a_valid_half_is_parsed_with_every_field(spark: SparkSession) -> None:
+    headers = half_headers(
+        **{
+            fmt.QUEUE_ID: b"2", fmt.MSG_ID: b"m-1", fmt.KEYS: json.dumps(["o-1", "o-2"]).encode(),
+            fmt.TAGS: b"paid", fmt.CHECK_IMMUNITY_SECONDS: b"60", fmt.BORN_AT: b"1795000000000",
+            "prop.region": b"eu", "prop.tier": "gold\u00e9".encode(),
+        }
+    )  # fmt: skip
+    classified = Records(spark).add("txcoord.half", b"tx-1", headers).classify()
+    (row,) = halves(classified, RULES).collect()
+    assert row.kind == "HALF"
+    assert (row.transaction_id, row.msg_id, row.producer_group) == ("tx-1", "m-1", "orders")
+    assert (row.topic, row.queue_id, row.body) == ("OrderPaid", 2, bytearray(b"body"))
+    assert row.keys == ["o-1", "o-2"]
+    assert row.tags == "paid"
+    assert row.properties == {"region": "eu", "tier": "gold\u00e9"}
+    assert row.check_immunity_seconds == 60
+    assert row.born_at == datetime.fromtimestamp(1795000000, UTC).replace(tzinfo=None)
+    assert row.stored_at == T0
+    assert [f.name for f in halves(classified, RULES).schema] == [
+        f.name for f in half_messages.SCHEMA
+    ]
+
+
+def test_defaults_queue_from_the_transaction_id_and_msg_id_from_the_position(
+    spark: SparkSession,
+) -> None:
+    records = Records(spark)
+    for i in range(40):
+        records.add("txcoord.half", f"tx-{i}".encode(), half_headers(), partition=3)
+    rows = halves(records.classify(), RULES).collect()
+    assert {r.queue_id for r in rows} == {0, 1, 2, 3}  # spread over default_queue_count
+    again = halves(records.classify(), RULES).collect()
+    assert [r.queue_id for r in rows] == [r.queue_id for r in again]  # deterministic
+    assert rows[5].msg_id == "0003" + "5".rjust(16, "0")
+    assert len({r.msg_id for r in rows}) == 40
+
+
+def test_immunity_follows_rocketmqs_lenient_parsing(spark: SparkSession) -> None:
+    records = Records(spark)
+    for value in (b"-5", b"abc", b"0", b"12"):
+        records.add("txcoord.half", b"tx", half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: value}))
+    rows = halves(records.classify(), RULES).orderBy("ingress_offset").collect()
+    assert [r.check_immunity_seconds for r in rows] == [None, None, None, 12]
+
+
+def test_a_valid_op_is_parsed(spark: SparkSession) -> None:
+    records = (
+        Records(spark)
+        .add("txcoord.op", b"tx-1", op_headers(b"ROLLBACK", **{fmt.FROM_CHECK: b"true"}))
+        .add("txcoord.op", b"tx-2", op_headers(b"UNKNOWN"), partition=1)
+    )
+    classified = records.classify()
+    rows = ops(classified, RULES).orderBy("ingress_offset").collect()
+    assert [(r.op_id, r.transaction_id, r.op, r.from_check) for r in rows] == [
+        ("op-0-0", "tx-1", "ROLLBACK", True),
+        ("op-1-1", "tx-2", "UNKNOWN", False),
+    ]
+    assert [f.name for f in ops(classified, RULES).schema] == [f.name for f in op_records.SCHEMA]
+
+
+BAD_HALVES = [
+    (dict(key=None), "transaction id) is missing"),
+    (dict(key=b"\xff\xfe"), "not valid UTF-8"),
+    (dict(key=b"tx with\nnewline"), "printable ASCII"),
+    (dict(key=b"x" * 129), "printable ASCII"),
+    (dict(headers=[(fmt.TOPIC, b"OrderPaid")]), "producer_group is missing"),
+    (dict(headers=half_headers(**{fmt.PRODUCER_GROUP: b"bad group"})), "must match"),
+    (dict(headers=[(fmt.PRODUCER_GROUP, b"orders")]), "real topic) is missing"),
+    (dict(headers=half_headers(**{fmt.TOPIC: b"../../etc"})), "1-127 characters"),
+    (dict(headers=half_headers(**{fmt.TOPIC: b"x" * 128})), "1-127 characters"),
+    (dict(headers=half_headers(**{fmt.TOPIC: b"RMQ_SYS_TRANS_HALF_TOPIC"})), "system topic"),
+    (dict(headers=half_headers(**{fmt.QUEUE_ID: b"-1"})), "integer 0..1023"),
+    (dict(headers=half_headers(**{fmt.QUEUE_ID: b"99999999999"})), "integer 0..1023"),
+    (dict(headers=half_headers(**{fmt.QUEUE_ID: b"two"})), "integer 0..1023"),
+    (dict(value=b"x" * 65), "larger than max_message_size"),
+    (dict(headers=half_headers(**{fmt.KEYS: b"not json"})), "JSON array of strings"),
+    (dict(headers=half_headers(**{fmt.KEYS: b'["a", null]'})), "JSON array of strings"),
+    (dict(headers=half_headers(**{fmt.KEYS: b'{"a": 1}'})), "JSON array of strings"),
+    (dict(headers=half_headers(**{"prop.x": b"\xc3\x28"})), "prop.* header value"),
+    (dict(headers=half_headers(**{"prop.": b"v"})), "no property name"),
+    (dict(headers=half_headers(**{fmt.TAGS: b"\xff"})), "txcoord.* header is not valid UTF-8"),
+    (dict(headers=[*half_headers(), (fmt.TOPIC, b"Other")]), "a header appears twice"),
+    (dict(headers=[*half_headers(), ("prop.a", b"1"), ("prop.a", b"2")]), "appears twice"),
+    (dict(timestamp_type=0), "LogAppendTime"),
+    (dict(headers=half_headers(**{fmt.KIND: b"HALF"})), "txcoord.kind must be TICK"),
+]
+
+
+def test_bad_halves_are_quarantined_with_the_reason(spark: SparkSession) -> None:
+    """All cases in one batch (one Spark job, not one per case); each keeps its own reason."""
+    records = Records(spark).add("txcoord.half", b"tx-good", half_headers())
+    for change, _ in BAD_HALVES:
+        args: dict[str, Any] = {"key": b"tx-1", "headers": half_headers(), **change}
+        records.add("txcoord.half", args.pop("key"), args.pop("headers"), **args)
+    classified = records.classify()
+    found = {r.source_offset: r.reason for r in quarantined(classified).collect()}
+    for offset, (change, reason) in enumerate(BAD_HALVES, start=1):
+        assert reason in (found.get(offset) or ""), (change, found.get(offset))
+    assert len(found) == len(BAD_HALVES)
+    assert [r.transaction_id for r in halves(classified, RULES).collect()] == ["tx-good"]
+    assert [f.name for f in quarantined(classified).schema] == [f.name for f in quarantine.SCHEMA]
+
+
+BAD_OPS = [
+    ([(fmt.PRODUCER_GROUP, b"orders")], "txcoord.op is missing"),
+    (op_headers(b"commit"), "COMMIT, ROLLBACK or UNKNOWN"),
+    (op_headers(b"ABORT"), "COMMIT, ROLLBACK or UNKNOWN"),
+    (op_headers(**{fmt.FROM_CHECK: b"yes"}), "true or false"),
+    ([(fmt.OP, b"COMMIT")], "producer_group is missing"),
+]
+
+
+def test_bad_ops_are_quarantined(spark: SparkSession) -> None:
+    records = Records(spark)
+    for headers, _ in BAD_OPS:
+        records.add("txcoord.op", b"tx-1", headers)
+    classified = records.classify()
+    found = {r.source_offset: r.reason for r in quarantined(classified).collect()}
+    for offset, (headers, reason) in enumerate(BAD_OPS):
+        assert reason in (found.get(offset) or ""), (headers, found.get(offset))
+    assert ops(classified, RULES).count() == 0
+
+
+def test_ticks_become_one_heartbeat_per_topic(spark: SparkSession) -> None:
+    tick = [(fmt.KIND, b"TICK")]
+    classified = (
+        Records(spark)
+        .add("txcoord.half", None, tick, value=None, partition=0, at=timedelta(seconds=1))
+        .add("txcoord.half", None, tick, value=None, partition=1, at=timedelta(seconds=3))
+        .add("txcoord.op", None, tick, value=None, partition=0, at=timedelta(seconds=2))
+        .add("txcoord.half", b"tx-1", half_headers())
+        .classify()
+    )
+    assert quarantined(classified).count() == 0
+    assert halves(classified, RULES).count() == 1  # heartbeats are not halves
+    assert ops(classified, RULES).count() == 0
+    (half_tick,) = ticks(classified, "txcoord.half").collect()
+    assert (half_tick.stored_at, half_tick.ingress_partition) == (T0 + timedelta(seconds=3), 1)
+    (op_tick,) = ticks(classified, "txcoord.op").collect()
+    assert op_tick.stored_at == T0 + timedelta(seconds=2)
