@@ -1,0 +1,127 @@
+"""The ingest stream's edges: Kafka ingress topics in, four Delta tables out, exactly once.
+
+One query reads both ingress topics (so halves, ops and their heartbeats share batch
+boundaries) and, per micro-batch, appends:
+
+    valid halves + the half topic's heartbeat  -> system/half_messages   (one file)
+    valid ops    + the op topic's heartbeat    -> system/op_records      (one file)
+    everything else, with the reason           -> system/quarantine
+
+Each append is idempotent (`txnAppId` = this checkpoint's app id, `txnVersion` = batch
+id), so a batch replayed after a crash writes nothing twice. The Kafka source reads every
+partition up to its latest offset each batch (no maxOffsetsPerTrigger): a batch then
+holds everything stored before it was planned, in every partition, and the coordinator
+never sees one partition's rows far ahead of another's. Heartbeats go into the same
+commit as the data they follow, and each commit is a single file, which the coordinator
+reads whole: event time can never get ahead of rows still to be read.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from coordinator.config import Config
+from delta_tables import half_messages, op_records, quarantine
+from streams.delta_writes import append_once, checkpoint_app_id
+from streams.ingest import IngestRules, classify, halves, ops, quarantined, ticks
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+QUERY_NAME = "txcoord-ingest"
+
+
+def rules_of(config: Config) -> IngestRules:
+    """Return the validation rules the configuration implies."""
+    return IngestRules(
+        half_topic=config.kafka.half_topic,
+        op_topic=config.kafka.op_topic,
+        max_message_size=config.max_message_size,
+        default_queue_count=config.default_queue_count,
+    )
+
+
+def _with_heartbeat(rows: DataFrame, beat: DataFrame, kind: str) -> DataFrame:
+    """Return `rows` plus the heartbeat as a row of `kind` TICK with only times and position."""
+    filler = [
+        F.lit(kind).alias(name) if name == "kind" else F.col(name)
+        if name in beat.columns else F.lit(None).cast(rows.schema[name].dataType).alias(name)
+        for name in rows.columns
+    ]  # fmt: skip
+    return rows.unionByName(beat.select(*filler))
+
+
+class IngestBatchWriter:
+    """The foreachBatch function of the ingest query."""
+
+    def __init__(self, config: Config, app_id: str) -> None:
+        self.config = config
+        self.rules = rules_of(config)
+        self.app_id = app_id
+        self.warehouse = config.warehouse
+
+    def __call__(self, records: DataFrame, batch_id: int) -> None:
+        """Land one micro-batch of ingress records."""
+        ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
+        classified = classify(records, self.rules, ingested_at).persist()
+        try:
+            half_rows = _with_heartbeat(
+                halves(classified, self.rules),
+                ticks(classified, self.rules.half_topic),
+                half_messages.KIND_TICK,
+            )
+            op_rows = _with_heartbeat(
+                ops(classified, self.rules),
+                ticks(classified, self.rules.op_topic),
+                op_records.KIND_TICK,
+            )
+            for rows, table in ((half_rows, half_messages.TABLE), (op_rows, op_records.TABLE)):
+                append_once(rows.coalesce(1), table.path(self.warehouse), self.app_id, batch_id)
+            bad = quarantined(classified)
+            append_once(bad, quarantine.TABLE.path(self.warehouse), self.app_id, batch_id)
+        finally:
+            classified.unpersist()
+
+
+def ingress_records(spark: SparkSession, config: Config) -> DataFrame:
+    """Return the streaming Kafka source over both ingress topics."""
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
+        .option("subscribe", f"{config.kafka.half_topic},{config.kafka.op_topic}")
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load()
+    )
+
+
+def checkpoint_of(config: Config) -> str:
+    """Return the ingest query's checkpoint location."""
+    return f"{config.streams.checkpoint_dir.rstrip('/')}/ingest"
+
+
+def start_ingest(
+    spark: SparkSession, config: Config, available_now: bool = False
+) -> StreamingQuery:
+    """Start the ingest query (the tables must exist); `available_now` drains and stops."""
+    checkpoint = checkpoint_of(config)
+    writer = IngestBatchWriter(config, checkpoint_app_id(spark, checkpoint, "ingest"))
+    stream = (
+        ingress_records(spark, config)
+        .writeStream.queryName(QUERY_NAME)
+        .foreachBatch(writer)
+        .option("checkpointLocation", checkpoint)
+    )
+    if available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        seconds = config.streams.trigger_interval.total_seconds()
+        stream = stream.trigger(processingTime=f"{seconds} seconds")
+    return stream.start()
