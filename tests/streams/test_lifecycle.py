@@ -1,0 +1,213 @@
+"""One transaction's life, driven with plain values and a hand-moved clock (no Spark)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from coordinator.state_machine import TransactionState
+from streams.lifecycle import (
+    Emit,
+    Half,
+    Kind,
+    Op,
+    Rules,
+    Step,
+    TxState,
+    first_check_due_ms,
+    on_input,
+    on_timer,
+)
+
+S = 1000
+RULES = Rules(
+    timeout_ms=6 * S, check_interval_ms=30 * S, check_max=15, file_reserved_ms=72 * 3600 * S,
+    resolved_retention_ms=1800 * S, orphan_wait_ms=22 * S,
+)  # fmt: skip
+T0 = 1_800_000_000_000
+
+
+def half(tx: str = "tx", at: int = T0, group: str = "orders", immunity: int | None = None) -> Half:
+    return Half(tx, f"m-{tx}", group, "OrderPaid", 1, b"body", ("k",), None, (), immunity, at)
+
+
+def op(kind: str, at: int, op_id: str = "", group: str = "orders", **kw: object) -> Op:
+    fields = {"from_check": False, "operator": None, "reason": None, **kw}
+    return Op(op_id or f"op-{at}-{kind}", "tx", group, kind, stored_ms=at, **fields)  # type: ignore[arg-type]
+
+
+def kinds(step: Step) -> list[str]:
+    return [e.kind.value for e in step.emits]
+
+
+def verdicts(step: Step) -> list[str | None]:
+    return [e.verdict for e in step.emits if e.kind is Kind.VERDICT]
+
+
+def only(step: Step, kind: Kind) -> Emit:
+    (emit,) = [e for e in step.emits if e.kind is kind]
+    return emit
+
+
+def test_commit_within_the_window_delivers_once() -> None:
+    commit = op("COMMIT", T0 + 2 * S)
+    step = on_input(None, [half()], [commit, commit], T0 + 3 * S, RULES)  # matched + raw
+    assert kinds(step) == ["VERDICT", "DELIVER", "FINAL"]
+    assert only(step, Kind.FINAL).state is TransactionState.COMMITTED
+    assert only(step, Kind.FINAL).reason == "op"
+    assert only(step, Kind.DELIVER).op == commit
+    assert (
+        step.state is not None and step.state.timer_ms == T0 + 3 * S + RULES.resolved_retention_ms
+    )
+
+
+def test_rollback_within_the_window_is_never_delivered() -> None:
+    step = on_input(None, [half()], [op("ROLLBACK", T0 + S)], T0 + 2 * S, RULES)
+    assert kinds(step) == ["VERDICT", "FINAL"]
+    assert only(step, Kind.FINAL).state is TransactionState.ROLLED_BACK
+
+
+def test_first_decisive_op_wins_by_store_time_then_op_id() -> None:
+    ops = [
+        op("ROLLBACK", T0 + 2 * S, "b"),
+        op("COMMIT", T0 + 2 * S, "a"),
+        op("COMMIT", T0 + S, "z"),
+    ]
+    step = on_input(None, [half()], ops, T0 + 3 * S, RULES)
+    assert only(step, Kind.FINAL).deciding_op_id == "z"
+    assert [e.op.op_id for e in step.emits if e.op and e.kind is Kind.VERDICT] == ["z", "a", "b"]
+    assert verdicts(step) == ["APPLIED", "DUPLICATE", "CONFLICT"]
+
+
+def test_later_ops_are_recorded_and_change_nothing() -> None:
+    done = on_input(None, [half()], [op("COMMIT", T0 + S)], T0 + S, RULES).state
+    again = on_input(
+        done, [], [op("COMMIT", T0 + 9 * S), op("ROLLBACK", T0 + 9 * S)], T0 + 9 * S, RULES
+    )
+    assert kinds(again) == ["VERDICT", "VERDICT"]
+    assert verdicts(again) == ["DUPLICATE", "CONFLICT"]
+    assert again.state == done
+
+
+def test_a_late_commit_never_makes_a_rollback_visible() -> None:
+    done = on_input(None, [half()], [op("ROLLBACK", T0 + S)], T0 + S, RULES).state
+    late = on_input(done, [], [op("COMMIT", T0 + 100 * S, from_check=True)], T0 + 100 * S, RULES)
+    assert Kind.DELIVER not in [e.kind for e in late.emits]
+    assert verdicts(late) == ["CONFLICT"]
+
+
+def test_unanswered_half_is_checked_every_interval_then_discarded_once() -> None:
+    """RocketMQ: check max times, then discard exactly once (TRANS_CHECK_MAX_TIME_TOPIC)."""
+    now = T0 + 2 * RULES.timeout_ms + 2 * S  # the join gives the half up at ~2 x timeout
+    step = on_input(None, [half()], [], now, RULES)
+    assert kinds(step) == ["CHECK"]
+    assert only(step, Kind.CHECK).check_number == 1
+    state = step.state
+    numbers = [1]
+    for _ in range(RULES.check_max + 3):
+        assert state is not None and state.timer_ms is not None
+        now = state.timer_ms
+        step = on_timer(state, now, RULES)
+        numbers += [e.check_number for e in step.emits if e.kind is Kind.CHECK]  # type: ignore[misc]
+        state = step.state
+        if any(e.kind is Kind.DISCARD for e in step.emits):
+            break
+    assert numbers == list(range(1, RULES.check_max + 1))
+    assert kinds(step) == ["DISCARD", "FINAL"]
+    assert only(step, Kind.DISCARD).reason == "check_max"
+    assert only(step, Kind.FINAL).check_count == RULES.check_max
+    assert state is not None and state.state is TransactionState.DISCARDED
+    # The tombstone lasts until the half is older than file_reserved_time, then goes.
+    assert state.timer_ms == T0 + RULES.file_reserved_ms
+    assert on_timer(state, state.timer_ms, RULES) == Step(None)
+
+
+def test_an_answer_to_a_check_decides() -> None:
+    checking = on_input(None, [half()], [], T0 + 14 * S, RULES).state
+    answer = op("COMMIT", T0 + 15 * S, from_check=True)
+    step = on_input(checking, [], [answer], T0 + 15 * S, RULES)
+    assert kinds(step) == ["VERDICT", "DELIVER", "FINAL"]
+    assert only(step, Kind.FINAL).reason == "check"
+    assert only(step, Kind.FINAL).check_count == 1
+
+
+def test_old_half_without_op_gets_exactly_one_check() -> None:
+    """RocketMQ's 'check with check': a half born 80 s ago, no op: one check, not a burst."""
+    step = on_input(None, [half()], [], T0 + 80 * S, RULES)
+    assert kinds(step) == ["CHECK"]
+    assert step.state is not None and step.state.timer_ms == T0 + 110 * S
+
+
+def test_immunity_delays_the_first_check_but_never_below_the_timeout() -> None:
+    assert first_check_due_ms(half(immunity=60), RULES) == T0 + 60 * S
+    assert first_check_due_ms(half(immunity=2), RULES) == T0 + 6 * S
+    step = on_input(None, [half(immunity=60)], [], T0 + 14 * S, RULES)
+    assert kinds(step) == []  # given up on by the join, but immune until T0 + 60 s
+    assert step.state is not None and step.state.timer_ms == T0 + 60 * S
+    assert kinds(on_timer(step.state, T0 + 60 * S, RULES)) == ["CHECK"]
+
+
+def test_unknown_has_no_effect() -> None:
+    checking = on_input(None, [half()], [], T0 + 14 * S, RULES).state
+    step = on_input(checking, [], [op("UNKNOWN", T0 + 15 * S, from_check=True)], T0 + 15 * S, RULES)
+    assert verdicts(step) == ["NO_EFFECT"]
+    assert step.state == checking
+
+
+def test_an_op_from_another_group_is_rejected_and_the_half_still_checked() -> None:
+    intruder = op("COMMIT", T0 + S, group="payments")
+    step = on_input(None, [half()], [intruder], T0 + S, RULES)
+    assert verdicts(step) == ["WRONG_GROUP"]
+    assert step.state is not None and step.state.state is TransactionState.PREPARED
+    assert step.state.timer_ms == T0 + RULES.timeout_ms
+    assert kinds(on_timer(step.state, T0 + RULES.timeout_ms, RULES)) == ["CHECK"]
+
+
+def test_an_op_before_its_half_waits_for_it() -> None:
+    commit = op("COMMIT", T0 + S)
+    waiting = on_input(None, [], [commit], T0 + S, RULES)
+    assert kinds(waiting) == []
+    assert waiting.state is not None and waiting.state.pending_ops == (commit,)
+    step = on_input(waiting.state, [half(at=T0 + 2 * S)], [commit], T0 + 3 * S, RULES)
+    assert kinds(step) == ["VERDICT", "DELIVER", "FINAL"]  # one verdict, not two
+
+
+def test_an_op_without_half_becomes_an_orphan() -> None:
+    waiting = on_input(None, [], [op("ROLLBACK", T0)], T0, RULES)
+    assert waiting.state is not None and waiting.state.timer_ms == T0 + RULES.orphan_wait_ms
+    step = on_timer(waiting.state, T0 + RULES.orphan_wait_ms, RULES)
+    assert verdicts(step) == ["ORPHAN"]
+    assert step.state is None
+
+
+def test_ops_after_discard_are_late_and_an_operator_can_still_decide() -> None:
+    state = TxState(TransactionState.DISCARDED, half(), 15, None, (), T0 + RULES.file_reserved_ms)
+    late = on_input(state, [], [op("COMMIT", T0 + 900 * S)], T0 + 900 * S, RULES)
+    assert verdicts(late) == ["LATE"]
+    assert Kind.DELIVER not in [e.kind for e in late.emits]
+    by_operator = op("COMMIT", T0 + 901 * S, operator="alice", reason="paid by phone")
+    step = on_input(state, [], [by_operator], T0 + 901 * S, RULES)
+    assert kinds(step) == ["VERDICT", "DELIVER", "FINAL"]
+    assert only(step, Kind.FINAL).reason == "operator"
+
+
+def test_a_half_older_than_file_reserved_time_is_discarded_as_expired() -> None:
+    step = on_input(None, [half()], [], T0 + RULES.file_reserved_ms + S, RULES)
+    assert kinds(step) == ["DISCARD", "FINAL"]
+    assert only(step, Kind.DISCARD).reason == "expired"
+
+
+def test_a_resolved_transaction_is_forgotten_after_the_retention() -> None:
+    done = on_input(None, [half()], [op("COMMIT", T0 + S)], T0 + S, RULES).state
+    assert done is not None and done.timer_ms is not None
+    assert on_timer(done, done.timer_ms, RULES) == Step(None)
+    after = on_input(None, [], [op("COMMIT", T0 + 9999 * S)], T0 + 9999 * S, RULES)
+    assert after.state is not None and after.state.pending_ops  # waits, then an orphan
+
+
+def test_no_check_after_the_op_is_processed() -> None:
+    """SPEC 7.6: once decided, the check timer is gone; firing it does nothing."""
+    checking = on_input(None, [half()], [], T0 + 14 * S, RULES).state
+    done = on_input(checking, [], [op("ROLLBACK", T0 + 20 * S)], T0 + 20 * S, RULES).state
+    assert done is not None
+    stale = replace(done, timer_ms=T0 + 44 * S)
+    assert kinds(on_timer(stale, T0 + 44 * S, RULES)) == []
