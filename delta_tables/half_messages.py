@@ -2,9 +2,9 @@
 
 The lakehouse twin of RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Append-only, one row per
 ingress record. Rows of kind TICK are the ingest's heartbeats: they carry only
-`stored_at`, keep the coordinator's event time moving when no producer writes
-(SPEC 7.4), and are filtered out by every reader that wants messages
-(`WHERE kind = 'HALF'`).
+`stored_at` (and the transaction id HEARTBEAT_ID), keep the coordinator's event time
+moving when no producer writes (SPEC 7.4), and are filtered out by every reader that
+wants messages (`WHERE kind = 'HALF'`).
 
 The coordinator reads this table as a stream, one ingest commit at a time, and relies on
 each commit being a single file covering one ingest batch; compacting it while the
@@ -27,6 +27,11 @@ from delta_tables.table import TableSpec
 
 KIND_HALF = "HALF"
 KIND_TICK = "TICK"
+#: The transaction id of heartbeat rows. It starts with a space, which no valid transaction
+#: id may, and it is not NULL on purpose: Spark infers `transaction_id IS NOT NULL` from the
+#: join condition and pushes that filter below the watermark, which would hide heartbeats
+#: from the very operator they exist to move.
+HEARTBEAT_ID = " heartbeat"
 
 SCHEMA = StructType(
     [

@@ -39,5 +39,4 @@ TABLE = TableSpec(
     name="system/quarantine",
     schema=SCHEMA,
     description="Ingress records refused by validation, with the reason",
-    properties={"delta.autoOptimize.autoCompact": "true"},
 )

@@ -15,6 +15,7 @@ transaction).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -42,8 +43,8 @@ def _sql_string(text: str) -> str:
 
 
 def _header(name: str) -> Column:
-    """Return the first value (binary) of header `name`, NULL when absent."""
-    return F.expr(f"get(filter(headers, h -> h.key = {_sql_string(name)}), 0).value")
+    """Return the value (binary) of header `name` from the parsed header map, NULL if absent."""
+    return F.try_element_at(F.col("_header_map"), F.lit(name))
 
 
 def _text(name: str) -> Column:
@@ -58,22 +59,47 @@ def _bad_utf8(name: str) -> Column:
 
 
 def _first_problem(checks: list[tuple[Column, str]]) -> Column:
-    """Return the message of the first check that holds, else NULL."""
-    result: Column = F.lit(None).cast("string")
-    for failed, message in reversed(checks):
-        result = F.when(failed, F.lit(message)).otherwise(result)
-    return result
+    """Return the message of the first check that holds, else NULL.
+
+    A flat coalesce (evaluated left to right, stopping at the first non-NULL) rather than
+    nested CASE expressions: deep expression trees make code generation slow.
+    """
+    return F.coalesce(*[F.when(failed, F.lit(message)) for failed, message in checks])
 
 
-def classify(records: DataFrame, rules: IngestRules, ingested_at: Column) -> DataFrame:
-    """Return every record parsed, with `reason` NULL when valid (see the module docstring)."""
+def classify(
+    records: DataFrame, rules: IngestRules, ingested_at: Column | None = None
+) -> DataFrame:
+    """Return every record parsed, with `reason` NULL when valid (see the module docstring).
+
+    `ingested_at` defaults to the query's current timestamp.
+    """
+    header_map, parse, derive = _expressions(rules)
+    parsed = records.withColumn("_header_map", header_map).select(*parse)
+    landed = ingested_at if ingested_at is not None else F.current_timestamp()
+    return parsed.withColumn("headers", F.col("_headers")).select(
+        "*", *derive, landed.alias("ingested_at")
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[Column, ...]]:
+    """Build the classification's columns once per rule set.
+
+    Building an expression tree from Python costs one JVM call per node (about a second for
+    this one, every batch); Column objects are not bound to a DataFrame, so batches reuse them.
+    """
     property_headers = F.expr(
         f"filter(headers, h -> startswith(h.key, {_sql_string(fmt.PROPERTY_PREFIX)}))"
     )
-    parsed = records.select(
-        "key",
-        "value",
-        "headers",
+    # Headers are parsed into a map once; a repeated header is caught by the rule below,
+    # and the session's LAST_WIN map policy keeps the map from failing on it.
+    header_map = F.map_from_entries(F.coalesce(F.col("headers"), F.array()))
+    parse = (
+        F.col("_header_map"),
+        F.col("key"),
+        F.col("value"),
+        F.col("headers"),
         F.col("topic").alias("source_topic"),
         F.col("partition").alias("source_partition"),
         F.col("offset").alias("source_offset"),
@@ -95,7 +121,7 @@ def classify(records: DataFrame, rules: IngestRules, ingested_at: Column) -> Dat
         _text(fmt.OPERATOR).alias("operator"),
         _text(fmt.REASON).alias("reason_text"),
         property_headers.alias("_properties"),
-    ).withColumn("headers", F.col("_headers"))
+    )
 
     is_half = F.col("source_topic") == rules.half_topic
     is_op = F.col("source_topic") == rules.op_topic
@@ -169,8 +195,7 @@ def classify(records: DataFrame, rules: IngestRules, ingested_at: Column) -> Dat
         F.lpad(F.hex("source_partition"), 4, "0"), F.lpad(F.hex("source_offset"), 16, "0")
     )
     immunity = F.expr("try_cast(_immunity as int)")
-    return parsed.select(
-        "*",
+    derive = (
         reason.alias("reason"),
         is_tick.alias("is_tick"),
         F.coalesce(queue_id, default_queue).alias("queue_id"),
@@ -197,8 +222,8 @@ def classify(records: DataFrame, rules: IngestRules, ingested_at: Column) -> Dat
         F.concat(F.lit("op-"), F.col("source_partition"), F.lit("-"), F.col("source_offset")).alias(
             "op_id"
         ),
-        ingested_at.alias("ingested_at"),
     )
+    return header_map, parse, derive
 
 
 def halves(classified: DataFrame, rules: IngestRules) -> DataFrame:

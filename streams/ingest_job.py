@@ -50,8 +50,9 @@ def rules_of(config: Config) -> IngestRules:
 
 def _with_heartbeat(rows: DataFrame, beat: DataFrame, kind: str) -> DataFrame:
     """Return `rows` plus the heartbeat as a row of `kind` TICK with only times and position."""
+    fixed = {"kind": F.lit(kind), "transaction_id": F.lit(half_messages.HEARTBEAT_ID)}
     filler = [
-        F.lit(kind).alias(name) if name == "kind" else F.col(name)
+        fixed[name].alias(name) if name in fixed else F.col(name)
         if name in beat.columns else F.lit(None).cast(rows.schema[name].dataType).alias(name)
         for name in rows.columns
     ]  # fmt: skip
@@ -72,20 +73,34 @@ class IngestBatchWriter:
         ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
         classified = classify(records, self.rules, ingested_at).persist()
         try:
-            half_rows = _with_heartbeat(
-                halves(classified, self.rules),
-                ticks(classified, self.rules.half_topic),
-                half_messages.KIND_TICK,
-            )
-            op_rows = _with_heartbeat(
-                ops(classified, self.rules),
-                ticks(classified, self.rules.op_topic),
-                op_records.KIND_TICK,
-            )
-            for rows, table in ((half_rows, half_messages.TABLE), (op_rows, op_records.TABLE)):
-                append_once(rows.coalesce(1), table.path(self.warehouse), self.app_id, batch_id)
-            bad = quarantined(classified)
-            append_once(bad, quarantine.TABLE.path(self.warehouse), self.app_id, batch_id)
+            # One small job says which tables this batch touches: a Delta commit costs about
+            # a second here, so a table with nothing to add gets no commit at all.
+            touched = {
+                (row.source_topic, row.bad)
+                for row in classified.select(
+                    "source_topic", F.col("reason").isNotNull().alias("bad")
+                )
+                .distinct()
+                .collect()
+            }
+            for topic, table, rows, kind in (
+                (self.rules.half_topic, half_messages.TABLE, halves, half_messages.KIND_TICK),
+                (self.rules.op_topic, op_records.TABLE, ops, op_records.KIND_TICK),
+            ):
+                if (topic, False) in touched:
+                    landed = _with_heartbeat(
+                        rows(classified, self.rules), ticks(classified, topic), kind
+                    )
+                    append_once(
+                        landed.coalesce(1), table.path(self.warehouse), self.app_id, batch_id
+                    )
+            if any(bad for _, bad in touched):
+                append_once(
+                    quarantined(classified),
+                    quarantine.TABLE.path(self.warehouse),
+                    self.app_id,
+                    batch_id,
+                )
         finally:
             classified.unpersist()
 

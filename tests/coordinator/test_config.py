@@ -139,3 +139,8 @@ def test_set_options_are_parsed() -> None:
     assert parse_overrides(["a=1", "kafka.x = y=z"]) == {"a": "1", "kafka.x": "y=z"}
     with pytest.raises(ConfigurationError, match="key=value"):
         parse_overrides(["novalue"])
+
+
+def test_the_example_file_loads_and_shows_the_defaults() -> None:
+    example = Path(__file__).parents[2] / "deploy" / "txcoord.example.toml"
+    assert load_config(example) == load_config()

@@ -1,0 +1,185 @@
+"""The coordinator query: a watermark join finds the unresolved, a timer stage checks them.
+
+    system/half_messages ──withWatermark(stored_at, T)──┐
+                                                        ├─ LEFT OUTER JOIN ─┐
+    system/op_records (COMMIT/ROLLBACK + heartbeats) ───┘  (window ±T)      │
+                       withWatermark(stored_at, T)                          ├─ union ─► groupBy(tx)
+    system/op_records (every op, "raw") ────────────────────────────────────┘   .transformWithState
+                                                                                 (ProcessingTime)
+                                                                                   │ foreachBatch
+                                       topics/<topic>, system/* tables, check topic ◄┘
+
+T = transaction_timeout. The join matches a half with a decisive op stored within T of it
+(either side first: ops may arrive before their half); a matched pair leaves at once, and the
+stateful stage commits or rolls back. A half with no match leaves the join when the
+watermark passes its window, ~2T after it was stored (the watermark trails event time by T,
+and the window reaches T past the half): the stage sends check 1 and then, in processing
+time, a check every `transaction_check_interval` until an op comes (raw ops reach the stage
+directly, since check answers come long after the window), `transaction_check_max` checks
+went unanswered, or the half is older than `file_reserved_time` (streams/lifecycle.py).
+
+Event time: neither stalled nor ahead
+-------------------------------------
+The watermark is the minimum over both inputs of (largest store time seen - T), and store
+time is the broker's LogAppendTime, never a producer's clock, so no row carries a future
+time that would push the watermark past everyone else's (SPEC 9).
+
+*Stall* (SPEC 7.4). With no traffic no row arrives, the watermark stays put and the join
+never gives up on anything. The ingest's ticker writes a heartbeat into every partition of
+both ingress topics each `tick_interval`; the ingest lands one heartbeat row per table per
+batch, so both inputs always advance with the wall clock: a hanging half leaves the join
+~2T + ingest latency + one trigger after it was stored. The stage's own timers are in
+processing time and fire without input (a no-data batch), so later checks need no traffic.
+
+*Running ahead* (SPEC 7.5). A heartbeat is stored by the same broker, in the same
+partitions, after the data before it, and lands in the same Delta commit as the data of its
+ingest batch; each ingest commit is a single file holding everything stored before the
+batch was planned (the ingest reads every partition to its end). This query reads Delta in
+commit order and never splits a file, so the heartbeats it has seen never claim a time
+beyond data it has not read: after a long stop, the backlog is read commit by commit and
+none of it is late. The remaining risk is a commit split across batches by the Delta
+source's file limit, which cannot happen to a single-file commit. Spark's own count of rows
+dropped by the watermark is logged and exposed, and the tests assert it stays zero.
+
+Per-batch work follows the batch: the join and the stage keep their state in RocksDB and
+touch only the keys of the batch; the writer appends only the batch's rows and reads
+`system/queue_offsets`, which has one row per queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from coordinator.config import Config
+from delta_tables import half_messages, op_records
+from streams.coordinator_processor import INPUT_SCHEMA, OUTPUT_SCHEMA, TransactionProcessor
+from streams.coordinator_writer import CoordinatorBatchWriter
+from streams.delta_writes import checkpoint_app_id
+from streams.lifecycle import Rules
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+QUERY_NAME = "txcoord-coordinator"
+
+
+def rules_of(config: Config) -> Rules:
+    """Return the lifecycle rules, in milliseconds, that the configuration implies."""
+
+    def ms(delta: timedelta) -> int:
+        return int(delta.total_seconds() * 1000)
+
+    timeout = ms(config.transaction_timeout)
+    return Rules(
+        timeout_ms=timeout,
+        check_interval_ms=ms(config.transaction_check_interval),
+        check_max=config.transaction_check_max,
+        file_reserved_ms=ms(config.file_reserved_time),
+        resolved_retention_ms=ms(config.streams.resolved_retention),
+        # An op may precede its half by up to one ingest batch, and a half the join has not
+        # matched reaches the stage ~2T after it was stored: wait that long, and a margin.
+        orphan_wait_ms=2 * timeout + 10_000,
+    )
+
+
+def _side(alias: str) -> list[Column]:
+    """Return the stage-input columns `<alias>_*` taken from the join side `alias`."""
+    columns = []
+    for name in INPUT_SCHEMA.fieldNames():
+        if not name.startswith(f"{alias}_"):
+            continue
+        source = name.removeprefix(f"{alias}_")
+        if source == "stored_ms":  # times cross into Python as epoch milliseconds
+            columns.append(F.unix_millis(F.col(f"{alias}.stored_at")).alias(name))
+        else:
+            columns.append(F.col(f"{alias}.{source}").alias(name))
+    return columns
+
+
+def stage_input(halves: DataFrame, ops: DataFrame, timeout_seconds: float) -> DataFrame:
+    """Return the stateful stage's input: join results plus every op (pure transform)."""
+    interval = f"interval {timeout_seconds} seconds"
+    left = halves.withWatermark("stored_at", interval).alias("h")
+    decisive = ops.where(
+        (F.col("kind") == op_records.KIND_TICK) | F.col("op").isin("COMMIT", "ROLLBACK")
+    )
+    right = decisive.withWatermark("stored_at", interval).alias("o")
+    joined = left.join(
+        right,
+        F.expr(
+            f"h.transaction_id = o.transaction_id AND o.stored_at BETWEEN "
+            f"h.stored_at - {interval} AND h.stored_at + {interval}"
+        ),
+        "leftOuter",
+    )
+    # No filter on the join's output: Spark would push it below the watermark and hide the
+    # heartbeats from it. Heartbeat rows (transaction id HEARTBEAT_ID) reach the stateful
+    # stage as one group per batch, which ignores it.
+    matched = joined.select(
+        F.col("h.transaction_id").alias("transaction_id"), *_side("h"), *_side("o")
+    )
+    raw = (
+        ops.alias("o")
+        .where(F.col("o.kind") == op_records.KIND_OP)
+        .select(
+            F.col("o.transaction_id").alias("transaction_id"),
+            *[F.lit(None).cast(INPUT_SCHEMA[name].dataType).alias(name)
+              for name in INPUT_SCHEMA.fieldNames() if name.startswith("h_")],
+            *_side("o"),
+        )
+    )  # fmt: skip
+    return matched.unionByName(raw)
+
+
+def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
+    """Return the stateful stage's output for the stage input."""
+    return stage_rows.groupBy("transaction_id").transformWithState(
+        TransactionProcessor(rules),
+        outputStructType=OUTPUT_SCHEMA,
+        outputMode="Append",
+        timeMode="ProcessingTime",
+    )
+
+
+def read_table(spark: SparkSession, location: str) -> DataFrame:
+    """Return a Delta table as a stream, read in commit order."""
+    return (
+        spark.readStream.format("delta")
+        # Compaction (maintenance) rewrites files without changing data: skip those commits.
+        .option("skipChangeCommits", "true")
+        .load(location)
+    )
+
+
+def checkpoint_of(config: Config) -> str:
+    """Return the coordinator query's checkpoint location."""
+    return f"{config.streams.checkpoint_dir.rstrip('/')}/coordinator"
+
+
+def start_coordinator(
+    spark: SparkSession, config: Config
+) -> tuple[StreamingQuery, CoordinatorBatchWriter]:
+    """Start the coordinator query (the tables must exist); return it and its writer."""
+    halves = read_table(spark, half_messages.TABLE.path(config.warehouse))
+    ops = read_table(spark, op_records.TABLE.path(config.warehouse))
+    rules = rules_of(config)
+    rows = stage_input(halves, ops, config.transaction_timeout.total_seconds())
+    checkpoint = checkpoint_of(config)
+    writer = CoordinatorBatchWriter(config, checkpoint_app_id(spark, checkpoint, "coordinator"))
+    seconds = config.streams.trigger_interval.total_seconds()
+    query = (
+        decisions(rows, rules)
+        .writeStream.queryName(QUERY_NAME)
+        .foreachBatch(writer)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=f"{seconds} seconds")
+        .start()
+    )
+    return query, writer

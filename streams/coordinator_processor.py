@@ -1,0 +1,249 @@
+"""The stateful stage of the coordinator: Spark's transformWithState around `lifecycle`.
+
+Keyed by transaction id, in processing time (its timers fire with no new input, so checks
+go out in a quiet system). This module only converts: Spark rows to `lifecycle` values,
+the state to and from one JSON value, the one timer of a transaction to and from Spark's
+timer API, and emitted values back to rows. All decisions live in streams/lifecycle.py.
+
+Times cross the boundary as epoch milliseconds (long columns), never as Python datetimes,
+so no time zone can creep in between the JVM and this process.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from coordinator.state_machine import TransactionState
+from delta_tables.columns import MESSAGE
+from delta_tables.half_messages import HEARTBEAT_ID
+from streams.lifecycle import Emit, Half, Op, Rules, Step, TxState, on_input, on_timer
+
+#: What the stage receives: a half (matched, or given up on by the join), an op, or both.
+INPUT_SCHEMA = StructType(
+    [
+        StructField("transaction_id", StringType()),
+        # the half: h_<column of the half message>, its store time in milliseconds
+        *[StructField(f"h_{f.name}", f.dataType) for f in MESSAGE[1:]],
+        StructField("h_check_immunity_seconds", IntegerType()),
+        StructField("h_stored_ms", LongType()),
+        # the op: o_<column of the op record>
+        StructField("o_op_id", StringType()),
+        StructField("o_producer_group", StringType()),
+        StructField("o_op", StringType()),
+        StructField("o_from_check", BooleanType()),
+        StructField("o_operator", StringType()),
+        StructField("o_reason", StringType()),
+        StructField("o_stored_ms", LongType()),
+    ]
+)
+
+#: What the stage emits; `kind` says which fields matter (see lifecycle.Kind).
+OUTPUT_SCHEMA = StructType(
+    [
+        StructField("kind", StringType()),
+        StructField("transaction_id", StringType()),
+        StructField("at_ms", LongType()),
+        *MESSAGE[1:],
+        StructField("check_immunity_seconds", IntegerType()),
+        StructField("prepared_ms", LongType()),
+        StructField("check_number", IntegerType()),
+        StructField("state", StringType()),
+        StructField("reason", StringType()),
+        StructField("check_count", IntegerType()),
+        StructField("deciding_op_id", StringType()),
+        StructField("op_id", StringType()),
+        StructField("op_producer_group", StringType()),
+        StructField("op", StringType()),
+        StructField("op_from_check", BooleanType()),
+        StructField("op_operator", StringType()),
+        StructField("op_reason", StringType()),
+        StructField("op_stored_ms", LongType()),
+        StructField("verdict", StringType()),
+        StructField("detail", StringType()),
+    ]
+)
+
+STATE_SCHEMA = StructType([StructField("json", StringType())])
+
+
+# -- rows <-> lifecycle values ---------------------------------------------------------------
+def half_of(row: Row) -> Half | None:
+    """Return the half carried by an input row, if any."""
+    if row["h_msg_id"] is None:
+        return None
+    properties = row["h_properties"] or {}
+    return Half(
+        transaction_id=row["transaction_id"],
+        msg_id=row["h_msg_id"],
+        producer_group=row["h_producer_group"],
+        topic=row["h_topic"],
+        queue_id=row["h_queue_id"],
+        body=bytes(row["h_body"] or b""),
+        keys=tuple(row["h_keys"] or ()),
+        tags=row["h_tags"],
+        properties=tuple(sorted(properties.items())),
+        check_immunity_seconds=row["h_check_immunity_seconds"],
+        stored_ms=row["h_stored_ms"],
+    )
+
+
+def op_of(row: Row) -> Op | None:
+    """Return the op carried by an input row, if any."""
+    if row["o_op_id"] is None:
+        return None
+    return Op(
+        op_id=row["o_op_id"],
+        transaction_id=row["transaction_id"],
+        producer_group=row["o_producer_group"],
+        op=row["o_op"],
+        from_check=bool(row["o_from_check"]),
+        operator=row["o_operator"],
+        reason=row["o_reason"],
+        stored_ms=row["o_stored_ms"],
+    )
+
+
+def row_of(emit: Emit) -> Row:
+    """Return the output row of one emitted value."""
+    half, op = emit.half, emit.op
+    values: dict[str, Any] = dict.fromkeys(OUTPUT_SCHEMA.fieldNames())
+    values.update(kind=emit.kind.value, transaction_id=emit.transaction_id, at_ms=emit.at_ms)
+    if half is not None:
+        values.update(
+            msg_id=half.msg_id, producer_group=half.producer_group, topic=half.topic,
+            queue_id=half.queue_id, body=half.body, keys=list(half.keys), tags=half.tags,
+            properties=dict(half.properties),
+            check_immunity_seconds=half.check_immunity_seconds, prepared_ms=half.stored_ms,
+        )  # fmt: skip
+    if op is not None:
+        values.update(
+            op_id=op.op_id, op_producer_group=op.producer_group, op=op.op,
+            op_from_check=op.from_check, op_operator=op.operator, op_reason=op.reason,
+            op_stored_ms=op.stored_ms,
+        )  # fmt: skip
+    values.update(
+        check_number=emit.check_number,
+        state=emit.state.name if emit.state is not None else None,
+        reason=emit.reason, check_count=emit.check_count, deciding_op_id=emit.deciding_op_id,
+        verdict=emit.verdict, detail=emit.detail,
+    )  # fmt: skip
+    return Row(**values)
+
+
+# -- state <-> JSON ------------------------------------------------------------------------
+def encode_state(state: TxState) -> str:
+    """Return `state` as JSON (the body as base64)."""
+    raw = asdict(state)
+    raw["state"] = state.state.name if state.state is not None else None
+    if state.half is not None:
+        raw["half"]["body"] = base64.b64encode(state.half.body).decode()
+    return json.dumps(raw, separators=(",", ":"))
+
+
+def decode_state(text: str) -> TxState:
+    """Return the TxState that `encode_state` wrote."""
+    raw = json.loads(text)
+    half = raw["half"]
+    if half is not None:
+        half = Half(
+            **{**half, "body": base64.b64decode(half["body"]), "keys": tuple(half["keys"]),
+               "properties": tuple(tuple(p) for p in half["properties"])}
+        )  # fmt: skip
+    return TxState(
+        state=TransactionState[raw["state"]] if raw["state"] else None,
+        half=half,
+        check_count=raw["check_count"],
+        deciding_op_id=raw["deciding_op_id"],
+        pending_ops=tuple(Op(**op) for op in raw["pending_ops"]),
+        timer_ms=raw["timer_ms"],
+    )
+
+
+class TransactionProcessor(StatefulProcessor):
+    """transformWithState processor: one `lifecycle` transaction per grouping key."""
+
+    def __init__(self, rules: Rules) -> None:
+        self.rules = rules
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        """Declare the one state variable: the transaction as JSON."""
+        self.handle = handle
+        self.state = handle.getValueState("transaction", STATE_SCHEMA)
+
+    def _load(self) -> TxState | None:
+        if not self.state.exists():
+            return None
+        stored = self.state.get()
+        return decode_state(stored[0]) if stored else None
+
+    def _save(self, before: TxState | None, step: Step) -> Iterator[Row]:
+        """Persist the new state, move the timer, and return the rows to emit."""
+        old_timer = before.timer_ms if before is not None else None
+        new_timer = step.state.timer_ms if step.state is not None else None
+        if old_timer is not None and old_timer != new_timer:
+            self.handle.deleteTimer(old_timer)
+        if new_timer is not None and new_timer != old_timer:
+            self.handle.registerTimer(new_timer)
+        if step.state is None:
+            self.state.clear()
+        else:
+            self.state.update((encode_state(step.state),))
+        return iter([row_of(emit) for emit in step.emits])
+
+    # Spark's method and argument names (camelCase) are part of the interface.
+    def handleInputRows(  # noqa: N802
+        self,
+        key: Any,
+        rows: Iterator[Row],
+        timerValues: TimerValues,  # noqa: N803
+    ) -> Iterator[Row]:
+        """Take this batch's rows for one transaction."""
+        if key[0] == HEARTBEAT_ID:  # heartbeats moved the watermark; nothing to decide
+            return iter([])
+        halves, ops = [], []
+        for row in rows:
+            if (half := half_of(row)) is not None:
+                halves.append(half)
+            if (op := op_of(row)) is not None:
+                ops.append(op)
+        before = self._load()
+        now = timerValues.getCurrentProcessingTimeInMs()
+        return self._save(before, on_input(before, halves, ops, now, self.rules))
+
+    def handleExpiredTimer(  # noqa: N802
+        self,
+        key: Any,
+        timerValues: TimerValues,  # noqa: N803
+        expiredTimerInfo: ExpiredTimerInfo,  # noqa: N803
+    ) -> Iterator[Row]:
+        """Act on the transaction's timer."""
+        before = self._load()
+        if before is None or before.timer_ms != expiredTimerInfo.getExpiryTimeInMs():
+            return iter([])  # a timer this transaction no longer uses
+        # The fired timer is gone: do not delete it again when the state moves on.
+        fired = TxState(**{**before.__dict__, "timer_ms": None})
+        now = timerValues.getCurrentProcessingTimeInMs()
+        return self._save(fired, on_timer(before, now, self.rules))
+
+    def close(self) -> None:
+        """Nothing to release."""

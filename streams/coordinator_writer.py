@@ -1,0 +1,204 @@
+"""foreachBatch of the coordinator: the stateful stage's rows -> Delta tables and check topic.
+
+Per micro-batch, in this order:
+
+1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
+   `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
+   and are appended to `topics/<topic>`; then `system/queue_offsets` is rewritten;
+2. CHECK rows go to `system/check_requests`, then to the Kafka check topic;
+3. FINAL, DISCARD and VERDICT rows go to `system/transactions`, `system/discarded` and
+   `system/op_verdicts`.
+
+Every Delta write is idempotent for this batch (streams/delta_writes.py), and the rows are a
+pure function of the batch (the stage's clock is the batch timestamp, which Spark records
+with the batch's offsets). A replay after a crash at any point therefore writes each row
+once: a table the first attempt reached skips the write, a table it did not reach gets the
+same rows, and because the offsets table is written after the topic tables, a replay reads
+the offsets the first attempt read and numbers the messages the same way.
+
+The check topic is written after `system/check_requests`, at least once: a replay may send a
+check again, with the same transaction id and check number, which the SDK ignores.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+from kafka import KafkaProducer
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from coordinator.config import Config
+from delta_tables import (
+    check_requests,
+    discarded,
+    op_verdicts,
+    queue_offsets,
+    topics,
+    transactions,
+)
+from streams.delta_writes import append_once, overwrite_once
+from streams.lifecycle import Kind
+
+log = logging.getLogger(__name__)
+
+
+def _ts(column: str) -> Any:
+    return F.timestamp_millis(F.col(column))
+
+
+MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
+                   "keys", "tags", "properties"]  # fmt: skip
+
+
+def check_record(row: Any) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """Return (key, value, headers) of the check-topic record for one CHECK row."""
+    value = {
+        "transaction_id": row["transaction_id"],
+        "msg_id": row["msg_id"],
+        "producer_group": row["producer_group"],
+        "topic": row["topic"],
+        "queue_id": row["queue_id"],
+        "body_base64": base64.b64encode(bytes(row["body"] or b"")).decode(),
+        "keys": list(row["keys"] or []),
+        "tags": row["tags"],
+        "properties": dict(row["properties"] or {}),
+        "check_number": row["check_number"],
+        "prepared_at_ms": row["prepared_ms"],
+        "requested_at_ms": row["at_ms"],
+    }
+    headers = [("txcoord.producer_group", row["producer_group"].encode())]
+    return row["transaction_id"].encode(), json.dumps(value).encode(), headers
+
+
+class CoordinatorBatchWriter:
+    """The foreachBatch function of the coordinator query."""
+
+    def __init__(self, config: Config, app_id: str) -> None:
+        self.config = config
+        self.app_id = app_id
+        self.warehouse = config.warehouse
+        self._topic_tables: set[str] = set()
+        self._producer: KafkaProducer | None = None
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        """Write one micro-batch of the stateful stage's output."""
+        out = frame.persist()
+        try:
+            present = {row.kind for row in out.select("kind").distinct().collect()}
+            if Kind.DELIVER in present:
+                self._deliver(out.where(F.col("kind") == Kind.DELIVER.value), batch_id)
+            if Kind.CHECK in present:
+                self._check(out.where(F.col("kind") == Kind.CHECK.value), batch_id)
+            if Kind.FINAL in present:
+                self._finals(out.where(F.col("kind") == Kind.FINAL.value), batch_id)
+            if Kind.DISCARD in present:
+                self._discards(out.where(F.col("kind") == Kind.DISCARD.value), batch_id)
+            if Kind.VERDICT in present:
+                self._verdicts(out.where(F.col("kind") == Kind.VERDICT.value), batch_id)
+        finally:
+            out.unpersist()
+
+    def close(self) -> None:
+        """Release the check-topic producer."""
+        if self._producer is not None:
+            self._producer.close(timeout=10)
+            self._producer = None
+
+    # -- deliveries ----------------------------------------------------------------------
+    def _deliver(self, rows: DataFrame, batch_id: int) -> None:
+        spark = rows.sparkSession
+        names = sorted(r.topic for r in rows.select("topic").distinct().collect())
+        for name in names:
+            if name not in self._topic_tables:
+                topics.table(name).create_if_absent(spark, self.warehouse)
+                self._topic_tables.add(name)
+        offsets_path = queue_offsets.TABLE.path(self.warehouse)
+        current = (
+            spark.read.format("delta").load(offsets_path).select("topic", "queue_id", "next_offset")
+        )
+        in_commit_order = Window.partitionBy("topic", "queue_id").orderBy("op_stored_ms", "op_id")
+        numbered = (
+            rows.join(current, ["topic", "queue_id"], "left")
+            .withColumn(
+                "queue_offset",
+                F.coalesce(F.col("next_offset"), F.lit(0))
+                + F.row_number().over(in_commit_order)
+                - 1,
+            )
+            .persist()
+        )
+        try:
+            delivered = numbered.select(
+                *MESSAGE_COLUMNS[:5], "queue_offset", *MESSAGE_COLUMNS[5:],
+                _ts("prepared_ms").alias("prepared_at"),
+                _ts("op_stored_ms").alias("committed_at"),
+                _ts("at_ms").alias("delivered_at"),
+                F.col("op_id").alias("commit_op_id"),
+                F.lit(batch_id).cast("long").alias("batch_id"),
+            )  # fmt: skip
+            for name in names:
+                location = topics.table(name).path(self.warehouse)
+                append_once(delivered.where(F.col("topic") == name), location, self.app_id,
+                            batch_id)  # fmt: skip
+            moved = numbered.groupBy("topic", "queue_id").agg(
+                (F.max("queue_offset") + 1).alias("next_offset")
+            )
+            untouched = current.join(moved.select("topic", "queue_id"), ["topic", "queue_id"],
+                                     "left_anti")  # fmt: skip
+            updated = untouched.unionByName(moved).select(
+                "topic", "queue_id", "next_offset", F.lit(batch_id).cast("long").alias("batch_id")
+            )
+            overwrite_once(updated.coalesce(1), offsets_path, self.app_id, batch_id)
+        finally:
+            numbered.unpersist()
+
+    # -- checks --------------------------------------------------------------------------
+    def _check(self, rows: DataFrame, batch_id: int) -> None:
+        requests = rows.select(
+            *MESSAGE_COLUMNS,
+            "check_number",
+            _ts("prepared_ms").alias("prepared_at"),
+            _ts("at_ms").alias("requested_at"),
+            F.lit(batch_id).cast("long").alias("batch_id"),
+        )
+        append_once(requests, check_requests.TABLE.path(self.warehouse), self.app_id, batch_id)
+        records = [check_record(row) for row in rows.collect()]
+        if self._producer is None:
+            self._producer = KafkaProducer(
+                bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5
+            )
+        for key, value, headers in records:
+            self._producer.send(self.config.kafka.check_topic, key=key, value=value,
+                                headers=headers)  # fmt: skip
+        self._producer.flush(timeout=30)
+        log.info("batch %d: %d check request(s) sent", batch_id, len(records))
+
+    # -- outcomes ------------------------------------------------------------------------
+    def _finals(self, rows: DataFrame, batch_id: int) -> None:
+        finals = rows.select(
+            "transaction_id", "msg_id", "producer_group", "topic", "queue_id", "state",
+            "reason", F.coalesce("check_count", F.lit(0)).alias("check_count"),
+            "deciding_op_id", _ts("prepared_ms").alias("prepared_at"),
+            _ts("at_ms").alias("resolved_at"), F.lit(batch_id).cast("long").alias("batch_id"),
+        )  # fmt: skip
+        append_once(finals, transactions.TABLE.path(self.warehouse), self.app_id, batch_id)
+
+    def _discards(self, rows: DataFrame, batch_id: int) -> None:
+        gone = rows.select(
+            *MESSAGE_COLUMNS, "check_immunity_seconds", _ts("prepared_ms").alias("prepared_at"),
+            "reason", F.coalesce("check_count", F.lit(0)).alias("check_count"),
+            _ts("at_ms").alias("discarded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
+        )  # fmt: skip
+        append_once(gone, discarded.TABLE.path(self.warehouse), self.app_id, batch_id)
+
+    def _verdicts(self, rows: DataFrame, batch_id: int) -> None:
+        verdicts = rows.select(
+            "op_id", "transaction_id", F.col("op_producer_group").alias("producer_group"), "op",
+            "verdict", "detail", _ts("op_stored_ms").alias("stored_at"),
+            _ts("at_ms").alias("recorded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
+        )  # fmt: skip
+        append_once(verdicts, op_verdicts.TABLE.path(self.warehouse), self.app_id, batch_id)
