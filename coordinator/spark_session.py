@@ -36,7 +36,7 @@ class SparkSettings:
     """How to build a SparkSession; validated when constructed."""
 
     app_name: str = "txcoord"
-    master: str = "local[2]"
+    master: str | None = "local[2]"  # None: the master spark-submit was given
     warehouse: str = "warehouse"  # a local folder, or any Hadoop URI (s3a://bucket/path)
     shuffle_partitions: int = 4
     driver_memory: str = "4g"
@@ -52,8 +52,8 @@ class SparkSettings:
 
     @property
     def is_local(self) -> bool:
-        """Return True when the master runs inside this process."""
-        return self.master.startswith("local")
+        """Return True when this process sets a local master itself."""
+        return self.master is not None and self.master.startswith("local")
 
     def conf(self) -> dict[str, str]:
         """Return the complete Spark configuration these settings stand for."""
@@ -100,7 +100,9 @@ def build_spark_session(settings: SparkSettings | None = None) -> SparkSession:
     if settings.is_local:
         # Keep Spark on loopback (and quiet about the host name resolving to it).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
+    builder = SparkSession.builder.appName(settings.app_name)
+    if settings.master is not None:
+        builder = builder.master(settings.master)
     for key, value in settings.conf().items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

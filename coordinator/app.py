@@ -1,0 +1,105 @@
+"""The coordinator as a Spark application: `deploy/submit-coordinator` runs this file.
+
+One driver runs the whole engine: it creates the ingress topics and the system tables when
+absent, starts the heartbeat ticker, the ingest query and the coordinator query, and waits.
+SIGTERM or SIGINT stops the queries (each micro-batch is idempotent, so even a kill -9 at
+any point is safe: the next start replays from the checkpoints).
+
+    deploy/submit-coordinator [--master URL] -- [--config FILE] [--set key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from coordinator.config import Config, load_config, parse_overrides
+from coordinator.errors import TxcoordError
+from coordinator.spark_session import SparkSettings, build_spark_session
+from delta_tables.registry import create_system_tables
+from streams.coordinator_job import start_coordinator
+from streams.ingest_job import start_ingest
+from streams.ingress_topics import ensure_ingress_topics
+from streams.ticker import Ticker
+
+log = logging.getLogger("txcoord.app")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Return the application's arguments."""
+    parser = argparse.ArgumentParser(
+        prog="coordinator/app.py",
+        description="Run the ingest and coordinator streams until SIGTERM or SIGINT.",
+    )
+    parser.add_argument("--config", type=Path, help="TOML configuration file (SPEC section 4)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override one configuration key, e.g. --set transaction_timeout=10s",
+    )  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def run(config: Config, stop: threading.Event) -> None:
+    """Run both streams until `stop` is set or a query fails."""
+    spark = build_spark_session(
+        SparkSettings(
+            app_name="txcoord-coordinator",
+            master=None,  # whatever spark-submit was given
+            warehouse=config.warehouse,
+            shuffle_partitions=config.spark.shuffle_partitions,
+            use_cached_jars=False,  # spark-submit --jars
+        )
+    )
+    ensure_ingress_topics(config)
+    create_system_tables(spark, config.warehouse)
+    topics = [config.kafka.half_topic, config.kafka.op_topic]
+    ticker = Ticker(config.kafka.bootstrap_servers, topics, config.streams.tick_interval).start()
+    ingest = start_ingest(spark, config)
+    coordinator, writer = start_coordinator(spark, config)
+    log.info("running: ingest %s, coordinator %s", ingest.id, coordinator.id)
+    print("txcoord coordinator running", flush=True)
+    try:
+        while not stop.wait(1.0):
+            for query in (ingest, coordinator):
+                if not query.isActive:
+                    raise TxcoordError(f"query {query.name} stopped: {query.exception()}")
+    finally:
+        ticker.stop()
+        for query in (coordinator, ingest):
+            query.stop()
+        writer.close()
+        log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point under spark-submit."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s"
+    )
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        config = load_config(args.config, os.environ, parse_overrides(args.set))
+        run(config, stop)
+    except TxcoordError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("txcoord coordinator stopped cleanly", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
