@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pyspark.sql import Row
@@ -241,7 +241,7 @@ class TransactionProcessor(StatefulProcessor):
         if before is None or before.timer_ms != expiredTimerInfo.getExpiryTimeInMs():
             return iter([])  # a timer this transaction no longer uses
         # The fired timer is gone: do not delete it again when the state moves on.
-        fired = TxState(**{**before.__dict__, "timer_ms": None})
+        fired = replace(before, timer_ms=None)
         now = timerValues.getCurrentProcessingTimeInMs()
         return self._save(fired, on_timer(before, now, self.rules))
 

@@ -7,7 +7,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
 
 import pytest
 from deltalake import DeltaTable
@@ -54,7 +53,6 @@ class Stack:
         self.ingest = start_ingest(spark, config)
         self.coordinator, self.writer = start_coordinator(spark, config)
         self.producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all")
-        self.checks: Counter[str] = Counter()
         self._stop = threading.Event()
         self._responder = threading.Thread(target=self._respond, daemon=True)
         self._responder.start()
@@ -80,7 +78,6 @@ class Stack:
                 for record in consumer:
                     request = json.loads(record.value)
                     tx = request["transaction_id"]
-                    self.checks[tx] += 1
                     plan = PLAN[int(tx.rsplit("-", 1)[1]) % 5]
                     answer = {"commit_when_checked": "COMMIT",
                               "rollback_when_checked": "ROLLBACK"}.get(plan, "UNKNOWN")  # fmt: skip
@@ -90,6 +87,9 @@ class Stack:
             consumer.close()
 
     def stop(self) -> None:
+        # A stream that failed while the test ran is a failure; an interruption caused by
+        # stopping it mid-batch here is not (its batch is replayed on the next start).
+        failures = [q.exception() for q in (self.coordinator, self.ingest) if not q.isActive]
         self._stop.set()
         self._responder.join(10)
         self.ticker.stop()
@@ -97,8 +97,7 @@ class Stack:
             query.stop()
         self.writer.close()
         self.producer.close()
-        for query in (self.coordinator, self.ingest):
-            assert query.exception() is None, query.exception()
+        assert failures == [], failures
 
 
 @pytest.fixture
@@ -191,4 +190,3 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, stack: Stac
     # The independent reader agrees.
     arrow = DeltaTable(f"{config.warehouse}/topics/{TOPIC}").to_pyarrow_table()
     assert sorted(arrow.column("transaction_id").to_pylist()) == committed
-    assert timedelta(0) <= timedelta(seconds=0)
