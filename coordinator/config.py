@@ -36,6 +36,8 @@ _SIZE_UNITS = {
     "B": 1, None: 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
     "KB": 1000, "MB": 1000**2, "GB": 1000**3,
 }  # fmt: skip
+#: Room in a REST request for the fields around a base64 body (topic, keys, properties, ...).
+REST_REQUEST_ALLOWANCE = 256 * 1024
 #: Kafka topic names (also the broker's own rule); ingress topics must not clash.
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -86,6 +88,9 @@ class StreamsConfig:
     # How long a resolved transaction is remembered to classify later ops as duplicates or
     # conflicts; afterwards such an op is recorded as an orphan (still deciding nothing).
     resolved_retention: timedelta = timedelta(minutes=30)
+    # Most Delta files the coordinator reads per micro-batch (Delta's own default): bounds a
+    # batch after a long stop; the backlog is then read commit by commit, in order.
+    max_files_per_trigger: int = 1000
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,21 @@ class SparkConfig:
     master: str = "local[2]"
     shuffle_partitions: int = 4
     driver_memory: str = "4g"
+
+
+@dataclass(frozen=True)
+class RestConfig:
+    """The REST ingress (SPEC 5.1): where it listens, who may call it, how much it accepts."""
+
+    # Loopback by default: with no auth file every caller may act for any group.
+    host: str = "127.0.0.1"
+    port: int = 8080
+    # TOML file of tokens ([[token]] group = ..., sha256 = ...); empty means open mode.
+    auth_file: str = ""
+    # Largest HTTP request body; a base64 body of max_message_size must fit (4/3 of it).
+    max_request_size: int = 16 * 1024 * 1024
+    # Longest wait_seconds a check-request long poll may ask for.
+    check_poll_max_wait: timedelta = timedelta(seconds=30)
 
 
 @dataclass(frozen=True)
@@ -111,6 +131,7 @@ class Config:
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     streams: StreamsConfig = field(default_factory=StreamsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    rest: RestConfig = field(default_factory=RestConfig)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self))
@@ -136,12 +157,16 @@ def _problems(c: Config) -> list[str]:
         found.append(f"max_message_size must be 1 B..64 MiB, not {c.max_message_size}")
     if not 1 <= c.default_queue_count <= 1024:
         found.append(f"default_queue_count must be 1..1024, not {c.default_queue_count}")
+    files = c.streams.max_files_per_trigger
+    if not 1 <= files <= 1_000_000:
+        found.append(f"streams.max_files_per_trigger must be 1..1000000, not {files}")
     if not 1 <= c.kafka.partitions <= 1024:
         found.append(f"kafka.partitions must be 1..1024, not {c.kafka.partitions}")
     if not 1 <= c.spark.shuffle_partitions <= 10_000:
         found.append(f"spark.shuffle_partitions must be 1..10000, not {c.spark.shuffle_partitions}")
     if not c.warehouse:
         found.append("warehouse must not be empty")
+    found += _rest_problems(c)
     topics = {"half_topic": c.kafka.half_topic, "op_topic": c.kafka.op_topic,
               "check_topic": c.kafka.check_topic}  # fmt: skip
     found += [
@@ -168,7 +193,36 @@ def _problems(c: Config) -> list[str]:
     return found
 
 
-_SECTIONS: dict[str, type] = {"kafka": KafkaConfig, "streams": StreamsConfig, "spark": SparkConfig}
+def _rest_problems(c: Config) -> list[str]:
+    """Return the impossible values of the [rest] section."""
+    found = []
+    rest = c.rest
+    if not rest.host.strip():
+        found.append("rest.host must not be empty")
+    if not 1 <= rest.port <= 65535:
+        found.append(f"rest.port must be 1..65535, not {rest.port}")
+    # A JSON request carries the body as base64 (4 bytes per 3) plus the other fields.
+    needed = -(-c.max_message_size // 3) * 4 + REST_REQUEST_ALLOWANCE
+    if rest.max_request_size < needed:
+        found.append(
+            f"rest.max_request_size ({rest.max_request_size} bytes) must be at least {needed} "
+            f"bytes: a base64 body of max_message_size ({c.max_message_size} bytes) must fit"
+        )
+    if rest.max_request_size > 1024**3:
+        found.append(f"rest.max_request_size must be at most 1 GiB, not {rest.max_request_size}")
+    if not timedelta(0) < rest.check_poll_max_wait <= timedelta(minutes=5):
+        found.append(
+            f"rest.check_poll_max_wait must be positive and at most 5m, "
+            f"not {rest.check_poll_max_wait}"
+        )
+    return found
+
+
+_SECTIONS: dict[str, type] = {
+    "kafka": KafkaConfig, "streams": StreamsConfig, "spark": SparkConfig, "rest": RestConfig,
+}  # fmt: skip
+#: Keys whose values are sizes ("4MiB") rather than plain integers.
+_SIZE_KEYS = frozenset({"max_message_size", "rest.max_request_size"})
 
 
 def _convert(cls: type, key: str, value: Any, where: str) -> Any:
@@ -178,7 +232,7 @@ def _convert(cls: type, key: str, value: Any, where: str) -> Any:
     label = f"{name} (from {where})"
     if kind == "timedelta":
         return parse_duration(value, label)
-    if name == "max_message_size":
+    if name in _SIZE_KEYS:
         return parse_size(value, label)
     if kind == "int":
         if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):

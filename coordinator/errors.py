@@ -2,9 +2,13 @@
 
     TxcoordError                  base of everything below
     ├── ConfigurationError        a setting is unknown, malformed or impossible
-    └── StackError                a local component could not be prepared or run
-        ├── ArtifactsMissingError the Maven-resolved jars are not in the cache
-        └── BrokerError           the local Kafka broker failed to format, start or stop
+    ├── StackError                a local component could not be prepared or run
+    │   ├── ArtifactsMissingError the Maven-resolved jars are not in the cache
+    │   └── BrokerError           the local Kafka broker failed to format, start or stop
+    └── IngressWriteError         the REST ingress could not make a record durable
+        ├── KafkaUnavailableError the broker cannot be reached or did not acknowledge in
+        │                         time (retriable: the REST answers 503)
+        └── RecordTooLargeError   the broker refused the record's size (the REST answers 413)
 
 Each error's message says what went wrong and what to do about it; the CLI prints it
 as is, without a traceback.
@@ -31,3 +35,19 @@ class ArtifactsMissingError(StackError):
 
 class BrokerError(StackError):
     """The local Kafka broker failed to format its storage, start, or become ready."""
+
+
+class IngressWriteError(TxcoordError):
+    """A half or op record sent by the REST ingress was not acknowledged by Kafka."""
+
+    retriable = False
+
+
+class KafkaUnavailableError(IngressWriteError):
+    """The broker cannot be reached, or did not acknowledge the record in time; retry later."""
+
+    retriable = True
+
+
+class RecordTooLargeError(IngressWriteError):
+    """The broker refused the record because it exceeds the topic's max.message.bytes."""

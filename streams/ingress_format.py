@@ -10,7 +10,7 @@ Half message record
     headers   txcoord.producer_group   required  [%|A-Za-z0-9_-]{1,255}
               txcoord.topic            required  the real topic, RocketMQ's topic rule
               txcoord.queue_id         optional  decimal 0..1023; default crc32(id) % queues
-              txcoord.msg_id           optional  default: "<partition>-<offset>" of the record
+              txcoord.msg_id           optional  default: msg_id_of(partition, offset) of the record
               txcoord.keys             optional  JSON array of strings
               txcoord.tags             optional  UTF-8
               txcoord.check_immunity_seconds optional decimal seconds; invalid -> the timeout
@@ -61,3 +61,20 @@ MAX_TRANSACTION_ID_LENGTH = 128
 GROUP_PATTERN = r"^[%|A-Za-z0-9_-]{1,255}$"
 #: Printable, no whitespace other than the space, 1..128 characters.
 TRANSACTION_ID_PATTERN = r"^[\x21-\x7e][\x20-\x7e]{0,127}$"
+
+
+def msg_id_of(partition: int, offset: int) -> str:
+    """Return the msg id ingest derives for the half at (partition, offset) of the half topic.
+
+    Uppercase hex, zero padded (4 + 16 digits), like RocketMQ's offset-based msg ids: it is
+    stable across replays because it is the record's position.
+    """
+    return f"{partition:04X}{offset:016X}"
+
+
+def op_id_of(partition: int, offset: int) -> str:
+    """Return the op id of the op record at (partition, offset) of the op topic.
+
+    Fixed width, so op ids sort like positions within a partition (SPEC 3's tie-break).
+    """
+    return f"op-{partition:04X}-{offset:016X}"

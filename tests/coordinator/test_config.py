@@ -121,6 +121,14 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
         ({"streams.trigger_interval": "10s"}, "trigger_interval .* at most half"),
         ({"kafka.half_topic": "a/b"}, "not a valid Kafka topic name"),
         ({"kafka.op_topic": "txcoord.half"}, "must differ"),
+        ({"rest.port": "0"}, "rest.port must be 1..65535"),
+        ({"rest.port": "70000"}, "rest.port must be 1..65535"),
+        ({"rest.host": " "}, "rest.host must not be empty"),
+        ({"rest.max_request_size": "1MiB"}, "a base64 body of max_message_size .* must fit"),
+        ({"max_message_size": "64MiB"}, "rest.max_request_size .* must be at least"),
+        ({"rest.max_request_size": "2GiB"}, "rest.max_request_size must be at most 1 GiB"),
+        ({"rest.check_poll_max_wait": "0s"}, "check_poll_max_wait must be positive"),
+        ({"rest.check_poll_max_wait": "10m"}, "check_poll_max_wait must be positive and at most"),
     ],
 )
 def test_impossible_values_are_refused(overrides: dict[str, str], message: str) -> None:
@@ -144,3 +152,32 @@ def test_set_options_are_parsed() -> None:
 def test_the_example_file_loads_and_shows_the_defaults() -> None:
     example = Path(__file__).parents[2] / "deploy" / "txcoord.example.toml"
     assert load_config(example) == load_config()
+
+
+def test_the_rest_section() -> None:
+    rest = load_config().rest
+    assert (rest.host, rest.port, rest.auth_file) == ("127.0.0.1", 8080, "")
+    assert rest.max_request_size == 16 * 1024 * 1024
+    assert rest.check_poll_max_wait == timedelta(seconds=30)
+    changed = load_config(
+        environ={"TXCOORD_REST__PORT": "9090", "TXCOORD_REST__AUTH_FILE": "/etc/tokens.toml"},
+        overrides={"rest.max_request_size": "32MiB", "rest.check_poll_max_wait": "500ms",
+                   "rest.host": "0.0.0.0"},
+    )  # fmt: skip
+    assert changed.rest.port == 9090
+    assert changed.rest.auth_file == "/etc/tokens.toml"
+    assert changed.rest.max_request_size == 32 * 1024 * 1024
+    assert changed.rest.check_poll_max_wait == timedelta(milliseconds=500)
+    assert changed.rest.host == "0.0.0.0"
+    # A larger max_message_size is possible once the request limit makes room for it.
+    big = load_config(overrides={"max_message_size": "16MiB", "rest.max_request_size": "24MiB"})
+    assert big.max_message_size == 16 * 1024 * 1024
+
+
+def test_rest_keys_are_typed_and_known() -> None:
+    with pytest.raises(ConfigurationError, match=r"rest\.port \(from --set\).*integer"):
+        load_config(overrides={"rest.port": "http"})
+    with pytest.raises(ConfigurationError, match=r"rest\.max_request_size.*expected a size"):
+        load_config(overrides={"rest.max_request_size": "lots"})
+    with pytest.raises(ConfigurationError, match=r"'rest\.auth'.*'rest\.auth_file'"):
+        load_config(overrides={"rest.auth": "x"})

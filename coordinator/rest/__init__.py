@@ -1,0 +1,21 @@
+"""The REST ingress (SPEC 5.1): halves and op records over HTTP, made durable in Kafka.
+
+One module per job:
+
+    models.py       request and response bodies; strict types and the ingest's rules
+    records.py      a validated request -> the Kafka record the ingest parses (pure)
+    auth.py         the token file and who may act for which producer group
+    kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
+    lookup.py       a transaction's state, read from the Delta tables (no Spark)
+    check_poll.py   long polls on the check topic, one consumer per producer group
+    limits.py       request size and content type, checked before any parsing
+    errors.py       every failure -> {"error": code, "message": text} with its status
+    metrics.py      Prometheus counters and latencies, one registry per app
+    openapi.py      the error answers written into the OpenAPI document
+    services.py     what the routes need, as one injectable object
+    routes.py       the endpoints
+    app.py          create_app (dependencies injectable), build_server and serve (uvicorn)
+
+`python -m coordinator.rest --config FILE --set key=value` runs it standalone. Importing
+this package touches neither the network nor Kafka.
+"""

@@ -1,0 +1,128 @@
+"""Build the REST ingress app and run it with uvicorn.
+
+`create_app(config)` wires the real parts (token file, Kafka producer, check-topic consumers,
+Delta reader); tests pass their own. Nothing connects at build time: the producer and the
+consumers are made on first use, so the app answers 503 while Kafka is down and recovers.
+`serve(config)` also creates the ingress topics when absent (with LogAppendTime, which the
+ingest requires) before it listens.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+import uvicorn
+from fastapi import FastAPI
+
+from coordinator.config import Config
+from coordinator.errors import TxcoordError
+from coordinator.rest.auth import Authenticator
+from coordinator.rest.check_poll import CheckPoller
+from coordinator.rest.errors import install_error_handlers
+from coordinator.rest.kafka_writer import KafkaWriter
+from coordinator.rest.limits import RequestLimits
+from coordinator.rest.lookup import DeltaRows, TransactionLookup
+from coordinator.rest.metrics import Metrics, MetricsMiddleware
+from coordinator.rest.openapi import install_openapi
+from coordinator.rest.routes import build_router
+from coordinator.rest.services import Lookup, Poller, Services, Writer, epoch_ms
+
+log = logging.getLogger("txcoord.rest")
+
+
+def _version() -> str:
+    try:
+        return version("txcoord")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(
+    config: Config,
+    *,
+    auth: Authenticator | None = None,
+    writer: Writer | None = None,
+    lookup: Lookup | None = None,
+    poller: Poller | None = None,
+    clock: Callable[[], int] = epoch_ms,
+) -> FastAPI:
+    """Return the REST app of `config`; every part not given is the real one."""
+    auth = auth if auth is not None else Authenticator.from_auth_file(config.rest.auth_file)
+    if auth.open_mode:
+        log.warning(
+            "REST ingress in open mode (rest.auth_file is empty): every caller may act for "
+            "every producer group; keep it on %s", config.rest.host,
+        )  # fmt: skip
+    services = Services(
+        config=config,
+        auth=auth,
+        writer=writer or KafkaWriter(
+            config.kafka.bootstrap_servers, config.kafka.half_topic, config.kafka.op_topic,
+            max_message_size=config.max_message_size,
+        ),
+        lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
+        poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.check_topic),
+        metrics=Metrics(),
+        clock=clock,
+    )  # fmt: skip
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            services.poller.close()
+            services.writer.close()
+
+    app = FastAPI(
+        title="txcoord REST ingress",
+        version=_version(),
+        description="Transactional messages (RocketMQ's protocol): halves, ops, state, checks.",
+        lifespan=lifespan,
+        docs_url=None,  # the UI loads scripts from a CDN; /openapi.json is the document
+        redoc_url=None,
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    app.include_router(build_router(config))
+    app.add_middleware(RequestLimits, max_request_size=config.rest.max_request_size)
+    app.add_middleware(MetricsMiddleware, metrics=services.metrics)  # outermost: sees all
+    install_openapi(app)
+    return app
+
+
+def build_server(config: Config, app: FastAPI | None = None) -> uvicorn.Server:
+    """Return a uvicorn server for `app` (default: create_app(config)) on rest.host:port."""
+    settings = uvicorn.Config(
+        app if app is not None else create_app(config),
+        host=config.rest.host,
+        port=config.rest.port,
+        log_level="info",
+        access_log=False,  # /metrics counts requests; access lines would drown the log
+        server_header=False,
+        # Long polls may wait rest.check_poll_max_wait: do not hold a shutdown for them.
+        timeout_graceful_shutdown=3,
+    )
+    return uvicorn.Server(settings)
+
+
+def serve(config: Config) -> None:
+    """Create the ingress topics if absent, then answer requests until SIGINT or SIGTERM."""
+    # Imported here: it is the only part of the REST that needs Kafka's admin API.
+    from streams.ingress_topics import ensure_ingress_topics  # noqa: PLC0415
+
+    app = create_app(config)  # first: a bad token file is refused before any network call
+    try:
+        ensure_ingress_topics(config)
+    except TxcoordError:
+        raise
+    except Exception as exc:
+        raise TxcoordError(
+            f"cannot prepare the ingress topics on {config.kafka.bootstrap_servers}: {exc}"
+        ) from exc
+    server = build_server(config, app)
+    log.info("REST ingress on http://%s:%d", config.rest.host, config.rest.port)
+    server.run()

@@ -1,0 +1,143 @@
+"""One idempotent producer for every request: a record is acknowledged only once durable.
+
+`acks="all"` with `enable_idempotence=True` (SPEC 7.7): a 201/202 is sent after the broker
+has written the record to every in-sync replica, and the producer's own retries never
+duplicate or reorder it. The producer is created on first use, so the REST starts (and
+answers 503) while Kafka is down, and recovers once it is back; a producer that failed
+for good is dropped and the next request builds a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka import errors as kafka_errors
+
+from coordinator.errors import KafkaUnavailableError, RecordTooLargeError
+from coordinator.rest.records import Record
+from streams.ingress_topics import HEADER_ALLOWANCE_BYTES
+
+log = logging.getLogger("txcoord.rest.kafka")
+
+#: How long a new producer or consumer tries to reach the bootstrap servers.
+BOOTSTRAP_TIMEOUT_MS = 5000
+
+_TOO_LARGE = tuple(
+    getattr(kafka_errors, name)
+    for name in ("MessageSizeTooLargeError", "RecordListTooLargeError")
+    if hasattr(kafka_errors, name)
+)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Where the broker stored a record, and when (its LogAppendTime, epoch ms)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+class KafkaWriter:
+    """Write half and op records through one shared idempotent producer; thread-safe."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        half_topic: str,
+        op_topic: str,
+        *,
+        max_message_size: int,
+        ack_timeout: timedelta = timedelta(seconds=30),
+        client_id: str = "txcoord-rest",
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.half_topic = half_topic
+        self.op_topic = op_topic
+        self.max_message_size = max_message_size
+        self.ack_timeout = ack_timeout
+        self.client_id = client_id
+        self._lock = threading.Lock()
+        self._producer: Any = None
+
+    def send_half(self, record: Record) -> Stored:
+        """Write one half message; return where it was stored once acknowledged."""
+        return self._send_all(self.half_topic, [record])[0]
+
+    def send_op(self, record: Record) -> Stored:
+        """Write one op record; return where it was stored once acknowledged."""
+        return self._send_all(self.op_topic, [record])[0]
+
+    def send_halves(self, records: Sequence[Record]) -> list[Stored]:
+        """Write several half messages; return where each was stored, in order."""
+        return self._send_all(self.half_topic, records)
+
+    def send_ops(self, records: Sequence[Record]) -> list[Stored]:
+        """Write several op records; return where each was stored, in order."""
+        return self._send_all(self.op_topic, records)
+
+    def close(self) -> None:
+        """Flush and close the producer, if one was made."""
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.close(timeout=10)
+
+    def _producer_or_new(self) -> Any:
+        with self._lock:
+            if self._producer is None:
+                ack_ms = int(self.ack_timeout.total_seconds() * 1000)
+                try:
+                    self._producer = KafkaProducer(
+                        bootstrap_servers=self.bootstrap_servers,
+                        client_id=self.client_id,
+                        acks="all",
+                        enable_idempotence=True,
+                        linger_ms=1,
+                        # A record is the body plus headers: as large as the topics allow.
+                        max_request_size=self.max_message_size + HEADER_ALLOWANCE_BYTES,
+                        request_timeout_ms=min(ack_ms, 10_000),
+                        delivery_timeout_ms=ack_ms,
+                        max_block_ms=min(ack_ms, 10_000),
+                        # While Kafka is down a request gets its 503 in seconds, not 30 s.
+                        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                    )
+                except kafka_errors.KafkaError as exc:
+                    raise KafkaUnavailableError(
+                        f"Kafka at {self.bootstrap_servers} cannot be reached: {exc}"
+                    ) from exc
+            return self._producer
+
+    def _discard(self, producer: Any) -> None:
+        """Drop `producer` after a fatal error; the next request makes a new one."""
+        with self._lock:
+            if self._producer is producer:
+                self._producer = None
+        try:
+            producer.close(timeout=0)
+        except Exception:  # closing a broken producer is best effort
+            log.debug("closing a failed producer", exc_info=True)
+
+    def _send_all(self, topic: str, records: Sequence[Record]) -> list[Stored]:
+        producer = self._producer_or_new()
+        wait = self.ack_timeout.total_seconds() + 5
+        try:
+            futures = [
+                producer.send(topic, key=r.key, value=r.value, headers=r.headers) for r in records
+            ]
+            results = [future.get(timeout=wait) for future in futures]
+        except _TOO_LARGE as exc:
+            raise RecordTooLargeError(f"the broker refused the record as too large: {exc}") from exc
+        except kafka_errors.KafkaError as exc:
+            if not exc.retriable:
+                self._discard(producer)
+            raise KafkaUnavailableError(
+                f"Kafka did not acknowledge the write to {topic}: {exc}"
+            ) from exc
+        return [Stored(md.partition, md.offset, md.timestamp) for md in results]

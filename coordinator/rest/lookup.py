@@ -1,0 +1,141 @@
+"""A transaction's state, read from the warehouse's Delta tables with `deltalake` (no JVM).
+
+The newest row of `system/transactions` is the final state (COMMITTED, ROLLED_BACK,
+DISCARDED). A DISCARDED transaction that check requests newer than its discard follow was
+resumed by an operator (RocketMQ's resumeCheckHalfMessage): it is CHECKING again, its count
+restarted. Without a final row, check requests make it CHECKING (count = the highest check
+number) and a half in `system/half_messages` makes it PREPARED. A table that does not exist
+yet (nothing has run) reads as empty, so an unknown transaction is a 404, never an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from coordinator.rest.models import TransactionState
+from delta_tables import check_requests, half_messages, transactions
+
+log = logging.getLogger("txcoord.rest.lookup")
+
+Row = dict[str, Any]
+#: What the lookup needs: (table name, transaction id, columns) -> matching rows.
+RowReader = Callable[[str, str, Sequence[str]], list[Row]]
+
+
+def delta_uri(warehouse: str, name: str) -> str:
+    """Return the location of table `name` for deltalake (`s3a://` is Hadoop's name for s3)."""
+    if warehouse.startswith("s3a://"):
+        warehouse = "s3://" + warehouse[len("s3a://") :]
+    if "://" not in warehouse:
+        warehouse = str(Path(warehouse).resolve())
+    return f"{warehouse.rstrip('/')}/{name}"
+
+
+def iso(moment: datetime | None) -> str | None:
+    """Return a timestamp as RFC 3339 UTC with milliseconds; None stays None."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:  # Delta timestamps are UTC instants
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class DeltaRows:
+    """Read the rows of one transaction from the warehouse's tables; thread-safe."""
+
+    def __init__(self, warehouse: str, storage_options: dict[str, str] | None = None) -> None:
+        self.warehouse = warehouse
+        self.storage_options = storage_options
+        self._tables: dict[str, DeltaTable] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, name: str, transaction_id: str, columns: Sequence[str]) -> list[Row]:
+        """Return the rows of table `name` whose transaction_id is `transaction_id`."""
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            table = self._tables.get(name)
+            try:
+                if table is None:
+                    table = DeltaTable(
+                        delta_uri(self.warehouse, name), storage_options=self.storage_options
+                    )
+                    self._tables[name] = table
+                else:
+                    table.update_incremental()
+            except TableNotFoundError:
+                return []
+            rows = table.to_pyarrow_table(
+                columns=list(columns), filters=[("transaction_id", "=", transaction_id)]
+            )
+        result: list[Row] = rows.to_pylist()
+        return result
+
+
+_MESSAGE = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "prepared_at"]
+
+
+class TransactionLookup:
+    """Answer GET /v1/transactions/{id} from the Delta tables."""
+
+    def __init__(self, read: RowReader) -> None:
+        self.read = read
+
+    def state(self, transaction_id: str) -> TransactionState | None:
+        """Return the transaction's state, or None when no table knows it."""
+        finals = self.read(
+            transactions.TABLE.name, transaction_id,
+            [*_MESSAGE, "state", "reason", "check_count", "resolved_at", "batch_id"],
+        )  # fmt: skip
+        checks = self.read(
+            check_requests.TABLE.name, transaction_id, [*_MESSAGE, "check_number", "requested_at"]
+        )
+        if finals:
+            last = max(finals, key=lambda r: (r["resolved_at"], r["batch_id"]))
+            resumed = [c for c in checks if c["requested_at"] > last["resolved_at"]]
+            if last["state"] == "DISCARDED" and resumed:
+                return self._checking(last, resumed)
+            return TransactionState(
+                **_message(last), state=last["state"], check_count=last["check_count"],
+                resolved_at=iso(last["resolved_at"]), reason=last["reason"],
+            )  # fmt: skip
+        if checks:
+            return self._checking(checks[0], checks)
+        columns = ["kind", *_MESSAGE[:5], "stored_at"]
+        rows = self.read(half_messages.TABLE.name, transaction_id, columns)
+        halves = [row for row in rows if row["kind"] == half_messages.KIND_HALF]
+        if halves:
+            first = min(halves, key=lambda r: r["stored_at"])
+            return TransactionState(
+                **_message({**first, "prepared_at": first["stored_at"]}), state="PREPARED",
+                check_count=0, resolved_at=None, reason=None,
+            )  # fmt: skip
+        return None
+
+    @staticmethod
+    def _checking(message: Row, checks: list[Row]) -> TransactionState:
+        return TransactionState(
+            **_message(message), state="CHECKING",
+            check_count=max(c["check_number"] for c in checks), resolved_at=None, reason=None,
+        )  # fmt: skip
+
+
+def _message(row: Row) -> dict[str, Any]:
+    """Return the message fields of a row as the answer's fields."""
+    return {
+        "transaction_id": row["transaction_id"],
+        "producer_group": row["producer_group"],
+        "topic": row["topic"],
+        "queue_id": row["queue_id"],
+        "msg_id": row["msg_id"],
+        "prepared_at": iso(row["prepared_at"]),
+    }

@@ -1,0 +1,272 @@
+"""Request and response bodies of the REST ingress (notes/rest-contract.md).
+
+Types are strict: a JSON number is not a string and a string is not a number, a bool is not
+an integer, and unknown fields are refused (a misspelt `bodyBase64` must not silently send
+an empty body). Every rule mirrors the ingest's (streams/ingest.py), so nothing this API
+accepts is quarantined later:
+
+    producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup)
+    transaction_id   TRANSACTION_ID_PATTERN (printable ASCII, 1..128)
+    topic            delta_tables.topics.topic_name_problem (refused as `invalid_topic`)
+    queue_id         0..MAX_QUEUE_ID
+    body_base64      must decode (standard alphabet, padded)
+    every string     valid UTF-8: JSON may carry a lone surrogate (\\ud800), which no UTF-8
+                     encoder accepts, so it is refused here instead of failing the write
+    properties       names usable as Kafka header suffixes (`prop.<name>`)
+
+Rules that depend on the configuration (max_message_size) and on the whole record (the
+header budget) are applied by records.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from delta_tables.topics import TOPIC_NAME, topic_name_problem
+from streams import ingress_format as fmt
+
+#: Codes of the custom validation errors that errors.py maps to their own answers.
+INVALID_TOPIC = "invalid_topic"
+INVALID_TEXT = "invalid_text"
+
+#: The ingest reads check_immunity_seconds with `try_cast(... as int)`: a larger value
+#: would silently fall back to the timeout, so it is refused here.
+MAX_IMMUNITY_SECONDS = 2**31 - 1
+MAX_BATCH = 1000
+#: Property names become header keys `prop.<name>`; control characters have no business
+#: there (RocketMQ itself separates properties with \x01 and \x02).
+_PROPERTY_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
+OPS = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
+STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
+
+
+def _utf8(value: str) -> str:
+    """Refuse a string that cannot be encoded as UTF-8 (a lone surrogate from JSON)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError(
+            INVALID_TEXT, "must be valid UTF-8 text (it contains a lone surrogate)"
+        ) from None
+    return value
+
+
+def _topic(value: str) -> str:
+    problem = topic_name_problem(_utf8(value))
+    if problem:
+        raise PydanticCustomError(INVALID_TOPIC, "{problem}", {"problem": problem})
+    return value
+
+
+def _property_name(value: str) -> str:
+    if not _PROPERTY_NAME.fullmatch(_utf8(value)):
+        raise PydanticCustomError(
+            "invalid_property_name",
+            "property names must be 1-255 characters without control characters",
+        )
+    return value
+
+
+Text = Annotated[StrictStr, AfterValidator(_utf8)]
+ProducerGroup = Annotated[StrictStr, Field(pattern=fmt.GROUP_PATTERN)]
+TransactionId = Annotated[StrictStr, Field(pattern=fmt.TRANSACTION_ID_PATTERN)]
+Topic = Annotated[
+    StrictStr,
+    AfterValidator(_topic),
+    Field(json_schema_extra={"pattern": TOPIC_NAME.pattern, "maxLength": 127}),
+]
+QueueId = Annotated[StrictInt, Field(ge=0, le=fmt.MAX_QUEUE_ID)]
+PropertyName = Annotated[StrictStr, AfterValidator(_property_name)]
+Operator = Annotated[Text, Field(min_length=1, max_length=255)]
+OperatorReason = Annotated[Text, Field(max_length=4096)]
+ImmunitySeconds = Annotated[StrictInt, Field(ge=0, le=MAX_IMMUNITY_SECONDS)]
+
+_STRICT = ConfigDict(strict=True, extra="forbid")
+
+
+class SendRequest(BaseModel):
+    """A half message to store (POST /v1/transactions)."""
+
+    model_config = _STRICT
+
+    producer_group: ProducerGroup
+    topic: Topic
+    queue_id: QueueId | None = None
+    body: Text | None = Field(default=None, description="UTF-8 text body")
+    body_base64: StrictStr | None = Field(default=None, description="binary body, base64")
+    keys: list[Text] | None = None
+    tags: Text | None = None
+    properties: dict[PropertyName, Text] | None = None
+    transaction_id: TransactionId | None = Field(
+        default=None, description="generated (uuid4 hex) when absent"
+    )
+    check_immunity_seconds: ImmunitySeconds | None = None
+
+    _body_bytes: bytes = PrivateAttr(default=b"")
+
+    @model_validator(mode="after")
+    def _decode_body(self) -> SendRequest:
+        if self.body is not None and self.body_base64 is not None:
+            raise PydanticCustomError(
+                "body_conflict", "give at most one of body and body_base64, not both"
+            )
+        if self.body is not None:
+            self._body_bytes = self.body.encode("utf-8")
+        elif self.body_base64 is not None:
+            try:
+                self._body_bytes = base64.b64decode(self.body_base64, validate=True)
+            except (binascii.Error, ValueError):
+                raise PydanticCustomError(
+                    "invalid_base64", "body_base64 is not valid base64 (standard alphabet, padded)"
+                ) from None
+        return self
+
+    @property
+    def body_bytes(self) -> bytes:
+        """Return the message body: the UTF-8 text, the decoded base64, or empty."""
+        return self._body_bytes
+
+
+class SendBatchRequest(BaseModel):
+    """Several half messages, validated together (POST /v1/transactions/batch)."""
+
+    model_config = _STRICT
+
+    messages: Annotated[list[SendRequest], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class OpRequest(BaseModel):
+    """The body of POST /v1/transactions/{id}/commit, /rollback and /unknown.
+
+    `operator` and `reason` make it an operator's op (SPEC 3: it may end a DISCARDED
+    transaction); only an admin token may set them.
+    """
+
+    model_config = _STRICT
+
+    producer_group: ProducerGroup
+    from_check: StrictBool = False
+    operator: Operator | None = None
+    reason: OperatorReason | None = None
+
+    @model_validator(mode="after")
+    def _reason_needs_operator(self) -> OpRequest:
+        if self.reason is not None and self.operator is None:
+            raise PydanticCustomError("reason_without_operator", "reason needs operator")
+        return self
+
+
+class OpItem(OpRequest):
+    """One op of POST /v1/ops/batch."""
+
+    transaction_id: TransactionId
+    op: OPS
+
+
+class OpBatchRequest(BaseModel):
+    """Several op records, validated together (POST /v1/ops/batch)."""
+
+    model_config = _STRICT
+
+    ops: Annotated[list[OpItem], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class SendResult(BaseModel):
+    """A half message durable in the half topic."""
+
+    transaction_id: str
+    msg_id: str
+    status: Literal["PREPARED"] = "PREPARED"
+    stored_at: str = Field(description="the broker's LogAppendTime, RFC 3339 UTC")
+    partition: int
+    offset: int
+
+
+class SendBatchResult(BaseModel):
+    """The results of a batch send, in request order."""
+
+    results: list[SendResult]
+
+
+class OpResult(BaseModel):
+    """An op record durable in the op topic."""
+
+    transaction_id: str
+    op: OPS
+    op_id: str
+    stored_at: str = Field(description="the broker's LogAppendTime, RFC 3339 UTC")
+
+
+class OpBatchResult(BaseModel):
+    """The results of a batch of ops, in request order."""
+
+    results: list[OpResult]
+
+
+class TransactionState(BaseModel):
+    """Where a transaction is, as the Delta tables say (GET /v1/transactions/{id})."""
+
+    transaction_id: str
+    producer_group: str | None
+    topic: str | None
+    queue_id: int | None
+    msg_id: str | None
+    state: STATES
+    check_count: int
+    prepared_at: str | None
+    resolved_at: str | None = Field(description="null unless the state is final")
+    reason: str | None = Field(description="null unless the state is final")
+
+
+class CheckRequest(BaseModel):
+    """One check request, as the coordinator publishes it on the check topic."""
+
+    model_config = ConfigDict(extra="allow")
+
+    transaction_id: str
+    msg_id: str | None
+    producer_group: str
+    topic: str | None
+    queue_id: int | None
+    body_base64: str
+    keys: list[str]
+    tags: str | None
+    properties: dict[str, str]
+    check_number: int
+    prepared_at_ms: int | None
+    requested_at_ms: int | None
+
+
+class CheckRequests(BaseModel):
+    """The answer of a long poll (GET /v1/check-requests)."""
+
+    check_requests: list[CheckRequest]
+
+
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: str = Field(description="a stable code: invalid_request, forbidden, ...")
+    message: str = Field(description="what is wrong, naming the field")
+
+
+class Health(BaseModel):
+    """The answer of GET /healthz."""
+
+    status: Literal["ok"] = "ok"

@@ -1,0 +1,106 @@
+"""A validated request -> the Kafka record the ingest parses (streams/ingress_format.py).
+
+Pure functions. The rules that need the configuration or the whole record live here:
+
+- the body (decoded bytes) must be at most `max_message_size`, as the ingest requires;
+- keys, tags and properties together must fit HEADER_BUDGET bytes. RocketMQ keeps a
+  message's properties (keys and tags among them) behind a 2-byte length (MessageDecoder,
+  at most Short.MAX_VALUE); the same budget keeps every record inside the ingress topics'
+  `max.message.bytes` (max_message_size + streams.ingress_topics.HEADER_ALLOWANCE_BYTES).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from coordinator.rest.errors import ApiError
+from coordinator.rest.models import OpRequest, SendRequest
+from streams import ingress_format as fmt
+
+HEADER_BUDGET = 32767
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Kafka record: key, value and headers, ready for the producer."""
+
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+def new_transaction_id() -> str:
+    """Return a fresh transaction id (uuid4, hex)."""
+    return uuid.uuid4().hex
+
+
+def rfc3339(epoch_ms: int) -> str:
+    """Return epoch milliseconds as RFC 3339 UTC, e.g. 2025-01-02T03:04:05.678Z."""
+    moment = _EPOCH + timedelta(milliseconds=epoch_ms)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def half_record(
+    request: SendRequest,
+    transaction_id: str,
+    max_message_size: int,
+    received_ms: int,
+    field: str = "",
+) -> Record:
+    """Return the half-topic record of `request`; refuse a body or headers that are too large.
+
+    `field` prefixes the names in error messages (`messages[3].` in a batch).
+    """
+    body = request.body_bytes
+    if len(body) > max_message_size:
+        which = "body_base64" if request.body_base64 is not None else "body"
+        raise ApiError(
+            413, "too_large",
+            f"{field}{which}: the body is {len(body)} bytes, larger than max_message_size "
+            f"({max_message_size} bytes)",
+        )  # fmt: skip
+    headers: list[tuple[str, bytes]] = [
+        (fmt.PRODUCER_GROUP, request.producer_group.encode()),
+        (fmt.TOPIC, request.topic.encode()),
+    ]
+    optional: list[tuple[str, bytes]] = []
+    if request.queue_id is not None:
+        headers.append((fmt.QUEUE_ID, str(request.queue_id).encode()))
+    if request.keys is not None:
+        optional.append((fmt.KEYS, json.dumps(request.keys).encode()))
+    if request.tags is not None:
+        optional.append((fmt.TAGS, request.tags.encode()))
+    for name, value in (request.properties or {}).items():
+        optional.append((fmt.PROPERTY_PREFIX + name, value.encode()))
+    size = sum(len(name.encode()) + len(value) for name, value in optional)
+    if size > HEADER_BUDGET:
+        raise ApiError(
+            413, "too_large",
+            f"{field}keys, tags and properties take {size} bytes together; at most "
+            f"{HEADER_BUDGET} are allowed",
+        )  # fmt: skip
+    headers += optional
+    if request.check_immunity_seconds is not None:
+        headers.append((fmt.CHECK_IMMUNITY_SECONDS, str(request.check_immunity_seconds).encode()))
+    # Recorded only: the store time (event time) is always the broker's LogAppendTime.
+    headers.append((fmt.BORN_AT, str(received_ms).encode()))
+    return Record(key=transaction_id.encode(), value=body, headers=headers)
+
+
+def op_record(transaction_id: str, op: str, request: OpRequest, received_ms: int) -> Record:
+    """Return the op-topic record of one COMMIT, ROLLBACK or UNKNOWN."""
+    headers: list[tuple[str, bytes]] = [
+        (fmt.PRODUCER_GROUP, request.producer_group.encode()),
+        (fmt.OP, op.encode()),
+        (fmt.FROM_CHECK, b"true" if request.from_check else b"false"),
+    ]
+    if request.operator is not None:
+        headers.append((fmt.OPERATOR, request.operator.encode()))
+    if request.reason is not None:
+        headers.append((fmt.REASON, request.reason.encode()))
+    headers.append((fmt.BORN_AT, str(received_ms).encode()))
+    return Record(key=transaction_id.encode(), value=b"", headers=headers)

@@ -1,0 +1,213 @@
+"""The endpoints of notes/rest-contract.md.
+
+Each handler checks who may act (auth.py), turns the validated request into records
+(records.py) and returns only after Kafka acknowledged them. A batch is validated and
+authorised item by item before anything is written: one bad item refuses the whole batch,
+naming its index. Sends, ops and lookups are plain functions (FastAPI runs them on its
+thread pool); the long poll runs on a pool of its own so waiting pollers never starve sends.
+
+(No `from __future__ import annotations` here: FastAPI must see the parameter types that
+build_router makes from the configuration.)
+"""
+
+from collections.abc import Callable
+from typing import Annotated, cast
+
+import anyio
+from deltalake.exceptions import DeltaError
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from coordinator.config import Config
+from coordinator.rest.auth import Principal, require_admin, require_group
+from coordinator.rest.errors import ApiError
+from coordinator.rest.kafka_writer import Stored
+from coordinator.rest.metrics import CONTENT_TYPE
+from coordinator.rest.models import (
+    OPS,
+    CheckRequests,
+    Health,
+    OpBatchRequest,
+    OpBatchResult,
+    OpRequest,
+    OpResult,
+    SendBatchRequest,
+    SendBatchResult,
+    SendRequest,
+    SendResult,
+    TransactionState,
+)
+from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
+from coordinator.rest.services import Services
+from streams import ingress_format as fmt
+
+#: Most long polls waiting at once (each holds a thread while it waits).
+MAX_WAITING_POLLS = 64
+DEFAULT_WAIT_SECONDS = 10.0
+
+_bearer = HTTPBearer(auto_error=False, description="A token of the auth file (rest.auth_file)")
+
+
+def _services(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    token = credentials.credentials if credentials is not None else None
+    return _services(request).auth.authenticate(token)
+
+
+Svc = Annotated[Services, Depends(_services)]
+Caller = Annotated[Principal, Depends(_caller)]
+TransactionIdPath = Annotated[
+    str, Path(pattern=fmt.TRANSACTION_ID_PATTERN, description="percent-encode '/', '?', '#'")
+]
+
+
+def _sent(transaction_id: str, stored: Stored) -> SendResult:
+    return SendResult(
+        transaction_id=transaction_id, msg_id=fmt.msg_id_of(stored.partition, stored.offset),
+        stored_at=rfc3339(stored.timestamp_ms), partition=stored.partition, offset=stored.offset,
+    )  # fmt: skip
+
+
+def _op_done(transaction_id: str, op: str, stored: Stored) -> OpResult:
+    return OpResult(
+        transaction_id=transaction_id, op=cast(OPS, op),
+        op_id=fmt.op_id_of(stored.partition, stored.offset), stored_at=rfc3339(stored.timestamp_ms),
+    )  # fmt: skip
+
+
+def _authorize_op(who: Principal, request: OpRequest, field: str = "") -> None:
+    require_group(who, request.producer_group, f"{field}producer_group")
+    if request.operator is not None:
+        require_admin(who, f"{field}operator (an operator's op)")
+
+
+def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
+    """Store one half message; answer once it is durable in the half topic."""
+    require_group(who, body.producer_group, "producer_group")
+    transaction_id = body.transaction_id or new_transaction_id()
+    record = half_record(body, transaction_id, svc.config.max_message_size, svc.clock())
+    stored = svc.writer.send_half(record)
+    svc.metrics.records.labels("half").inc()
+    return _sent(transaction_id, stored)
+
+
+def send_halves(body: SendBatchRequest, svc: Svc, who: Caller) -> SendBatchResult:
+    """Store several half messages; all are checked before any is written."""
+    received = svc.clock()
+    ids, records = [], []
+    for index, message in enumerate(body.messages):
+        field = f"messages[{index}]."
+        require_group(who, message.producer_group, f"{field}producer_group")
+        transaction_id = message.transaction_id or new_transaction_id()
+        ids.append(transaction_id)
+        records.append(
+            half_record(message, transaction_id, svc.config.max_message_size, received, field)
+        )
+    stored = svc.writer.send_halves(records)
+    svc.metrics.records.labels("half").inc(len(records))
+    return SendBatchResult(results=[_sent(t, s) for t, s in zip(ids, stored, strict=True)])
+
+
+def _op_handler(op: str) -> Callable[..., OpResult]:
+    def send_op(
+        transaction_id: TransactionIdPath, body: OpRequest, svc: Svc, who: Caller
+    ) -> OpResult:
+        _authorize_op(who, body)
+        stored = svc.writer.send_op(op_record(transaction_id, op, body, svc.clock()))
+        svc.metrics.records.labels("op").inc()
+        return _op_done(transaction_id, op, stored)
+
+    send_op.__name__ = f"send_{op.lower()}"
+    send_op.__doc__ = f"Record a {op} op for the transaction; answer once it is durable."
+    return send_op
+
+
+def send_ops(body: OpBatchRequest, svc: Svc, who: Caller) -> OpBatchResult:
+    """Record several ops; all are checked before any is written."""
+    received = svc.clock()
+    for index, item in enumerate(body.ops):
+        _authorize_op(who, item, f"ops[{index}].")
+    records = [op_record(item.transaction_id, item.op, item, received) for item in body.ops]
+    stored = svc.writer.send_ops(records)
+    svc.metrics.records.labels("op").inc(len(records))
+    return OpBatchResult(
+        results=[
+            _op_done(item.transaction_id, item.op, s)
+            for item, s in zip(body.ops, stored, strict=True)
+        ]
+    )
+
+
+def get_transaction(transaction_id: TransactionIdPath, svc: Svc, who: Caller) -> TransactionState:
+    """Return the transaction's state from the Delta tables."""
+    try:
+        state = svc.lookup.state(transaction_id)
+    except (OSError, DeltaError) as exc:
+        message = f"the warehouse cannot be read: {exc}"
+        raise ApiError(503, "warehouse_unavailable", message) from exc
+    if state is None:
+        raise ApiError(
+            404, "not_found",
+            f"transaction {transaction_id!r} is unknown (never sent, or not ingested yet)",
+        )  # fmt: skip
+    if not who.admin and state.producer_group != who.group:
+        raise ApiError(403, "forbidden", "this transaction belongs to another producer group")
+    return state
+
+
+def health() -> Health:
+    """Answer that the process is up."""
+    return Health()
+
+
+def metrics(svc: Svc) -> Response:
+    """Return the Prometheus metrics of this process."""
+    return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
+
+
+def build_router(config: Config) -> APIRouter:
+    """Return every endpoint, with the bounds that come from `config`."""
+    router = APIRouter()
+    max_wait = config.rest.check_poll_max_wait.total_seconds()
+    limiter = anyio.CapacityLimiter(MAX_WAITING_POLLS)
+
+    async def check_requests(
+        svc: Svc,
+        who: Caller,
+        producer_group: Annotated[str, Query(pattern=fmt.GROUP_PATTERN)],
+        max_records: Annotated[int, Query(alias="max", ge=1, le=500)] = 100,
+        wait_seconds: Annotated[float, Query(ge=0, le=max_wait, allow_inf_nan=False)] = min(
+            DEFAULT_WAIT_SECONDS, max_wait
+        ),
+    ) -> CheckRequests:
+        """Long-poll the group's check requests: answer as soon as any, or after the wait."""
+        require_group(who, producer_group, "producer_group")
+        found = await anyio.to_thread.run_sync(
+            svc.poller.poll, producer_group, max_records, wait_seconds, limiter=limiter
+        )
+        svc.metrics.checks_delivered.inc(len(found))
+        return CheckRequests(check_requests=found)
+
+    router.add_api_route("/v1/transactions", send_half, methods=["POST"], status_code=201)
+    router.add_api_route("/v1/transactions/batch", send_halves, methods=["POST"], status_code=201)
+    for op in fmt.OPS:
+        router.add_api_route(
+            f"/v1/transactions/{{transaction_id:path}}/{op.lower()}", _op_handler(op),
+            methods=["POST"], status_code=202,
+        )  # fmt: skip
+    router.add_api_route("/v1/ops/batch", send_ops, methods=["POST"], status_code=202)
+    router.add_api_route("/v1/transactions/{transaction_id:path}", get_transaction, methods=["GET"])
+    router.add_api_route("/v1/check-requests", check_requests, methods=["GET"])
+    router.add_api_route("/healthz", health, methods=["GET"])
+    router.add_api_route(
+        "/metrics", metrics, methods=["GET"], response_class=PlainTextResponse,
+        responses={200: {"description": "Prometheus text format"}},
+    )  # fmt: skip
+    return router

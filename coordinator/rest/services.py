@@ -1,0 +1,59 @@
+"""What the routes need, as one object an app is built with (tests pass their own parts)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from coordinator.config import Config
+from coordinator.rest.auth import Authenticator
+from coordinator.rest.kafka_writer import Stored
+from coordinator.rest.metrics import Metrics
+from coordinator.rest.models import CheckRequest, TransactionState
+from coordinator.rest.records import Record
+
+
+class Writer(Protocol):
+    """Makes half and op records durable (kafka_writer.KafkaWriter)."""
+
+    def send_half(self, record: Record) -> Stored: ...
+    def send_op(self, record: Record) -> Stored: ...
+    def send_halves(self, records: Sequence[Record]) -> list[Stored]: ...
+    def send_ops(self, records: Sequence[Record]) -> list[Stored]: ...
+    def close(self) -> None: ...
+
+
+class Lookup(Protocol):
+    """Finds a transaction's state (lookup.TransactionLookup)."""
+
+    def state(self, transaction_id: str) -> TransactionState | None: ...
+
+
+class Poller(Protocol):
+    """Hands out check requests (check_poll.CheckPoller)."""
+
+    def poll(
+        self, producer_group: str, max_records: int, wait_seconds: float
+    ) -> list[CheckRequest]: ...
+    def close(self) -> None: ...
+
+
+def epoch_ms() -> int:
+    """Return the wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Services:
+    """The parts of one REST app."""
+
+    config: Config
+    auth: Authenticator
+    writer: Writer
+    lookup: Lookup
+    poller: Poller
+    metrics: Metrics = field(default_factory=Metrics)
+    #: The REST's clock, recorded as txcoord.born_at (never used as event time).
+    clock: Callable[[], int] = epoch_ms

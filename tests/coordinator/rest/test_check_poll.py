@@ -1,0 +1,139 @@
+"""GET /v1/check-requests: long polls on the real check topic, filtered by producer group."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from kafka import KafkaProducer
+
+from coordinator.config import Config
+from coordinator.rest.app import create_app
+from streams.coordinator_writer import check_record
+
+pytestmark = pytest.mark.kafka
+
+
+def check_row(tx: str, group: str, number: int = 1) -> dict[str, Any]:
+    """Return a CHECK row as the coordinator's stateful stage emits it."""
+    return {
+        "transaction_id": tx, "msg_id": f"MSG-{tx}", "producer_group": group,
+        "topic": "OrderPaid", "queue_id": 1, "body": b"\x00body", "keys": ["k1"], "tags": "t",
+        "properties": {"p": "v"}, "check_number": number, "prepared_ms": 1_000,
+        "at_ms": 7_000 + number,
+    }  # fmt: skip
+
+
+def publish(config: Config, rows: list[dict[str, Any]]) -> None:
+    """Publish check requests exactly as streams/coordinator_writer.py does."""
+    producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all")
+    try:
+        for row in rows:
+            key, value, headers = check_record(row)
+            producer.send(config.kafka.check_topic, key=key, value=value, headers=headers)
+        producer.flush(30)
+    finally:
+        producer.close()
+
+
+def poll(client: TestClient, group: str, max_records: int = 100, wait: float = 10) -> list[Any]:
+    answer = client.get(
+        "/v1/check-requests",
+        params={"producer_group": group, "max": max_records, "wait_seconds": wait},
+    )
+    assert answer.status_code == 200, answer.text
+    found: list[Any] = answer.json()["check_requests"]
+    return found
+
+
+def poll_until(client: TestClient, group: str, count: int, timeout: float = 30) -> list[Any]:
+    """Poll until `count` requests came (or the time is up); return them all."""
+    found: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(found) < count and time.monotonic() < deadline:
+        found += poll(client, group, wait=5)
+    return found
+
+
+def test_a_group_gets_its_own_check_requests_only(client: TestClient, rest_config: Config) -> None:
+    rows = [check_row("a1", "orders"), check_row("b1", "billing"), check_row("a2", "orders", 2),
+            check_row("b2", "billing")]  # fmt: skip
+    publish(rest_config, rows)
+    orders = poll_until(client, "orders", 2)
+    assert sorted(orders, key=lambda r: r["transaction_id"]) == [
+        json.loads(check_record(row)[1]) for row in (rows[0], rows[2])
+    ]
+    assert orders[0]["body_base64"] == "AGJvZHk="
+    billing = poll_until(client, "billing", 2)
+    assert sorted(r["transaction_id"] for r in billing) == ["b1", "b2"]
+    # Handed out once: the next poll waits and comes back empty.
+    assert poll(client, "orders", wait=1) == []
+
+
+def test_max_bounds_one_answer(client: TestClient, rest_config: Config) -> None:
+    publish(rest_config, [check_row(f"c{i}", "orders") for i in range(7)])
+    seen: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 7 and time.monotonic() < deadline:
+        batch = poll(client, "orders", max_records=2, wait=5)
+        assert len(batch) <= 2
+        seen += [r["transaction_id"] for r in batch]
+    assert sorted(seen) == [f"c{i}" for i in range(7)]
+
+
+def test_an_empty_poll_waits_then_answers_an_empty_list(client: TestClient) -> None:
+    poll(client, "quiet", wait=0)  # joins the consumer group
+    started = time.monotonic()
+    assert poll(client, "quiet", wait=2) == []
+    elapsed = time.monotonic() - started
+    assert 2 <= elapsed < 10
+
+
+def test_a_poll_answers_as_soon_as_a_request_arrives(
+    client: TestClient, rest_config: Config
+) -> None:
+    poll(client, "orders", wait=0)  # joins the consumer group
+    timer = threading.Timer(1.0, publish, args=(rest_config, [check_row("late", "orders")]))
+    started = time.monotonic()
+    timer.start()
+    try:
+        found = poll(client, "orders", wait=25)
+    finally:
+        timer.join()
+    assert [r["transaction_id"] for r in found] == ["late"]
+    assert time.monotonic() - started < 15
+
+
+def test_handed_out_requests_are_not_handed_out_again_after_a_restart(
+    rest_config: Config,
+) -> None:
+    publish(rest_config, [check_row("r1", "orders"), check_row("r2", "orders")])
+    with TestClient(create_app(rest_config)) as first:
+        assert sorted(r["transaction_id"] for r in poll_until(first, "orders", 2)) == ["r1", "r2"]
+    publish(rest_config, [check_row("r3", "orders")])
+    with TestClient(create_app(rest_config)) as second:
+        assert [r["transaction_id"] for r in poll_until(second, "orders", 1)] == ["r3"]
+        assert poll(second, "orders", wait=1) == []
+
+
+def test_pollers_of_one_group_share_the_requests(client: TestClient, rest_config: Config) -> None:
+    poll(client, "orders", wait=0)
+    publish(rest_config, [check_row(f"s{i}", "orders") for i in range(30)])
+    seen: list[list[str]] = [[], [], []]
+
+    def poller(mine: list[str]) -> None:
+        deadline = time.monotonic() + 30
+        while sum(map(len, seen)) < 30 and time.monotonic() < deadline:
+            mine += [r["transaction_id"] for r in poll(client, "orders", max_records=4, wait=2)]
+
+    threads = [threading.Thread(target=poller, args=(mine,)) for mine in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [tx for mine in seen for tx in mine]
+    assert sorted(everything) == sorted(f"s{i}" for i in range(30))  # each exactly once

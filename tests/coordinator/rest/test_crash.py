@@ -1,0 +1,156 @@
+"""SPEC 7.7, acknowledged means durable: kill -9 the REST process under load, restart it.
+
+The REST runs as its own process (`python -m coordinator.rest`), as in production. Several
+threads send halves; the process is killed with SIGKILL mid-way and started again while
+they keep sending. Every transaction that got a 201 must be in the half topic, at exactly the
+partition and offset its answer named.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+
+from coordinator.config import Config, load_config
+from tests.coordinator.rest.conftest import drop_topics
+from tests.coordinator.rest.kafka_io import read_all
+
+pytestmark = pytest.mark.kafka
+
+REPO = Path(__file__).parents[3]
+SENDERS = 4
+PER_PHASE = 300
+
+
+def start(config_file: Path, log: IO[bytes], base_url: str) -> subprocess.Popen[bytes]:
+    """Start `python -m coordinator.rest` and return once it answers /healthz."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.rest", "--config", str(config_file)],
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the REST process exited with {process.returncode}")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+                return process
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise AssertionError("the REST process did not answer /healthz within 90 s")
+
+
+class Sender(threading.Thread):
+    """Send halves until stopped; keep what was acknowledged, count what failed."""
+
+    def __init__(self, name: str, base_url: str, stop: threading.Event) -> None:
+        super().__init__(name=name, daemon=True)
+        self.base_url = base_url
+        self.stop = stop
+        self.acked: list[tuple[str, int, int]] = []
+        self.failures = 0
+        self.unexpected: list[str] = []
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=15) as client:
+            number = 0
+            while not self.stop.is_set():
+                number += 1
+                tx = f"{self.name}-{number}"
+                body = {"producer_group": "orders", "topic": "OrderPaid", "transaction_id": tx,
+                        "body": f"payload {tx}", "keys": [tx]}  # fmt: skip
+                try:
+                    answer = client.post("/v1/transactions", json=body)
+                except httpx.TransportError:
+                    self.failures += 1  # not acknowledged: nothing is promised
+                    time.sleep(0.05)
+                    continue
+                if answer.status_code == 201:
+                    sent = answer.json()
+                    self.acked.append((tx, sent["partition"], sent["offset"]))
+                else:
+                    self.unexpected.append(f"{answer.status_code} {answer.text}")
+
+
+def acked(senders: list[Sender]) -> int:
+    return sum(len(s.acked) for s in senders)
+
+
+def wait_for(senders: list[Sender], count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while acked(senders) < count:
+        assert time.monotonic() < deadline, f"only {acked(senders)} of {count} acknowledged"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def config_file(bootstrap_servers: str, tmp_path: Path, free_port: int) -> Any:
+    suffix = uuid.uuid4().hex[:8]
+    path = tmp_path / "txcoord.toml"
+    path.write_text(
+        f'warehouse = "{tmp_path / "warehouse"}"\n'
+        f'[kafka]\nbootstrap_servers = "{bootstrap_servers}"\nhalf_topic = "half-{suffix}"\n'
+        f'op_topic = "op-{suffix}"\ncheck_topic = "check-{suffix}"\npartitions = 3\n'
+        f"[rest]\nport = {free_port}\n"
+    )
+    config: Config = load_config(path)
+    try:
+        yield path, config
+    finally:
+        drop_topics(config)
+
+
+def test_every_acknowledged_half_survives_a_kill_9(
+    config_file: tuple[Path, Config], tmp_path: Path
+) -> None:
+    path, config = config_file
+    base_url = f"http://127.0.0.1:{config.rest.port}"
+    stop = threading.Event()
+    senders = [Sender(f"s{i}", base_url, stop) for i in range(SENDERS)]
+    with (tmp_path / "rest.log").open("wb") as log:
+        process = start(path, log, base_url)  # creates the ingress topics itself
+        try:
+            for sender in senders:
+                sender.start()
+            wait_for(senders, PER_PHASE)
+            process.send_signal(signal.SIGKILL)  # mid-way, with requests in flight
+            process.wait(10)
+            at_kill = acked(senders)
+            failures_before = sum(s.failures for s in senders)
+            time.sleep(1)
+            assert sum(s.failures for s in senders) > failures_before, "nobody saw the crash"
+
+            process = start(path, log, base_url)
+            wait_for(senders, at_kill + PER_PHASE)
+        finally:
+            stop.set()
+            for sender in senders:
+                sender.join(30)
+            process.send_signal(signal.SIGTERM)
+            returncode = process.wait(30)
+    # uvicorn shuts down cleanly, then re-raises the signal it caught (exit status -15).
+    log_text = (tmp_path / "rest.log").read_text()
+    assert returncode in (0, -signal.SIGTERM), log_text
+    assert log_text.count("Application shutdown complete") == 1, log_text
+    assert [u for s in senders for u in s.unexpected] == []
+
+    stored = {
+        (r.partition, r.offset): r.key.decode()
+        for r in read_all(config.kafka.bootstrap_servers, config.kafka.half_topic)
+    }
+    promised = [entry for s in senders for entry in s.acked]
+    assert len(promised) >= 2 * PER_PHASE
+    lost = [(tx, p, o) for tx, p, o in promised if stored.get((p, o)) != tx]
+    assert lost == [], f"{len(lost)} acknowledged halves are missing or misplaced"
+    assert len(set(stored.values())) >= len(promised)

@@ -1,0 +1,128 @@
+"""The REST and the Spark side agree: what the REST writes, the ingest accepts as it is;
+ids derive the same way; and what Spark writes to Delta, the REST reads without a JVM."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from coordinator.rest.lookup import DeltaRows, TransactionLookup
+from coordinator.rest.models import MAX_IMMUNITY_SECONDS, OpRequest, SendRequest
+from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
+from delta_tables import half_messages, transactions
+from delta_tables.registry import create_system_tables
+from streams import ingress_format as fmt
+from streams.ingest import IngestRules, classify, halves, ops
+
+pytestmark = pytest.mark.spark
+
+MAX_MESSAGE = 1024
+RULES = IngestRules(half_topic="h", op_topic="o", max_message_size=MAX_MESSAGE,
+                    default_queue_count=4)  # fmt: skip
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key: string, value: binary>>"
+)
+#: Requests at the edges of every rule the REST accepts.
+EDGE_HALVES: list[dict[str, Any]] = [
+    {"producer_group": "g", "topic": "T"},
+    {"producer_group": "%|Az09_-" + "g" * 247, "topic": "%|Az09_-" + "t" * 119,
+     "queue_id": 1023, "transaction_id": "!" + " ~" * 63 + "x", "body": "é" * (MAX_MESSAGE // 2),
+     "check_immunity_seconds": MAX_IMMUNITY_SECONDS},
+    {"producer_group": "g", "topic": "T", "queue_id": 0, "body_base64": "AP8=",
+     "check_immunity_seconds": 0, "transaction_id": "a/b?c#d", "tags": ""},
+    {"producer_group": "g", "topic": "T", "keys": ['quote"', "back\\slash", "ünï", "", "\x00nul"],
+     "tags": "标签 \t tab", "properties": {"région": "ü", "with space": "", "x.y-z": "\x7f"}},
+    {"producer_group": "g", "topic": "T", "keys": [],
+     # Exactly the header budget: the keys header ("[]") and one property.
+     "properties": {"p": "v" * (HEADER_BUDGET - len(fmt.KEYS) - 2 - len("prop.p"))}},
+]  # fmt: skip
+EDGE_OPS: list[tuple[str, dict[str, Any]]] = [
+    ("COMMIT", {"producer_group": "g"}),
+    ("ROLLBACK", {"producer_group": "g", "from_check": True}),
+    ("UNKNOWN", {"producer_group": "g", "from_check": False}),
+    ("COMMIT", {"producer_group": "g", "operator": "ops", "reason": "paid by phone ü"}),
+]
+
+
+def kafka_rows(topic: str, records: list[Record], partition: int) -> list[tuple[Any, ...]]:
+    now = datetime(2026, 1, 1, 12, 0, 0)
+    return [(r.key, r.value, topic, partition, 0x10 + i, now, 1, r.headers)
+            for i, r in enumerate(records)]  # fmt: skip
+
+
+def test_nothing_the_rest_accepts_is_quarantined(spark: SparkSession) -> None:
+    sent = [SendRequest.model_validate(h) for h in EDGE_HALVES]
+    half_records = [half_record(r, r.transaction_id or f"tx-{i}", MAX_MESSAGE, 1)
+                    for i, r in enumerate(sent)]  # fmt: skip
+    op_records = [op_record(f"tx-{i}", op, OpRequest.model_validate(body), 1)
+                  for i, (op, body) in enumerate(EDGE_OPS)]  # fmt: skip
+    frame = spark.createDataFrame(
+        kafka_rows("h", half_records, 3) + kafka_rows("o", op_records, 5), KAFKA_SCHEMA
+    )
+    classified = classify(frame, RULES, F.current_timestamp()).cache()
+    assert [r.reason for r in classified.collect()] == [None] * (len(sent) + len(EDGE_OPS))
+
+    landed = sorted(halves(classified, RULES).collect(), key=lambda r: r.ingress_offset)
+    for request, record, row in zip(sent, half_records, landed, strict=True):
+        assert row.transaction_id == record.key.decode()
+        assert row.msg_id == fmt.msg_id_of(3, row.ingress_offset)
+        assert row.producer_group == request.producer_group
+        assert row.topic == request.topic
+        assert bytes(row.body) == request.body_bytes
+        assert row.keys == request.keys
+        assert row.tags == request.tags
+        assert (row.properties or {}) == (request.properties or {})
+        if request.queue_id is not None:
+            assert row.queue_id == request.queue_id
+        immunity = request.check_immunity_seconds
+        assert row.check_immunity_seconds == (immunity if immunity else None)
+    decided = sorted(ops(classified, RULES).collect(), key=lambda r: r.ingress_offset)
+    for (op, body), row in zip(EDGE_OPS, decided, strict=True):
+        assert row.op_id == fmt.op_id_of(5, row.ingress_offset)
+        assert row.op == op
+        assert row.from_check == body.get("from_check", False)
+        assert row.operator == body.get("operator")
+        assert row.reason == body.get("reason")
+
+
+def test_the_rest_reads_tables_that_spark_wrote(spark: SparkSession, tmp_path: Path) -> None:
+    warehouse = str(tmp_path / "warehouse")
+    create_system_tables(spark, warehouse)
+    lookup = TransactionLookup(DeltaRows(warehouse))
+    assert lookup.state("tx-1") is None  # tables exist, empty
+
+    stored = datetime(2026, 1, 1, 12, 0, 0, 250_000)  # session time zone is UTC
+    half_row = ("HALF", "tx-1", "MSG-1", "orders", "OrderPaid", 2, b"b", ["k"], "t", {"p": "v"},
+                None, None, stored, 0, 5, stored)  # fmt: skip
+    spark.createDataFrame([half_row], half_messages.SCHEMA).write.format("delta").mode(
+        "append"
+    ).save(half_messages.TABLE.path(warehouse))
+    state = lookup.state("tx-1")
+    assert state is not None
+    assert (state.state, state.prepared_at, state.queue_id) == (
+        "PREPARED",
+        "2026-01-01T12:00:00.250Z",
+        2,
+    )
+
+    resolved = datetime(2026, 1, 1, 12, 0, 9)
+    final_row = ("tx-1", "MSG-1", "orders", "OrderPaid", 2, "COMMITTED", "op", 0, "op-1", stored,
+                 resolved, 1)  # fmt: skip
+    spark.createDataFrame([final_row], transactions.SCHEMA).write.format("delta").mode(
+        "append"
+    ).save(transactions.TABLE.path(warehouse))
+    state = lookup.state("tx-1")
+    assert state is not None
+    assert (state.state, state.resolved_at, state.reason) == (
+        "COMMITTED",
+        "2026-01-01T12:00:09.000Z",
+        "op",
+    )
+    assert json.loads(state.model_dump_json())["check_count"] == 0

@@ -1,0 +1,88 @@
+"""Schemathesis over the OpenAPI document: no request, valid or not, gets a 5xx.
+
+Runs in-process against the ASGI app with the real broker behind it (valid sends really go
+to Kafka). Both schema-conforming (positive) and schema-violating (negative) requests are
+generated for every operation; the app is in open mode so valid requests reach the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import HealthCheck, given, settings
+from schemathesis.generation import GenerationMode
+
+from coordinator.config import Config
+from coordinator.rest.app import create_app
+from tests.coordinator.rest.conftest import drop_topics, make_rest_config
+
+pytestmark = pytest.mark.kafka
+
+EXAMPLES_PER_OPERATION = 60
+
+
+@pytest.fixture(scope="module")
+def config(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
+    # A short long-poll ceiling keeps the generated waits short.
+    config = make_rest_config(
+        bootstrap_servers, tmp_path_factory.mktemp("schemathesis"),
+        max_message_size="64KiB", **{"rest.max_request_size": "512KiB",
+                                     "rest.check_poll_max_wait": "200ms"},
+    )  # fmt: skip
+    try:
+        yield config
+    finally:
+        drop_topics(config)
+
+
+@pytest.fixture(scope="module")
+def app(config: Config) -> Iterator[FastAPI]:
+    application = create_app(config)
+    try:
+        yield application
+    finally:
+        services = application.state.services
+        services.poller.close()
+        services.writer.close()
+
+
+def runs() -> list[tuple[str, GenerationMode]]:
+    """Return ("METHOD /path", mode) for every operation; negative ones need some input."""
+    document = create_app(Config(warehouse=str(Path("unused")))).openapi()
+    found = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            label = f"{method.upper()} {path}"
+            found.append((label, GenerationMode.POSITIVE))
+            if operation.get("parameters") or operation.get("requestBody"):
+                found.append((label, GenerationMode.NEGATIVE))
+    return found
+
+
+@pytest.mark.parametrize(("label", "mode"), runs())
+def test_no_request_is_answered_with_a_5xx(app: FastAPI, label: str, mode: GenerationMode) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    operation = schema.find_operation_by_label(label)
+    assert operation is not None, label
+    answers: dict[int, int] = {}
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck),
+    )  # fmt: skip
+    def check(case: Any) -> None:
+        response = case.call()
+        answers[response.status_code] = answers.get(response.status_code, 0) + 1
+        assert response.status_code < 500, (case.as_curl_command(), response.text)
+        if response.status_code >= 400:
+            body = response.json()
+            assert set(body) == {"error", "message"}, body
+
+    check()
+    assert answers, "no request was generated"
