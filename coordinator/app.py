@@ -19,14 +19,11 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from coordinator import failpoints
 from coordinator.config import Config, load_config, parse_overrides
+from coordinator.engine import Engine
 from coordinator.errors import TxcoordError
 from coordinator.spark_session import SparkSettings, build_spark_session
-from delta_tables.registry import create_system_tables
-from streams.coordinator_job import start_coordinator
-from streams.ingest_job import start_ingest
-from streams.ingress_topics import ensure_ingress_topics
-from streams.ticker import Ticker
 
 log = logging.getLogger("txcoord.app")
 
@@ -42,11 +39,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set transaction_timeout=10s",
     )  # fmt: skip
+    # Crash tests only (coordinator/failpoints.py): freeze at the N-th pass of a failpoint.
+    parser.add_argument("--failpoint", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def run(config: Config, stop: threading.Event) -> None:
-    """Run both streams until `stop` is set or a query fails."""
+    """Run the engine until `stop` is set or a query fails."""
     spark = build_spark_session(
         SparkSettings(
             app_name="txcoord-coordinator",
@@ -56,25 +55,15 @@ def run(config: Config, stop: threading.Event) -> None:
             use_cached_jars=False,  # spark-submit --jars
         )
     )
-    ensure_ingress_topics(config)
-    create_system_tables(spark, config.warehouse)
-    topics = [config.kafka.half_topic, config.kafka.op_topic]
-    ticker = Ticker(config.kafka.bootstrap_servers, topics, config.streams.tick_interval).start()
-    ingest = start_ingest(spark, config)
-    coordinator, writer = start_coordinator(spark, config)
-    log.info("running: ingest %s, coordinator %s", ingest.id, coordinator.id)
-    print("txcoord coordinator running", flush=True)
+    engine = Engine(spark, config)
     try:
+        engine.start()
+        print("txcoord coordinator running", flush=True)
         while not stop.wait(1.0):
-            for query in (ingest, coordinator):
-                if not query.isActive:
-                    raise TxcoordError(f"query {query.name} stopped: {query.exception()}")
+            if problems := engine.problems():
+                raise TxcoordError("; ".join(problems))
     finally:
-        ticker.stop()
-        for query in (coordinator, ingest):
-            query.stop()
-        writer.close()
-        log.info("stopped")
+        engine.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
+        failpoints.arm(",".join(args.failpoint))
         config = load_config(args.config, os.environ, parse_overrides(args.set))
         run(config, stop)
     except TxcoordError as exc:

@@ -1,7 +1,8 @@
 """`system/op_records`: every op record (COMMIT, ROLLBACK, UNKNOWN), as landed by ingest.
 
 The twin of RocketMQ's RMQ_SYS_TRANS_OP_HALF_TOPIC, append-only. `op_id` is derived from
-the ingress record's position, so a replayed ingest batch produces the same ids. An op
+the ingress record's position (`op-<partition, 4 hex>-<offset, 16 hex>`), so a replayed
+ingest batch produces the same ids, and ids sort like positions within a partition. An op
 from an operator carries who (`operator`) and why (`reason`). Rows of kind TICK are
 heartbeats, as in `system/half_messages`; no auto compaction, for the same reason.
 """

@@ -61,6 +61,7 @@ from streams.coordinator_processor import INPUT_SCHEMA, OUTPUT_SCHEMA, Transacti
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.delta_writes import checkpoint_app_id
 from streams.lifecycle import Rules
+from streams.tally import Tally
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -148,12 +149,13 @@ def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
     )
 
 
-def read_table(spark: SparkSession, location: str) -> DataFrame:
+def read_table(spark: SparkSession, location: str, max_files_per_trigger: int) -> DataFrame:
     """Return a Delta table as a stream, read in commit order."""
     return (
         spark.readStream.format("delta")
         # Compaction (maintenance) rewrites files without changing data: skip those commits.
         .option("skipChangeCommits", "true")
+        .option("maxFilesPerTrigger", max_files_per_trigger)
         .load(location)
     )
 
@@ -164,15 +166,18 @@ def checkpoint_of(config: Config) -> str:
 
 
 def start_coordinator(
-    spark: SparkSession, config: Config
+    spark: SparkSession, config: Config, tally: Tally | None = None
 ) -> tuple[StreamingQuery, CoordinatorBatchWriter]:
     """Start the coordinator query (the tables must exist); return it and its writer."""
-    halves = read_table(spark, half_messages.TABLE.path(config.warehouse))
-    ops = read_table(spark, op_records.TABLE.path(config.warehouse))
+    limit = config.streams.max_files_per_trigger
+    halves = read_table(spark, half_messages.TABLE.path(config.warehouse), limit)
+    ops = read_table(spark, op_records.TABLE.path(config.warehouse), limit)
     rules = rules_of(config)
     rows = stage_input(halves, ops, config.transaction_timeout.total_seconds())
     checkpoint = checkpoint_of(config)
-    writer = CoordinatorBatchWriter(config, checkpoint_app_id(spark, checkpoint, "coordinator"))
+    writer = CoordinatorBatchWriter(
+        config, checkpoint_app_id(spark, checkpoint, "coordinator"), tally
+    )
     seconds = config.streams.trigger_interval.total_seconds()
     query = (
         decisions(rows, rules)

@@ -176,6 +176,7 @@ def decode_state(text: str) -> TxState:
         deciding_op_id=raw["deciding_op_id"],
         pending_ops=tuple(Op(**op) for op in raw["pending_ops"]),
         timer_ms=raw["timer_ms"],
+        judged_ops=tuple(raw.get("judged_ops", ())),
     )
 
 

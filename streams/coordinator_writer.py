@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
+from coordinator.failpoints import failpoint
 from delta_tables import (
     check_requests,
     discarded,
@@ -42,6 +43,7 @@ from delta_tables import (
 )
 from streams.delta_writes import append_once, overwrite_once
 from streams.lifecycle import Kind
+from streams.tally import Tally
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +79,10 @@ def check_record(row: Any) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
 class CoordinatorBatchWriter:
     """The foreachBatch function of the coordinator query."""
 
-    def __init__(self, config: Config, app_id: str) -> None:
+    def __init__(self, config: Config, app_id: str, tally: Tally | None = None) -> None:
         self.config = config
         self.app_id = app_id
+        self.tally = tally or Tally()
         self.warehouse = config.warehouse
         self._topic_tables: set[str] = set()
         self._producer: KafkaProducer | None = None
@@ -88,7 +91,15 @@ class CoordinatorBatchWriter:
         """Write one micro-batch of the stateful stage's output."""
         out = frame.persist()
         try:
-            present = {row.kind for row in out.select("kind").distinct().collect()}
+            # One small job says what this batch holds, for the branches and the tally.
+            counts = {
+                (row.kind, row.state, row.first): row["count"]
+                for row in out.groupBy(
+                    "kind", "state",
+                    ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
+                ).count().collect()
+            }  # fmt: skip
+            present = {kind for kind, _, _ in counts}
             if Kind.DELIVER in present:
                 self._deliver(out.where(F.col("kind") == Kind.DELIVER.value), batch_id)
             if Kind.CHECK in present:
@@ -99,8 +110,24 @@ class CoordinatorBatchWriter:
                 self._discards(out.where(F.col("kind") == Kind.DISCARD.value), batch_id)
             if Kind.VERDICT in present:
                 self._verdicts(out.where(F.col("kind") == Kind.VERDICT.value), batch_id)
+            failpoint("coordinator.after_batch")
+            self._count(counts)
         finally:
             out.unpersist()
+
+    def _count(self, counts: dict[tuple[str, str | None, bool | None], int]) -> None:
+        def total(kind: Kind, state: str | None = None, first: bool | None = None) -> int:
+            return sum(n for (k, s, f), n in counts.items()
+                       if k == kind and state in (None, s) and first in (None, f))  # fmt: skip
+
+        self.tally.add(
+            committed=total(Kind.FINAL, "COMMITTED"),
+            rolled_back=total(Kind.FINAL, "ROLLED_BACK"),
+            discarded=total(Kind.FINAL, "DISCARDED"),
+            checks_sent=total(Kind.CHECK),
+            first_checks=total(Kind.CHECK, first=True),
+            finals_after_check=total(Kind.FINAL, first=True),
+        )
 
     def close(self) -> None:
         """Release the check-topic producer."""
@@ -144,6 +171,7 @@ class CoordinatorBatchWriter:
                 location = topics.table(name).path(self.warehouse)
                 append_once(delivered.where(F.col("topic") == name), location, self.app_id,
                             batch_id)  # fmt: skip
+                failpoint("coordinator.after_topic_append")
             moved = numbered.groupBy("topic", "queue_id").agg(
                 (F.max("queue_offset") + 1).alias("next_offset")
             )
@@ -153,6 +181,7 @@ class CoordinatorBatchWriter:
                 "topic", "queue_id", "next_offset", F.lit(batch_id).cast("long").alias("batch_id")
             )
             overwrite_once(updated.coalesce(1), offsets_path, self.app_id, batch_id)
+            failpoint("coordinator.after_queue_offsets")
         finally:
             numbered.unpersist()
 
@@ -166,6 +195,7 @@ class CoordinatorBatchWriter:
             F.lit(batch_id).cast("long").alias("batch_id"),
         )
         append_once(requests, check_requests.TABLE.path(self.warehouse), self.app_id, batch_id)
+        failpoint("coordinator.after_check_requests")
         records = [check_record(row) for row in rows.collect()]
         if self._producer is None:
             self._producer = KafkaProducer(

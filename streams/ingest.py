@@ -219,9 +219,14 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         F.when(immunity > 0, immunity).alias("check_immunity_seconds"),
         F.expr("timestamp_millis(try_cast(_born_at as bigint))").alias("born_at"),
         F.coalesce(F.col("_from_check") == "true", F.lit(False)).alias("from_check"),
-        F.concat(F.lit("op-"), F.col("source_partition"), F.lit("-"), F.col("source_offset")).alias(
-            "op_id"
-        ),
+        # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of SPEC 3
+        # (same store time: lower op id first) follows the order within a partition.
+        F.concat(
+            F.lit("op-"),
+            F.lpad(F.hex("source_partition"), 4, "0"),
+            F.lit("-"),
+            F.lpad(F.hex("source_offset"), 16, "0"),
+        ).alias("op_id"),
     )
     return header_map, parse, derive
 

@@ -26,9 +26,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
+from coordinator.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
 from streams.delta_writes import append_once, checkpoint_app_id
 from streams.ingest import IngestRules, classify, halves, ops, quarantined, ticks
+from streams.tally import Tally
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -62,8 +64,9 @@ def _with_heartbeat(rows: DataFrame, beat: DataFrame, kind: str) -> DataFrame:
 class IngestBatchWriter:
     """The foreachBatch function of the ingest query."""
 
-    def __init__(self, config: Config, app_id: str) -> None:
+    def __init__(self, config: Config, app_id: str, tally: Tally | None = None) -> None:
         self.config = config
+        self.tally = tally or Tally()
         self.rules = rules_of(config)
         self.app_id = app_id
         self.warehouse = config.warehouse
@@ -75,14 +78,15 @@ class IngestBatchWriter:
         try:
             # One small job says which tables this batch touches: a Delta commit costs about
             # a second here, so a table with nothing to add gets no commit at all.
-            touched = {
-                (row.source_topic, row.bad)
-                for row in classified.select(
-                    "source_topic", F.col("reason").isNotNull().alias("bad")
+            counts = {
+                (row.source_topic, row.bad, row.is_tick): row["count"]
+                for row in classified.groupBy(
+                    "source_topic", F.col("reason").isNotNull().alias("bad"), "is_tick"
                 )
-                .distinct()
+                .count()
                 .collect()
             }
+            touched = {(topic, bad) for topic, bad, _ in counts}
             for topic, table, rows, kind in (
                 (self.rules.half_topic, half_messages.TABLE, halves, half_messages.KIND_TICK),
                 (self.rules.op_topic, op_records.TABLE, ops, op_records.KIND_TICK),
@@ -94,6 +98,7 @@ class IngestBatchWriter:
                     append_once(
                         landed.coalesce(1), table.path(self.warehouse), self.app_id, batch_id
                     )
+                    failpoint(f"ingest.after_{table.name.rsplit('/', 1)[-1]}")
             if any(bad for _, bad in touched):
                 append_once(
                     quarantined(classified),
@@ -101,6 +106,12 @@ class IngestBatchWriter:
                     self.app_id,
                     batch_id,
                 )
+            failpoint("ingest.after_batch")
+            self.tally.add(
+                halves=counts.get((self.rules.half_topic, False, False), 0),
+                ops=counts.get((self.rules.op_topic, False, False), 0),
+                quarantined=sum(n for (_, bad, _), n in counts.items() if bad),
+            )
         finally:
             classified.unpersist()
 
@@ -123,11 +134,11 @@ def checkpoint_of(config: Config) -> str:
 
 
 def start_ingest(
-    spark: SparkSession, config: Config, available_now: bool = False
+    spark: SparkSession, config: Config, available_now: bool = False, tally: Tally | None = None
 ) -> StreamingQuery:
     """Start the ingest query (the tables must exist); `available_now` drains and stops."""
     checkpoint = checkpoint_of(config)
-    writer = IngestBatchWriter(config, checkpoint_app_id(spark, checkpoint, "ingest"))
+    writer = IngestBatchWriter(config, checkpoint_app_id(spark, checkpoint, "ingest"), tally)
     stream = (
         ingress_records(spark, config)
         .writeStream.queryName(QUERY_NAME)

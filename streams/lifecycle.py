@@ -14,8 +14,10 @@ What reaches this stage (see streams/coordinator_job.py):
 - every op record on its own ("raw"), so that answers to checks, which come long after
   the join window, and ops that arrive before their half are seen too.
 
-One transaction's rows may therefore repeat an op (matched and raw); ops are deduplicated
-by `op_id` and applied in store order (ties by op id): the first decisive op wins (SPEC 3).
+One transaction's rows may therefore repeat an op (matched and raw, or matched again with a
+half the producer sent twice); ops are deduplicated by `op_id` (within the batch, and against
+the last `JUDGED_MEMORY` decisive ops already judged) and applied in store order (ties by op
+id): the first decisive op wins (SPEC 3).
 
 Timer, one per transaction, in processing time:
 - no half yet: the ops wait `orphan_wait` for it, then are recorded as ORPHAN;
@@ -43,6 +45,9 @@ from coordinator.state_machine import (
 )
 
 DECISIVE = ("COMMIT", "ROLLBACK")
+#: How many judged decisive op ids a transaction remembers, so that the same op record seen
+#: again (a duplicate half re-joins it) is not judged twice. Bounded: state stays small.
+JUDGED_MEMORY = 8
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class TxState:
     deciding_op_id: str | None = None
     pending_ops: tuple[Op, ...] = ()
     timer_ms: int | None = None
+    judged_ops: tuple[str, ...] = ()  # the last JUDGED_MEMORY decisive op ids judged
 
 
 class Kind(StrEnum):
@@ -199,7 +205,7 @@ def on_input(
     if s.half is None and halves:
         half = min(halves, key=lambda h: (h.stored_ms, h.msg_id))
         s = replace(s, half=half, state=s.state or TransactionState.PREPARED)
-    seen = {op.op_id for op in s.pending_ops}
+    seen = {op.op_id for op in s.pending_ops} | set(s.judged_ops)
     fresh = {op.op_id: op for op in ops if op.op_id not in seen}
     arrived = sorted([*s.pending_ops, *fresh.values()], key=lambda op: op.order)
 
@@ -220,6 +226,8 @@ def on_input(
     for op in arrived:
         s, op_emits = _apply_op(s, op, now_ms, rules)
         emits += op_emits
+        if op.op in DECISIVE:
+            s = replace(s, judged_ops=(*s.judged_ops, op.op_id)[-JUDGED_MEMORY:])
     if s.state in (TransactionState.PREPARED, TransactionState.CHECKING):
         if s.timer_ms is None or s.state is TransactionState.PREPARED:
             due = first_check_due_ms(half, rules) if s.check_count == 0 else s.timer_ms

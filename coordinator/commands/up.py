@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from coordinator.config import load_config, parse_overrides
 from coordinator.errors import StackError
 from coordinator.local_stack.stack import LocalStack, StackSettings
 
@@ -26,11 +28,18 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def _status(stack: LocalStack, started: float) -> Text:
     uptime = time.strftime("%H:%M:%S", time.gmtime(time.monotonic() - started))
+    status = stack.status()
+    c = status.counts
     line = Text()
     line.append("● ", style="green")
     line.append(f"kafka {stack.broker.bootstrap_servers}  ")
-    line.append("● ", style="green")
-    line.append(f"spark {stack.settings.master}  ")
+    if status.rest_url:
+        line.append("● ", style="green")
+        line.append(f"rest {status.rest_url}  ")
+    line.append(f"pending {c.pending}  checking {c.checking}  ", style="yellow")
+    line.append(f"committed {c.committed}  ", style="green")
+    line.append(f"rolled back {c.rolled_back}  discarded {c.discarded}  ")
+    line.append(f"checks sent {c.checks_sent}  input lag {status.input_lag}  ")
     line.append(f"up {uptime}  ", style="dim")
     line.append("Ctrl-C to stop", style="dim")
     return line
@@ -56,6 +65,15 @@ def _watch(stack: LocalStack, console: Console) -> None:
 
 @click.command()
 @click.option(
+    "--config", "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="TOML configuration file (see deploy/txcoord.example.toml).",
+)  # fmt: skip
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override one configuration key, e.g. --set transaction_timeout=10s (repeatable).",
+)  # fmt: skip
+@click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("var"),
@@ -65,10 +83,17 @@ def _watch(stack: LocalStack, console: Console) -> None:
 @click.option(
     "--warehouse",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("warehouse"),
-    show_default=True,
-    help="Root folder of every Delta table.",
+    help="Root folder of every Delta table (default: the configuration's, ./warehouse).",
 )
+@click.option(
+    "--port", type=click.IntRange(1, 65535),
+    help="REST ingress port on 127.0.0.1 (default: the configuration's, 8080).",
+)  # fmt: skip
+@click.option(
+    "--auth-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Token file of the REST ingress; without one it runs open, on 127.0.0.1 only.",
+)  # fmt: skip
+@click.option("--no-rest", is_flag=True, help="Run without the REST ingress.")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option(
     "--kafka-port",
@@ -78,31 +103,55 @@ def _watch(stack: LocalStack, console: Console) -> None:
     help="Broker port on 127.0.0.1; 0 reuses the last one, or picks a free one.",
 )
 @click.option("--driver-memory", default="4g", show_default=True, help="Spark driver heap.")
-def up(state_dir: Path, warehouse: Path, master: str, kafka_port: int, driver_memory: str) -> None:
-    """Run the local stack in the foreground until Ctrl-C.
+def up(
+    *,
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    state_dir: Path,
+    warehouse: Path | None,
+    port: int | None,
+    auth_file: Path | None,
+    no_rest: bool,
+    master: str,
+    kafka_port: int,
+    driver_memory: str,
+) -> None:
+    """Run the whole local stack in the foreground until Ctrl-C.
 
-    Starts a single-node Kafka broker (KRaft, 127.0.0.1) from the install step's jars and a
-    local Spark session with Delta Lake, checks both with a real round trip, then shows a
-    live status line. Ctrl-C (or SIGTERM) stops everything in order; running it again
-    picks up the same broker storage and warehouse.
+    Starts a single-node Kafka broker (KRaft, 127.0.0.1) from the install step's jars, a
+    local Spark session with Delta Lake, the ingest and coordinator streams, and the REST
+    ingress; checks each with a real round trip, then shows a live status line. Ctrl-C (or
+    SIGTERM) stops everything in order; running it again continues where it stopped (same
+    broker storage, checkpoints and warehouse).
     """
     console = Console(soft_wrap=True)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    chosen = {"streams.checkpoint_dir": str(state_dir / "checkpoints")}
+    if warehouse is not None:
+        chosen["warehouse"] = str(warehouse)
+    if port is not None:
+        chosen["rest.port"] = str(port)
+    if auth_file is not None:
+        chosen["rest.auth_file"] = str(auth_file)
+    config = load_config(config_file, os.environ, {**chosen, **parse_overrides(list(overrides))})
     stack = LocalStack(
         StackSettings(
             state_dir=state_dir,
-            warehouse=warehouse,
             master=master,
             kafka_port=kafka_port,
             driver_memory=driver_memory,
-        )
+            rest=not no_rest,
+        ),
+        config,
     )
     try:
         for health in stack.start():
             console.print(str(health), highlight=False)
         console.print(
             f"txcoord is up: kafka at {stack.broker.bootstrap_servers}, "
-            f"warehouse {warehouse.resolve()}. Press Ctrl-C to stop.",
+            f"warehouse {Path(stack.config.warehouse).resolve()}"
+            + (f", REST at {stack.rest_url}" if stack.rest_url else "")
+            + ". Press Ctrl-C to stop.",
             highlight=False,
         )
         sys.stdout.flush()

@@ -264,6 +264,13 @@ class KafkaBroker:
             self._info = replace(self._info, pid=None)
             _write_info(self.data_dir, self._info)
 
+    def kill(self) -> None:
+        """Kill the broker with SIGKILL, as a crash would (start() recovers its storage)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
     def is_running(self) -> bool:
         """Return True while the broker process started here is alive."""
         return self._process is not None and self._process.poll() is None

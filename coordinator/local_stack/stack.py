@@ -1,26 +1,34 @@
-"""The local stack behind `txcoord up`: the KRaft broker and a local Spark session.
+"""The local stack behind `txcoord up`: broker, Spark, the engine's streams, the REST ingress.
 
-Start order is broker, then Spark (the health probe reads Kafka through Spark); stop order
-is the reverse, and stopping is safe at any point of a failed start. Later components
-(ingest, coordinator, REST ingress) join the same start/stop sequence.
+Start order: the KRaft broker (probed with a real round trip), a local Spark session
+(probed: Delta write + Kafka read), the engine (ticker, ingest, coordinator; see
+coordinator/engine.py), then the REST ingress on its own thread. Stop order is the reverse,
+and stopping is safe at any point of a failed start. Everything keeps its state under the
+state folder and the warehouse, so the next `up` continues where this one stopped.
 
 State folder layout::
 
-    <state_dir>/kafka/    the broker's configuration, storage and logs
-    <state_dir>/health/   scratch tables of the health probe
+    <state_dir>/kafka/        the broker's configuration, storage and logs
+    <state_dir>/checkpoints/  the streams' checkpoints (unless streams.checkpoint_dir is set)
+    <state_dir>/health/       scratch tables of the health probe
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from coordinator.config import Config
+from coordinator.engine import Engine
 from coordinator.errors import StackError
 from coordinator.local_stack.health import Health, check_kafka, check_spark
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
+from streams.tally import Counts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,21 +41,41 @@ class StackSettings:
     """Where the local stack keeps its state and how it runs."""
 
     state_dir: Path = Path("var")
-    warehouse: Path = Path("warehouse")
     master: str = "local[2]"
     kafka_port: int = 0
     driver_memory: str = "4g"
+    rest: bool = True
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the status line shows."""
+
+    counts: Counts
+    input_lag: int
+    rest_url: str | None
 
 
 class LocalStack:
-    """Start, probe and stop the local components in order."""
+    """Start, probe, watch and stop the local components in order."""
 
-    def __init__(self, settings: StackSettings) -> None:
+    def __init__(self, settings: StackSettings, config: Config) -> None:
         self.settings = settings
+        self.config = config  # its bootstrap servers are the broker's once started
         self.broker = KafkaBroker(
             BrokerSettings(settings.state_dir / "kafka", port=settings.kafka_port)
         )
         self.spark: SparkSession | None = None
+        self.engine: Engine | None = None
+        self._server: Any = None
+        self._server_thread: threading.Thread | None = None
+
+    @property
+    def rest_url(self) -> str | None:
+        """Return the REST ingress's base URL once it serves."""
+        if self._server is None:
+            return None
+        return f"http://{self.config.rest.host}:{self.config.rest.port}"
 
     def start(self) -> list[Health]:
         """Start every component and return their health; raise if one is unhealthy."""
@@ -56,13 +84,18 @@ class LocalStack:
         kafka = check_kafka(self.broker.bootstrap_servers)
         if not kafka.healthy:
             raise StackError(str(kafka))
+        self.config = replace(
+            self.config,
+            kafka=replace(self.config.kafka, bootstrap_servers=self.broker.bootstrap_servers),
+        )
         log.info("starting spark (%s)", self.settings.master)
         self.spark = build_spark_session(
             SparkSettings(
                 app_name="txcoord-up",
                 master=self.settings.master,
-                warehouse=str(self.settings.warehouse),
+                warehouse=self.config.warehouse,
                 driver_memory=self.settings.driver_memory,
+                shuffle_partitions=self.config.spark.shuffle_partitions,
             )
         )
         spark = check_spark(
@@ -70,7 +103,43 @@ class LocalStack:
         )
         if not spark.healthy:
             raise StackError(str(spark))
-        return [kafka, spark]
+        log.info("starting the ingest and coordinator streams")
+        started = time.monotonic()
+        self.engine = Engine(self.spark, self.config).start()
+        streams = Health("streams", True, "ingest + coordinator running",
+                         time.monotonic() - started)  # fmt: skip
+        healths = [kafka, spark, streams]
+        if self.settings.rest:
+            healths.append(self._start_rest())
+        return healths
+
+    def _start_rest(self) -> Health:
+        # Imported here: FastAPI and uvicorn load only when the REST ingress runs.
+        from coordinator.rest.app import build_server  # noqa: PLC0415
+
+        started = time.monotonic()
+        server = build_server(self.config)
+        thread = threading.Thread(target=server.run, name="txcoord-rest", daemon=True)
+        thread.start()
+        self._server, self._server_thread = server, thread
+        for _ in range(200):
+            if server.started or not thread.is_alive():
+                break
+            thread.join(0.1)
+        if not server.started:
+            raise StackError(
+                f"the REST ingress did not start on {self.config.rest.host}:"
+                f"{self.config.rest.port} (is the port taken? use --port)"
+            )
+        detail = f"{self.rest_url} (OpenAPI at /openapi.json)"
+        return Health("rest", True, detail, time.monotonic() - started)
+
+    def status(self) -> Status:
+        """Return the current counts, input lag and REST address."""
+        if self.engine is None:
+            return Status(Counts(), 0, self.rest_url)
+        ingest = self.engine.progress.last.get("txcoord-ingest", {})
+        return Status(self.engine.tally.snapshot(), int(ingest.get("lag") or 0), self.rest_url)
 
     def problems(self) -> list[str]:
         """Return what is wrong with the running stack right now (empty when all is well)."""
@@ -79,16 +148,33 @@ class LocalStack:
             found.append(f"kafka broker has stopped; see {self.broker.log_dir / 'server.log'}")
         if self.spark is not None and self.spark.sparkContext._jsc is None:
             found.append("spark session has stopped")
+        if self.engine is not None:
+            found += self.engine.problems()
+        if self._server_thread is not None and not self._server_thread.is_alive():
+            found.append("the REST ingress has stopped")
         return found
 
     def stop(self) -> None:
-        """Stop Spark, then the broker; safe to call more than once."""
+        """Stop the REST ingress, the streams, Spark, then the broker; safe more than once."""
+        server, self._server = self._server, None
+        if server is not None:
+            log.info("stopping the REST ingress")
+            server.should_exit = True
+            if self._server_thread is not None:
+                self._server_thread.join(15)
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            log.info("stopping the streams")
+            try:
+                engine.stop()
+            except Exception as exc:  # the JVM may already be gone (e.g. killed with us)
+                log.warning("the streams did not stop cleanly: %s", exc)
         spark, self.spark = self.spark, None
         if spark is not None:
             log.info("stopping spark")
             try:
                 spark.stop()
-            except Exception as exc:  # the JVM may already be gone (e.g. killed with us)
+            except Exception as exc:
                 log.warning("spark did not stop cleanly: %s", exc)
         log.info("stopping kafka broker")
         self.broker.stop()

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import SparkSession
 
 from coordinator.config import Config
-from delta_tables.registry import create_system_tables
-from streams import ingress_format as fmt
-from streams.coordinator_job import start_coordinator
-from streams.ingest_job import start_ingest
-from streams.ingress_topics import ensure_ingress_topics
-from streams.ticker import Ticker
+from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
-GROUP = "orders"
-TOPIC = "OrderPaid"
 #: RocketMQ's integration test: by index mod 5.
 PLAN = ["commit", "rollback", "commit_when_checked", "rollback_when_checked", "unknown"]
 
@@ -40,101 +31,44 @@ def config(make_config: ConfigFactory) -> Config:
     )
 
 
-class Stack:
-    """Ingest + coordinator queries, the ticker, and a producer-side check responder."""
+def plan_of(tx: str) -> str:
+    return PLAN[int(tx.rsplit("-", 1)[1]) % 5]
 
-    def __init__(self, spark: SparkSession, config: Config) -> None:
-        ensure_ingress_topics(config)
-        create_system_tables(spark, config.warehouse)
-        self.spark, self.config = spark, config
-        self.ticker = Ticker(config.kafka.bootstrap_servers,
-                             [config.kafka.half_topic, config.kafka.op_topic],
-                             config.streams.tick_interval).start()  # fmt: skip
-        self.ingest = start_ingest(spark, config)
-        self.coordinator, self.writer = start_coordinator(spark, config)
-        self.producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all")
-        self._stop = threading.Event()
-        self._responder = threading.Thread(target=self._respond, daemon=True)
-        self._responder.start()
 
-    def send_half(self, tx: str) -> None:
-        headers = [(fmt.PRODUCER_GROUP, GROUP.encode()), (fmt.TOPIC, TOPIC.encode()),
-                   (fmt.KEYS, json.dumps([tx]).encode())]  # fmt: skip
-        self.producer.send(self.config.kafka.half_topic, key=tx.encode(),
-                           value=f"body-{tx}".encode(), headers=headers)  # fmt: skip
-
-    def send_op(self, tx: str, op: str, from_check: bool = False) -> None:
-        headers = [(fmt.PRODUCER_GROUP, GROUP.encode()), (fmt.OP, op.encode()),
-                   (fmt.FROM_CHECK, b"true" if from_check else b"false")]  # fmt: skip
-        self.producer.send(self.config.kafka.op_topic, key=tx.encode(), headers=headers)
-
-    def _respond(self) -> None:
-        consumer = KafkaConsumer(
-            self.config.kafka.check_topic, bootstrap_servers=self.config.kafka.bootstrap_servers,
-            group_id=GROUP, auto_offset_reset="earliest", consumer_timeout_ms=500,
-        )  # fmt: skip
-        try:
-            while not self._stop.is_set():
-                for record in consumer:
-                    request = json.loads(record.value)
-                    tx = request["transaction_id"]
-                    plan = PLAN[int(tx.rsplit("-", 1)[1]) % 5]
-                    answer = {"commit_when_checked": "COMMIT",
-                              "rollback_when_checked": "ROLLBACK"}.get(plan, "UNKNOWN")  # fmt: skip
-                    self.send_op(tx, answer, from_check=True)
-                    self.producer.flush()
-        finally:
-            consumer.close()
-
-    def stop(self) -> None:
-        # A stream that failed while the test ran is a failure; an interruption caused by
-        # stopping it mid-batch here is not (its batch is replayed on the next start).
-        failures = [q.exception() for q in (self.coordinator, self.ingest) if not q.isActive]
-        self._stop.set()
-        self._responder.join(10)
-        self.ticker.stop()
-        for query in (self.coordinator, self.ingest):
-            query.stop()
-        self.writer.close()
-        self.producer.close()
-        assert failures == [], failures
+def answer(request: dict[str, Any]) -> str:
+    """The producer's check listener of RocketMQ's test."""
+    plan = plan_of(request["transaction_id"])
+    return {"commit_when_checked": "COMMIT", "rollback_when_checked": "ROLLBACK"}.get(
+        plan, "UNKNOWN"
+    )
 
 
 @pytest.fixture
-def stack(spark: SparkSession, config: Config) -> Iterator[Stack]:
-    running = Stack(spark, config)
+def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
+    running = Engine(spark, config)
+    responder = Responder(config, answer)
     try:
         yield running
     finally:
+        responder.stop()
         running.stop()
 
 
-def table(spark: SparkSession, config: Config, name: str):  # type: ignore[no-untyped-def]
-    return spark.read.format("delta").load(f"{config.warehouse}/{name}")
-
-
-def wait_for(condition, timeout: float = 480.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(1)
-    raise AssertionError("timed out waiting for the coordinator")
-
-
-def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, stack: Stack) -> None:
+def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Engine) -> None:
     txs = [f"tx-{i}" for i in range(20)]
+    producer = Producer(config)
     for tx in txs:
-        stack.send_half(tx)
-    stack.producer.flush()
+        producer.half(tx)
+    producer.flush()
     for i, tx in enumerate(txs):
         if PLAN[i % 5] == "commit":
-            stack.send_op(tx, "COMMIT")
+            producer.op(tx, "COMMIT")
         elif PLAN[i % 5] == "rollback":
-            stack.send_op(tx, "ROLLBACK")
-    stack.producer.flush()
+            producer.op(tx, "ROLLBACK")
+    producer.close()
 
-    wait_for(lambda: table(spark, config, "system/transactions").count() >= 20)
+    wait_for(lambda: table(spark, config, "system/transactions").count() >= 20, 480,
+             "20 final states")  # fmt: skip
     time.sleep(3)  # anything wrongly emitted after the last decision would show now
 
     finals = {r.transaction_id: r for r in table(spark, config, "system/transactions").collect()}

@@ -123,8 +123,8 @@ def test_a_valid_op_is_parsed(spark: SparkSession) -> None:
     classified = records.classify()
     rows = ops(classified, RULES).orderBy("ingress_offset").collect()
     assert [(r.op_id, r.transaction_id, r.op, r.from_check) for r in rows] == [
-        ("op-0-0", "tx-1", "ROLLBACK", True),
-        ("op-1-1", "tx-2", "UNKNOWN", False),
+        ("op-0000-0000000000000000", "tx-1", "ROLLBACK", True),
+        ("op-0001-0000000000000001", "tx-2", "UNKNOWN", False),
     ]
     assert [f.name for f in ops(classified, RULES).schema] == [f.name for f in op_records.SCHEMA]
 

@@ -85,7 +85,8 @@ def test_later_ops_are_recorded_and_change_nothing() -> None:
     )
     assert kinds(again) == ["VERDICT", "VERDICT"]
     assert verdicts(again) == ["DUPLICATE", "CONFLICT"]
-    assert again.state == done
+    assert again.state is not None and done is not None
+    assert replace(again.state, judged_ops=done.judged_ops) == done  # only remembers them
 
 
 def test_a_late_commit_never_makes_a_rollback_visible() -> None:
@@ -211,3 +212,17 @@ def test_no_check_after_the_op_is_processed() -> None:
     assert done is not None
     stale = replace(done, timer_ms=T0 + 44 * S)
     assert kinds(on_timer(stale, T0 + 44 * S, RULES)) == []
+
+
+def test_an_op_seen_again_through_a_duplicate_half_is_not_judged_twice() -> None:
+    commit = op("COMMIT", T0 + 2 * S)
+    first = on_input(None, [half()], [commit, commit], T0 + 3 * S, RULES)
+    assert verdicts(first) == ["APPLIED"]
+    # The producer re-sent the half: the join matches the same COMMIT with it again.
+    again = on_input(first.state, [half(at=T0 + 4 * S)], [commit], T0 + 5 * S, RULES)
+    assert again.emits == [] and again.state == first.state
+    # A different COMMIT is still judged (a duplicate), once.
+    other = op("COMMIT", T0 + 6 * S, op_id="other")
+    later = on_input(again.state, [], [other, other], T0 + 7 * S, RULES)
+    assert verdicts(later) == ["DUPLICATE"]
+    assert verdicts(on_input(later.state, [], [other], T0 + 8 * S, RULES)) == []

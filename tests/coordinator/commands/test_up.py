@@ -12,9 +12,11 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+from deltalake import DeltaTable
 
-from coordinator.local_stack.kafka_broker import read_info
+from coordinator.local_stack.kafka_broker import free_port, read_info
 from tests.conftest import unavailable
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -23,20 +25,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 class Up:
     """`txcoord up` in its own process group, as a terminal would run it."""
 
-    def __init__(self, state_dir: Path, warehouse: Path) -> None:
+    def __init__(self, state_dir: Path, warehouse: Path, port: int) -> None:
+        command = [
+            sys.executable, "-m", "coordinator", "up",
+            "--state-dir", str(state_dir),
+            "--warehouse", str(warehouse),
+            "--port", str(port),
+            "--driver-memory", "1g",
+            "--set", "transaction_timeout=4s",
+        ]  # fmt: skip
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "coordinator",
-                "up",
-                "--state-dir",
-                str(state_dir),
-                "--warehouse",
-                str(warehouse),
-                "--driver-memory",
-                "1g",
-            ],
+            command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -79,20 +78,44 @@ class Up:
         return code
 
 
-def test_up_reports_health_stops_on_ctrl_c_and_restarts_in_place(tmp_path: Path) -> None:
-    state_dir, warehouse = tmp_path / "var", tmp_path / "warehouse"
+def state_of(base: str, tx: str) -> str | None:
+    response = httpx.get(f"{base}/v1/transactions/{tx}", timeout=10)
+    return response.json()["state"] if response.status_code == 200 else None
 
-    first = Up(state_dir, warehouse)
+
+def test_up_runs_the_whole_stack_stops_on_ctrl_c_and_restarts_in_place(tmp_path: Path) -> None:
+    state_dir, warehouse, rest_port = tmp_path / "var", tmp_path / "warehouse", free_port()
+    base = f"http://127.0.0.1:{rest_port}"
+
+    first = Up(state_dir, warehouse, rest_port)
     port = first.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1)
     text = "".join(first.output)
     assert re.search(r"kafka: healthy - 127\.0\.0\.1:\d+, cluster \S+, 1 broker", text), text
     assert "spark: healthy - Spark 4.2.0 on local[2], delta + kafka connector ok" in text, text
+    assert "streams: healthy - ingest + coordinator running" in text, text
+    assert f"rest: healthy - {base}" in text, text
+    # A transaction through the REST ingress, the streams, and back out of the Delta tables.
+    sent = httpx.post(f"{base}/v1/transactions", timeout=30, json={
+        "producer_group": "orders", "topic": "OrderPaid", "body": "paid",
+    })  # fmt: skip
+    assert sent.status_code == 201, sent.text
+    tx = sent.json()["transaction_id"]
+    done = httpx.post(f"{base}/v1/transactions/{tx}/commit", timeout=30,
+                      json={"producer_group": "orders"})  # fmt: skip
+    assert done.status_code == 202, done.text
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and state_of(base, tx) != "COMMITTED":
+        time.sleep(2)
+    assert state_of(base, tx) == "COMMITTED", "".join(first.output[-30:])
     assert first.stop(signal.SIGINT) == 0, "".join(first.output)  # Ctrl-C: whole group
     assert "stopped cleanly" in "".join(first.output)
     broker = read_info((state_dir / "kafka").resolve())
     assert broker is not None and broker.pid is None  # the broker was stopped, not orphaned
 
-    second = Up(state_dir, warehouse)
+    second = Up(state_dir, warehouse, rest_port)
     assert second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1) == port
+    assert state_of(base, tx) == "COMMITTED"  # same warehouse, same answer
+    delivered = DeltaTable(str(warehouse / "topics" / "OrderPaid")).to_pyarrow_table()
+    assert delivered.column("transaction_id").to_pylist() == [tx]
     assert second.stop(signal.SIGTERM, group=False) == 0, "".join(second.output)
     assert "stopped cleanly" in "".join(second.output)

@@ -1,0 +1,126 @@
+"""The engine: heartbeat ticker, ingest query and coordinator query in one Spark session.
+
+`coordinator/app.py` (spark-submit) and `txcoord up` both run it. Start order: ingress
+topics and system tables (created when absent), the progress listener, the ticker, the
+ingest, the coordinator. Stop order is the reverse of what depends on what: ticker first
+(nothing more to land), then the coordinator, then the ingest. Each micro-batch is
+idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays from the
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from coordinator.config import Config
+from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
+from delta_tables.registry import create_system_tables
+from delta_tables.table import TableSpec
+from streams.coordinator_job import start_coordinator
+from streams.coordinator_writer import CoordinatorBatchWriter
+from streams.ingest_job import start_ingest
+from streams.ingress_topics import ensure_ingress_topics
+from streams.progress import ProgressLog
+from streams.tally import Counts, Tally
+from streams.ticker import Ticker
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+def table_counts(spark: SparkSession, config: Config) -> Counts:
+    """Return the tally implied by the tables (Delta answers counts from its statistics)."""
+
+    def read(spec: TableSpec) -> DataFrame:
+        return spark.read.format("delta").load(spec.path(config.warehouse))
+
+    finals = {
+        (row.state, row.checked): row["count"]
+        for row in read(transactions.TABLE)
+        .groupBy("state", (F.col("check_count") > 0).alias("checked"))
+        .count()
+        .collect()
+    }
+
+    def state(name: str) -> int:
+        return sum(n for (s, _), n in finals.items() if s == name)
+
+    checks = read(check_requests.TABLE)
+    return Counts(
+        halves=read(half_messages.TABLE).where(F.col("kind") == half_messages.KIND_HALF).count(),
+        ops=read(op_records.TABLE).where(F.col("kind") == op_records.KIND_OP).count(),
+        quarantined=read(quarantine.TABLE).count(),
+        committed=state("COMMITTED"),
+        rolled_back=state("ROLLED_BACK"),
+        discarded=state("DISCARDED"),
+        checks_sent=checks.count(),
+        first_checks=checks.where(F.col("check_number") == 1).count(),
+        finals_after_check=sum(n for (_, checked), n in finals.items() if checked),
+    )
+
+
+class Engine:
+    """Start, watch and stop the streams of one coordinator."""
+
+    def __init__(self, spark: SparkSession, config: Config) -> None:
+        self.spark, self.config = spark, config
+        self.progress = ProgressLog()
+        self.tally = Tally()
+        self.ticker: Ticker | None = None
+        self.ingest: StreamingQuery | None = None
+        self.coordinator: StreamingQuery | None = None
+        self.writer: CoordinatorBatchWriter | None = None
+        self._listening = False
+
+    def start(self) -> Engine:
+        """Create what is missing and start the ticker and both queries."""
+        ensure_ingress_topics(self.config)
+        create_system_tables(self.spark, self.config.warehouse)
+        self.tally.seed(table_counts(self.spark, self.config))
+        self.spark.streams.addListener(self.progress)
+        self._listening = True
+        kafka = self.config.kafka
+        self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
+                             self.config.streams.tick_interval).start()  # fmt: skip
+        self.ingest = start_ingest(self.spark, self.config, tally=self.tally)
+        self.start_coordinator()
+        log.info("engine running: ingest %s, coordinator %s", self.ingest.id,
+                 self.coordinator.id if self.coordinator else None)  # fmt: skip
+        return self
+
+    def start_coordinator(self) -> None:
+        """Start the coordinator query from its checkpoint."""
+        self.coordinator, self.writer = start_coordinator(self.spark, self.config, self.tally)
+
+    def stop_coordinator(self) -> None:
+        """Stop the coordinator query (the ingest keeps landing what arrives)."""
+        if self.coordinator is not None:
+            self.coordinator.stop()
+        if self.writer is not None:
+            self.writer.close()
+
+    def problems(self) -> list[str]:
+        """Return what is wrong right now: a query that stopped, with its error."""
+        return [
+            f"query {query.name} stopped: {query.exception()}"
+            for query in (self.ingest, self.coordinator)
+            if query is not None and not query.isActive
+        ]
+
+    def stop(self) -> None:
+        """Stop the ticker, the coordinator, then the ingest; safe to call more than once."""
+        if self.ticker is not None:
+            self.ticker.stop()
+        self.stop_coordinator()
+        if self.ingest is not None:
+            self.ingest.stop()
+        if self._listening:
+            self.spark.streams.removeListener(self.progress)
+            self._listening = False
+        log.info("engine stopped")

@@ -1,0 +1,149 @@
+"""What the end-to-end tests share: a Kafka-ingress producer, a check responder, the engine.
+
+Producers and responders speak the documented Kafka ingress format (streams/ingress_format.py)
+through a real broker; `Engine` runs the real ingest and coordinator queries in this test
+process's Spark session, each startable and stoppable on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+from pyspark.sql import DataFrame, SparkSession
+
+from coordinator import engine
+from coordinator.config import Config
+from streams import ingress_format as fmt
+
+GROUP = "orders"
+TOPIC = "OrderPaid"
+
+
+class Producer:
+    """Sends half messages and op records in the Kafka ingress format (acks=all)."""
+
+    def __init__(self, config: Config, **options: Any) -> None:
+        self.config = config
+        self.kafka = KafkaProducer(
+            bootstrap_servers=config.kafka.bootstrap_servers, acks="all", **options
+        )
+
+    def half(
+        self,
+        tx: str,
+        *,
+        group: str = GROUP,
+        topic: str = TOPIC,
+        queue_id: int | None = None,
+        immunity: str | None = None,
+        body: bytes | None = None,
+    ) -> Any:
+        """Send one half message; return the send's future."""
+        headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.TOPIC, topic.encode()),
+                   (fmt.KEYS, json.dumps([tx]).encode())]  # fmt: skip
+        if queue_id is not None:
+            headers.append((fmt.QUEUE_ID, str(queue_id).encode()))
+        if immunity is not None:
+            headers.append((fmt.CHECK_IMMUNITY_SECONDS, immunity.encode()))
+        value = body if body is not None else f"body-{tx}".encode()
+        return self.kafka.send(self.config.kafka.half_topic, key=tx.encode(), value=value,
+                               headers=headers)  # fmt: skip
+
+    def op(self, tx: str, op: str, *, group: str = GROUP, from_check: bool = False) -> Any:
+        """Send one op record; return the send's future."""
+        headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.OP, op.encode()),
+                   (fmt.FROM_CHECK, b"true" if from_check else b"false")]  # fmt: skip
+        return self.kafka.send(self.config.kafka.op_topic, key=tx.encode(), headers=headers)
+
+    def flush(self) -> None:
+        """Wait until everything sent is acknowledged."""
+        self.kafka.flush(timeout=60)
+
+    def close(self) -> None:
+        """Flush and close."""
+        self.kafka.close(timeout=10)
+
+
+Answer = Callable[[dict[str, Any]], str | None]
+
+
+class Responder:
+    """A producer group's check listener: answers each check request with `answer(request)`."""
+
+    def __init__(self, config: Config, answer: Answer, group: str = GROUP) -> None:
+        self.config, self.answer, self.group = config, answer, group
+        self.requests: list[dict[str, Any]] = []
+        self._producer = Producer(config)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="responder", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        consumer = KafkaConsumer(
+            self.config.kafka.check_topic, bootstrap_servers=self.config.kafka.bootstrap_servers,
+            group_id=self.group, auto_offset_reset="earliest", consumer_timeout_ms=500,
+        )  # fmt: skip
+        try:
+            while not self._stop.is_set():
+                for record in consumer:
+                    request = json.loads(record.value)
+                    self.requests.append(request)
+                    op = self.answer(request)
+                    if op is not None:
+                        self._producer.op(request["transaction_id"], op, from_check=True)
+                        self._producer.flush()
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        """Stop answering."""
+        self._stop.set()
+        self._thread.join(15)
+        self._producer.close()
+
+
+class Engine(engine.Engine):
+    """The engine, started at once; `stop` fails the test if a query had failed."""
+
+    def __init__(self, spark: SparkSession, config: Config) -> None:
+        super().__init__(spark, config)
+        self.failures: list[Any] = []
+        self.start()
+
+    def _judge(self, query: Any) -> None:
+        # A stream that failed while the test ran is a failure; an interruption caused by
+        # stopping it mid-batch is not (the batch is replayed on the next start).
+        if query is not None and not query.isActive and query.exception() is not None:
+            self.failures.append(query.exception())
+
+    def stop_coordinator(self) -> None:
+        """Stop the coordinator query; a failure before the stop is kept for `stop`."""
+        self._judge(self.coordinator)
+        super().stop_coordinator()
+
+    def stop(self) -> None:
+        """Stop everything; fail if a query had failed."""
+        self._judge(self.ingest)
+        self._judge(self.coordinator)
+        super().stop()
+        assert self.failures == [], self.failures
+
+
+def table(spark: SparkSession, config: Config, name: str) -> DataFrame:
+    """Return warehouse table `name` ("system/transactions", "topics/T") read by Spark."""
+    return spark.read.format("delta").load(f"{config.warehouse}/{name}")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `condition` each second until true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")

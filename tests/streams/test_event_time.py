@@ -1,0 +1,136 @@
+"""Event time that neither stalls (SPEC 7.4) nor runs ahead (SPEC 7.5), on real streams."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streams.coordinator_job import QUERY_NAME
+from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.streams.conftest import ConfigFactory
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+#: "A few seconds" of SPEC 7.4 on this 2-core machine: one ingest batch (landing the half
+#: and the heartbeat that passes it) and two coordinator batches (the watermark moves at the
+#: end of one, the join lets go in the next). Measured ≈ 5-7 s; the bound leaves room.
+FEW_SECONDS = 12
+
+
+def warm(engine: Engine, batches: int = 3) -> None:
+    """Wait until both queries have run a few batches (startup is not what is measured)."""
+    wait_for(
+        lambda: min(engine.progress.batches[q] for q in ("txcoord-ingest", QUERY_NAME)) >= batches,
+        240, "the queries to start",
+    )  # fmt: skip
+
+
+def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigFactory) -> None:
+    timeout, interval = 4, 6
+    config = make_config(
+        transaction_timeout=f"{timeout}s", transaction_check_interval=f"{interval}s",
+        transaction_check_max="3",
+    )  # fmt: skip
+    engine = Engine(spark, config)
+    try:
+        warm(engine)
+        producer = Producer(config)
+        producer.half("hanging")  # and no other traffic at all, only the heartbeats
+        producer.close()
+        wait_for(lambda: table(spark, config, "system/discarded").count() == 1, 240,
+                 "the hanging transaction to be discarded")  # fmt: skip
+    finally:
+        engine.stop()
+
+    requests = sorted(table(spark, config, "system/check_requests").collect(),
+                      key=lambda r: r.check_number)  # fmt: skip
+    assert [r.check_number for r in requests] == [1, 2, 3]
+    first = (requests[0].requested_at - requests[0].prepared_at).total_seconds()
+    assert timeout <= first <= 2 * timeout + FEW_SECONDS, first
+    gaps = [(b.requested_at - a.requested_at).total_seconds()
+            for a, b in itertools.pairwise(requests)]  # fmt: skip
+    # Later checks ride processing-time timers: never early, late by at most a batch or two.
+    assert all(interval <= gap <= interval + FEW_SECONDS / 2 for gap in gaps), gaps
+    (gone,) = table(spark, config, "system/discarded").collect()
+    assert (gone.reason, gone.check_count) == ("check_max", 3)
+    assert interval <= (gone.discarded_at - requests[-1].requested_at).total_seconds()
+
+
+def test_a_long_stop_with_a_backlog_drops_nothing(
+    spark: SparkSession, make_config: ConfigFactory
+) -> None:
+    timeout, rounds = 3, 10
+    config = make_config(
+        transaction_timeout=f"{timeout}s", transaction_check_interval="10m",
+        # One Delta file per coordinator batch: the backlog is read in many batches, the
+        # case that loses rows when event time runs ahead of what was read.
+        **{"streams.max_files_per_trigger": "1"},
+    )  # fmt: skip
+    engine = Engine(spark, config)
+    producer = Producer(config)
+    try:
+        warm(engine)
+        engine.stop_coordinator()
+        # 10 x T of traffic while the coordinator is down; the ingest keeps landing it.
+        for r in range(rounds):
+            producer.half(f"commit-{r}")
+            producer.op(f"commit-{r}", "COMMIT")
+            producer.half(f"rollback-{r}")
+            producer.op(f"rollback-{r}", "ROLLBACK")
+            producer.op(f"first-{r}", "COMMIT")  # the op before its half
+            producer.half(f"first-{r}")
+            producer.half(f"slow-{r}")  # committed 2 T later: outside the join window
+            if r >= 2:
+                producer.op(f"slow-{r - 2}", "COMMIT")
+            if r < 3:
+                producer.half(f"hanging-{r}")  # nobody ever answers
+            producer.flush()
+            time.sleep(timeout)
+        for r in (rounds - 2, rounds - 1):
+            producer.op(f"slow-{r}", "COMMIT")
+        producer.flush()
+        halves = 4 * rounds + 3
+        wait_for(
+            lambda: table(spark, config, "system/half_messages").where("kind = 'HALF'").count()
+            == halves, 120, "the ingest to land the backlog",
+        )  # fmt: skip
+        before = engine.progress.batches[QUERY_NAME]
+        engine.start_coordinator()
+        wait_for(lambda: table(spark, config, "system/transactions").count() >= 4 * rounds
+                 and table(spark, config, "system/check_requests").count() >= 3, 300,
+                 "the backlog to be decided")  # fmt: skip
+        time.sleep(3)  # anything wrongly emitted afterwards would show now
+    finally:
+        producer.close()
+        engine.stop()
+
+    assert engine.progress.dropped_late(QUERY_NAME) == 0
+    catch_up = [line for line in list(engine.progress.recent)
+                if line["query"] == QUERY_NAME and line["rows"]]  # fmt: skip
+    assert engine.progress.batches[QUERY_NAME] > before and len(catch_up) >= 3, catch_up
+
+    finals = {r.transaction_id: (r.state, r.reason)
+              for r in table(spark, config, "system/transactions").collect()}  # fmt: skip
+    expected = {}
+    for r in range(rounds):
+        expected |= {f"{kind}-{r}": ("COMMITTED", "op") for kind in ("commit", "first", "slow")}
+        expected[f"rollback-{r}"] = ("ROLLED_BACK", "op")
+    assert finals == expected
+    assert table(spark, config, "system/transactions").count() == len(expected)
+    # RocketMQ: an old half with no op gets exactly one check (not one per missed interval).
+    checks = Counter(r.transaction_id for r in table(spark, config, "system/check_requests")
+                     .collect())  # fmt: skip
+    assert checks == {"hanging-0": 1, "hanging-1": 1, "hanging-2": 1}
+    verdicts = Counter(r.verdict for r in table(spark, config, "system/op_verdicts").collect())
+    assert verdicts == {"APPLIED": 4 * rounds}, verdicts
+    delivered = table(spark, config, f"topics/{TOPIC}").collect()
+    assert sorted(r.transaction_id for r in delivered) == sorted(
+        tx for tx, (state, _) in expected.items() if state == "COMMITTED"
+    )
+    by_queue = Counter(r.queue_id for r in delivered)
+    offsets = {q: sorted(r.queue_offset for r in delivered if r.queue_id == q) for q in by_queue}
+    assert all(v == list(range(len(v))) for v in offsets.values()), offsets

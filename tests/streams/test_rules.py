@@ -1,0 +1,172 @@
+"""Every rule of SPEC section 3, end to end through Kafka, the ingest and the coordinator."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from coordinator.config import Config
+from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
+from tests.streams.conftest import ConfigFactory
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+TIMEOUT_S = 3
+IMMUNITY_S = 20
+#: How each transaction's check requests are answered (None: not at all).
+ANSWERS = {
+    "late": "UNKNOWN",
+    "immune": "COMMIT",
+    "immune-low": "COMMIT",
+    "immune-bad": "ROLLBACK",
+}
+
+
+@pytest.fixture
+def config(make_config: ConfigFactory) -> Config:
+    return make_config(
+        transaction_timeout=f"{TIMEOUT_S}s",
+        # Answers travel check topic -> responder -> op topic -> ingest -> coordinator: give
+        # them two intervals before check_max discards (an answered one may still get two).
+        transaction_check_interval="5s",
+        transaction_check_max="3",
+        **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
+    )
+
+
+@pytest.fixture
+def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
+    running = Engine(spark, config)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def rows(spark: SparkSession, config: Config, name: str) -> list[Any]:
+    return table(spark, config, name).collect()
+
+
+def produce_every_case(spark: SparkSession, config: Config) -> None:
+    """Send one transaction per rule; return when every one of them has settled."""
+    responder = Responder(config, lambda request: ANSWERS.get(request["transaction_id"]))
+    producer = Producer(config)
+    try:
+        # An op from another group decides nothing; the right group's op does.
+        producer.half("wrong-group")
+        producer.op("wrong-group", "COMMIT", group="payments")
+        producer.flush()
+        producer.op("wrong-group", "ROLLBACK")
+        # First decisive op wins; later ones are recorded as duplicate and conflict.
+        producer.half("dup-conflict")
+        for op in ("COMMIT", "COMMIT", "ROLLBACK"):
+            producer.op("dup-conflict", op)
+            producer.flush()  # one by one: store times in this order
+        # UNKNOWN from the producer changes nothing; a COMMIT after it still commits.
+        producer.half("unknown-then-commit")
+        producer.op("unknown-then-commit", "UNKNOWN")
+        producer.flush()
+        producer.op("unknown-then-commit", "COMMIT")
+        # An op may arrive before its half (a later ingest batch lands the half).
+        producer.op("op-first", "COMMIT")
+        producer.flush()
+        time.sleep(2.5)
+        producer.half("op-first")
+        # An op whose half never comes: an orphan, deciding nothing.
+        producer.op("orphan", "COMMIT")
+        # Immunity delays the first check; too small or unparsable values mean the timeout.
+        producer.half("immune", immunity=str(IMMUNITY_S))
+        producer.half("immune-low", immunity="1")
+        producer.half("immune-bad", immunity="soon")
+        # Never answered but UNKNOWN: discarded after check_max; a later op is LATE.
+        producer.half("late")
+        producer.flush()
+
+        def discarded() -> bool:
+            return any(r.transaction_id == "late" for r in rows(spark, config, "system/discarded"))
+
+        wait_for(discarded, 240, "'late' to be discarded")
+        producer.op("late", "COMMIT")
+        producer.flush()
+
+        def settled() -> bool:
+            verdicts = {(r.transaction_id, r.op, r.verdict)
+                        for r in rows(spark, config, "system/op_verdicts")}  # fmt: skip
+            finals = {r.transaction_id for r in rows(spark, config, "system/transactions")}
+            wanted = {("late", "COMMIT", "LATE"), ("orphan", "COMMIT", "ORPHAN")}
+            return wanted <= verdicts and len(finals) >= 8
+
+        wait_for(settled, 240, "every transaction to settle")
+        time.sleep(3)  # anything wrongly emitted afterwards would show now
+    finally:
+        producer.close()
+        responder.stop()
+
+
+def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine: Engine) -> None:
+    produce_every_case(spark, config)
+
+    finals = [(r.transaction_id, r.state, r.reason)
+              for r in rows(spark, config, "system/transactions")]  # fmt: skip
+    timeline = sorted((r.transaction_id, r.check_number, str(r.prepared_at), str(r.requested_at))
+                      for r in rows(spark, config, "system/check_requests"))  # fmt: skip
+    assert sorted(finals) == [  # one final state each (SPEC 7.3)
+        ("dup-conflict", "COMMITTED", "op"),
+        ("immune", "COMMITTED", "check"),
+        ("immune-bad", "ROLLED_BACK", "check"),
+        ("immune-low", "COMMITTED", "check"),
+        ("late", "DISCARDED", "check_max"),
+        ("op-first", "COMMITTED", "op"),
+        ("unknown-then-commit", "COMMITTED", "op"),
+        ("wrong-group", "ROLLED_BACK", "op"),
+    ], timeline
+
+    requests = rows(spark, config, "system/check_requests")
+    verdicts = sorted(
+        (r.transaction_id, r.op, r.producer_group, r.verdict)
+        for r in rows(spark, config, "system/op_verdicts")
+        if not r.transaction_id.startswith("immune")
+        and (r.transaction_id, r.op) != ("late", "UNKNOWN")
+    )
+    # The UNKNOWN answers to the three checks: no effect, or late if the discard came first.
+    unknowns = [r.verdict for r in rows(spark, config, "system/op_verdicts")
+                if (r.transaction_id, r.op) == ("late", "UNKNOWN")]  # fmt: skip
+    assert len(unknowns) == 3 and set(unknowns) <= {"NO_EFFECT", "LATE"}, unknowns
+    assert verdicts == [
+        ("dup-conflict", "COMMIT", "orders", "APPLIED"),
+        ("dup-conflict", "COMMIT", "orders", "DUPLICATE"),
+        ("dup-conflict", "ROLLBACK", "orders", "CONFLICT"),
+        ("late", "COMMIT", "orders", "LATE"),
+        ("op-first", "COMMIT", "orders", "APPLIED"),
+        ("orphan", "COMMIT", "orders", "ORPHAN"),
+        ("unknown-then-commit", "COMMIT", "orders", "APPLIED"),
+        ("unknown-then-commit", "UNKNOWN", "orders", "NO_EFFECT"),
+        ("wrong-group", "COMMIT", "payments", "WRONG_GROUP"),
+        ("wrong-group", "ROLLBACK", "orders", "APPLIED"),
+    ]
+
+    # Committed bodies exactly once; rolled back, discarded and orphaned never (SPEC 7.2).
+    visible = sorted(r.transaction_id for r in rows(spark, config, f"topics/{TOPIC}"))
+    assert visible == ["dup-conflict", "immune", "immune-low", "op-first", "unknown-then-commit"]
+    reader = DeltaTable(f"{config.warehouse}/topics/{TOPIC}").to_pyarrow_table()
+    assert sorted(reader.column("transaction_id").to_pylist()) == visible
+
+    # Checks: only for the transactions nobody decided; immunity honoured, never below T.
+    checks = Counter(r.transaction_id for r in requests)
+    assert checks.pop("late") == 3, checks
+    # How many an answered one gets depends on the answer's round trip (machine speed); none
+    # may follow its decision (SPEC 7.6).
+    assert set(checks) == {"immune", "immune-low", "immune-bad"}, checks
+    resolved = {r.transaction_id: r.resolved_at for r in rows(spark, config, "system/transactions")}
+    assert [r for r in requests if r.requested_at > resolved[r.transaction_id]] == []
+    waited = {r.transaction_id: (r.requested_at - r.prepared_at).total_seconds()
+              for r in requests if r.check_number == 1}  # fmt: skip
+    assert waited["immune"] >= IMMUNITY_S, waited
+    assert min(waited.values()) >= TIMEOUT_S, waited
+    assert waited["immune-low"] < IMMUNITY_S and waited["immune-bad"] < IMMUNITY_S, waited
