@@ -1,0 +1,39 @@
+"""The Python SDK of SPEC 5.3: RocketMQ's transactional producer contract, Pythonic names.
+
+See coordinator/sdk/producer.py for a usage example. Importing this package connects to
+nothing; `TransactionProducer.start()` does.
+"""
+
+from coordinator.sdk.check_answerer import CheckStats
+from coordinator.sdk.errors import (
+    ProducerStateError,
+    RequestRejectedError,
+    SdkError,
+    ServerError,
+    TransportError,
+)
+from coordinator.sdk.listener import TransactionListener
+from coordinator.sdk.memory_transport import InMemoryTransport
+from coordinator.sdk.message import CheckRequest, Message, SendResult
+from coordinator.sdk.producer import TransactionProducer
+from coordinator.sdk.state import LocalTransactionState
+from coordinator.sdk.transport import HalfReceipt, OpReceipt, Transport
+
+__all__ = [
+    "CheckRequest",
+    "CheckStats",
+    "HalfReceipt",
+    "InMemoryTransport",
+    "LocalTransactionState",
+    "Message",
+    "OpReceipt",
+    "ProducerStateError",
+    "RequestRejectedError",
+    "SdkError",
+    "SendResult",
+    "ServerError",
+    "TransactionListener",
+    "TransactionProducer",
+    "Transport",
+    "TransportError",
+]

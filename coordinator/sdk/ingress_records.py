@@ -1,0 +1,46 @@
+"""Kafka ingress records of SPEC 5.2, built exactly as streams/ingress_format.py documents.
+
+Pure functions: the Kafka transport sends what these return, and tests compare against
+them. Ids are the ingest's own derivations (streams/ingress_format.py `msg_id_of`,
+`op_id_of`), re-exported here, so SDK, REST and the Delta tables agree.
+"""
+
+from __future__ import annotations
+
+import json
+
+from coordinator.sdk.message import Message
+from streams import ingress_format as fmt
+from streams.ingress_format import msg_id_of, op_id_of
+
+__all__ = ["Headers", "half_headers", "msg_id_of", "op_headers", "op_id_of"]
+
+Headers = list[tuple[str, bytes]]
+
+
+def half_headers(group: str, message: Message, born_at_ms: int) -> Headers:
+    """Return the headers of the half record of `message` for producer group `group`."""
+    headers: Headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.TOPIC, message.topic.encode())]
+    if message.queue_id is not None:
+        headers.append((fmt.QUEUE_ID, str(message.queue_id).encode()))
+    if message.keys:
+        headers.append((fmt.KEYS, json.dumps(list(message.keys)).encode()))
+    if message.tags is not None:
+        headers.append((fmt.TAGS, message.tags.encode()))
+    if message.check_immunity_seconds is not None:
+        headers.append((fmt.CHECK_IMMUNITY_SECONDS, str(message.check_immunity_seconds).encode()))
+    headers.append((fmt.BORN_AT, str(born_at_ms).encode()))
+    headers += [(fmt.PROPERTY_PREFIX + k, v.encode()) for k, v in message.properties.items()]
+    return headers
+
+
+def op_headers(group: str, op: str, from_check: bool, born_at_ms: int) -> Headers:
+    """Return the headers of an op record (COMMIT, ROLLBACK or UNKNOWN)."""
+    if op not in fmt.OPS:
+        raise ValueError(f"op must be one of {', '.join(fmt.OPS)}, not {op!r}")
+    return [
+        (fmt.PRODUCER_GROUP, group.encode()),
+        (fmt.OP, op.encode()),
+        (fmt.FROM_CHECK, b"true" if from_check else b"false"),
+        (fmt.BORN_AT, str(born_at_ms).encode()),
+    ]

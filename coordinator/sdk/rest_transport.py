@@ -1,0 +1,222 @@
+"""The REST adapter: the ingress's endpoints (notes/rest-contract.md) over httpx.
+
+Errors: a 4xx becomes `RequestRejectedError` with the contract's `error` code and
+`message`; a 5xx other than 503 becomes `ServerError` (the contract calls it a bug).
+Only failures that cannot have reached the server (connection refused, connect timeout)
+and 503 (the ingress cannot reach Kafka) are retried here, with exponential backoff and
+jitter; anything else is raised at once so the caller decides. The token is sent as
+`Authorization: Bearer` and never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from coordinator.sdk.backoff import Backoff
+from coordinator.sdk.errors import RequestRejectedError, ServerError, TransportError
+from coordinator.sdk.message import CheckRequest, Message
+from coordinator.sdk.transport import HalfReceipt, OpReceipt
+
+log = logging.getLogger(__name__)
+
+#: The contract's bounds of GET /v1/check-requests.
+MAX_CHECKS_PER_POLL = 500
+MAX_WAIT_SECONDS = 30
+_OP_PATHS = {"COMMIT": "commit", "ROLLBACK": "rollback", "UNKNOWN": "unknown"}
+
+
+def _error_of(response: httpx.Response) -> tuple[str, str]:
+    """Return (code, message) of an error response, also when it is not the contract's JSON."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and isinstance(payload.get("error"), str):
+        return payload["error"], str(payload.get("message", ""))
+    return f"http_{response.status_code}", response.text[:500]
+
+
+def _stored_at(payload: dict[str, Any], path: str) -> datetime:
+    try:
+        return datetime.fromisoformat(str(payload["stored_at"]))
+    except (KeyError, ValueError) as exc:
+        raise ServerError(200, f"{path}: no valid stored_at in {payload!r}") from exc
+
+
+class RestTransport:
+    """Transport over the REST ingress for producer group `group`."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        group: str,
+        *,
+        token: str | None = None,
+        timeout_seconds: float = 30.0,
+        attempts: int = 4,
+        backoff_initial: float = 0.2,
+        backoff_maximum: float = 5.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        """Prepare clients for `endpoint` (no request is made until the first call)."""
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, not {attempts}")
+        self.endpoint = endpoint.rstrip("/")
+        self.group = group
+        self.timeout_seconds = timeout_seconds
+        self.attempts = attempts
+        self._backoff = (backoff_initial, backoff_maximum)
+        self._sleep = sleep
+        self._rand = rand
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # Separate clients: the long poll holds its connection while sends go on.
+        self._client = httpx.Client(
+            base_url=self.endpoint, headers=headers, timeout=timeout_seconds
+        )
+        self._poll_client = httpx.Client(
+            base_url=self.endpoint, headers=headers, timeout=timeout_seconds
+        )
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        client: httpx.Client | None = None,
+        body: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request, retrying connection failures and 503; return the JSON answer."""
+        backoff = Backoff(self._backoff[0], self._backoff[1], rand=self._rand)
+        for attempt in range(1, self.attempts + 1):
+            try:
+                response = (client or self._client).request(
+                    method, path, json=body, params=params,
+                    timeout=timeout if timeout is not None else self.timeout_seconds,
+                )  # fmt: skip
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                failure = TransportError(f"cannot reach the REST ingress at {self.endpoint}: {exc}")
+            except httpx.HTTPError as exc:
+                # The request may have reached the server: the caller decides about a retry.
+                raise TransportError(
+                    f"{method} {path} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            else:
+                if response.status_code != 503:
+                    return self._result(method, path, response)
+                code, message = _error_of(response)
+                failure = TransportError(f"{method} {path}: HTTP 503 {code}: {message}")
+            if attempt == self.attempts:
+                raise failure
+            delay = backoff.next_delay()
+            log.warning("%s (attempt %d of %d); retrying in %.2fs", failure, attempt,
+                        self.attempts, delay)  # fmt: skip
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _result(method: str, path: str, response: httpx.Response) -> dict[str, Any]:
+        status = response.status_code
+        if 400 <= status < 500:
+            code, message = _error_of(response)
+            raise RequestRejectedError(status, code, message)
+        if status >= 500 or not 200 <= status < 300:
+            raise ServerError(status, f"{method} {path}: {response.text[:500]}")
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            raise ServerError(status, f"{method} {path}: not a JSON object: {response.text[:200]}")
+        return payload
+
+    def send_half(self, message: Message, transaction_id: str) -> HalfReceipt:
+        """POST /v1/transactions; return once the ingress answered 201 (durable in Kafka)."""
+        body: dict[str, Any] = {
+            "producer_group": self.group,
+            "transaction_id": transaction_id,
+            "topic": message.topic,
+            "body_base64": base64.b64encode(message.body).decode(),
+            "keys": list(message.keys),
+            "properties": dict(message.properties),
+        }
+        for name in ("queue_id", "tags", "check_immunity_seconds"):
+            value = getattr(message, name)
+            if value is not None:
+                body[name] = value
+        path = "/v1/transactions"
+        answer = self._request("POST", path, body=body)
+        return HalfReceipt(
+            transaction_id=str(answer.get("transaction_id", transaction_id)),
+            msg_id=str(answer.get("msg_id")),
+            stored_at=_stored_at(answer, path),
+            partition=answer.get("partition"),
+            offset=answer.get("offset"),
+        )
+
+    def send_op(self, transaction_id: str, op: str, from_check: bool) -> OpReceipt:
+        """POST /v1/transactions/{id}/commit|rollback|unknown; return once answered 202."""
+        if op not in _OP_PATHS:
+            raise ValueError(f"op must be one of {', '.join(_OP_PATHS)}, not {op!r}")
+        path = f"/v1/transactions/{quote(transaction_id, safe='')}/{_OP_PATHS[op]}"
+        answer = self._request(
+            "POST", path, body={"producer_group": self.group, "from_check": from_check}
+        )
+        return OpReceipt(
+            transaction_id=transaction_id,
+            op=str(answer.get("op", op)),
+            op_id=str(answer.get("op_id")),
+            stored_at=_stored_at(answer, path),
+        )
+
+    def poll_checks(self, max_records: int, wait_seconds: float) -> list[CheckRequest]:
+        """Long-poll GET /v1/check-requests for at most `max_records` requests."""
+        if max_records <= 0:
+            return []  # nothing to keep alive: the ingress holds the requests for us
+        # Whole seconds, rounded up: a fractional wait rounded down to 0 would turn the long
+        # poll into a busy loop against the ingress.
+        wait = max(0, min(MAX_WAIT_SECONDS, math.ceil(wait_seconds)))
+        params = {
+            "producer_group": self.group,
+            "max": min(max_records, MAX_CHECKS_PER_POLL),
+            "wait_seconds": wait,
+        }
+        answer = self._request(
+            "GET", "/v1/check-requests", client=self._poll_client, params=params,
+            timeout=self.timeout_seconds + wait,
+        )  # fmt: skip
+        items = answer.get("check_requests")
+        if not isinstance(items, list):
+            raise ServerError(200, f"GET /v1/check-requests: no check_requests list: {answer!r}")
+        requests = []
+        for item in items:
+            try:
+                request = CheckRequest.from_json(item)
+            except ValueError as exc:
+                log.warning("skipping malformed check request from the ingress: %s", exc)
+                continue
+            if request.producer_group != self.group:
+                log.warning("skipping check request of group %s", request.producer_group)
+                continue
+            requests.append(request)
+        return requests
+
+    def acknowledge(self, request: CheckRequest) -> None:
+        """Do nothing: the ingress hands each request out once; a lost answer is rechecked."""
+
+    def close(self) -> None:
+        """Close both HTTP clients."""
+        self._client.close()
+        self._poll_client.close()

@@ -1,0 +1,227 @@
+"""The background check loop against the in-memory transport: pure threading, no broker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from coordinator.sdk import CheckRequest, InMemoryTransport, RequestRejectedError
+from coordinator.sdk.check_answerer import CheckAnswerer
+
+from .helpers import RecordingListener, State, check_request, wait_until
+
+
+@pytest.fixture
+def transport() -> InMemoryTransport:
+    return InMemoryTransport()
+
+
+def make(
+    transport: InMemoryTransport, listener: RecordingListener, **options: int
+) -> CheckAnswerer:
+    settings: dict[str, int] = {"workers": 2, "queue_size": 10, **options}
+    answerer = CheckAnswerer(transport, listener, "orders", poll_wait_seconds=0.05, **settings)
+    answerer.start()
+    return answerer
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[CheckAnswerer]]:
+    """Collect answerers to stop after the test, whatever happens."""
+    answerers: list[CheckAnswerer] = []
+    yield answerers
+    for answerer in answerers:
+        answerer.stop(timeout=1)
+
+
+def test_each_request_is_answered_from_check_then_acknowledged(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer]
+) -> None:
+    states = {"a": State.COMMIT_MESSAGE, "b": State.ROLLBACK_MESSAGE, "c": State.UNKNOW}
+    listener = RecordingListener(check=lambda r: states[r.transaction_id])
+    stopped.append(answerer := make(transport, listener))
+    transport.add_checks(check_request(tx, offset=i) for i, tx in enumerate(states))
+    wait_until(lambda: len(transport.acknowledged) == 3, what="three acknowledgements")
+    assert sorted(transport.ops) == [("a", "COMMIT", True), ("b", "ROLLBACK", True),
+                                     ("c", "UNKNOWN", True)]  # fmt: skip
+    assert answerer.stats().answered == 3
+
+
+def test_a_listener_that_raises_answers_unknown(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer]
+) -> None:
+    def boom(request: CheckRequest) -> State:
+        raise RuntimeError("no database")
+
+    stopped.append(make(transport, RecordingListener(check=boom)))
+    transport.add_checks([check_request("a")])
+    wait_until(lambda: transport.ops == [("a", "UNKNOWN", True)], what="the UNKNOWN answer")
+
+
+def test_a_copy_in_flight_is_acknowledged_only_with_the_first_answer(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer]
+) -> None:
+    release = threading.Event()
+
+    def slow(request: CheckRequest) -> State:
+        release.wait(10)
+        return State.COMMIT_MESSAGE
+
+    listener = RecordingListener(check=slow)
+    stopped.append(answerer := make(transport, listener))
+    transport.add_checks([check_request("a", 1, offset=0)])
+    wait_until(lambda: answerer.stats().taken == 1)
+    transport.add_checks([check_request("a", 1, offset=1)])  # a redelivered copy
+    wait_until(lambda: answerer.stats().duplicates == 1)
+    assert transport.acknowledged == []
+    release.set()
+    wait_until(lambda: len(transport.acknowledged) == 2, what="both copies acknowledged")
+    assert transport.ops == [("a", "COMMIT", True)]
+    assert {r.source for r in transport.acknowledged} == {("checks", 0, 0), ("checks", 0, 1)}
+
+
+def test_a_copy_of_an_answered_request_is_not_answered_again(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer]
+) -> None:
+    listener = RecordingListener()
+    stopped.append(answerer := make(transport, listener))
+    transport.add_checks([check_request("a", 1)])
+    wait_until(lambda: len(transport.acknowledged) == 1)
+    transport.add_checks([check_request("a", 1, offset=1), check_request("a", 2, offset=2)])
+    wait_until(lambda: len(transport.acknowledged) == 3)
+    assert listener.check_counts() == {("a", 1): 1, ("a", 2): 1}
+    assert answerer.stats().duplicates == 1
+
+
+def test_a_full_queue_stops_taking_and_loses_nothing(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer], caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def slow(request: CheckRequest) -> State:
+        release.wait(10)
+        return State.ROLLBACK_MESSAGE
+
+    listener = RecordingListener(check=slow)
+    caplog.set_level(logging.INFO, logger="coordinator.sdk.check_answerer")
+    stopped.append(answerer := make(transport, listener, workers=1, queue_size=2))
+    transport.add_checks(check_request(f"t{i}", offset=i) for i in range(10))
+    # One request inside the listener, two queued, seven left in the transport.
+    wait_until(lambda: answerer.stats().queued == 2 and transport.pending_checks() == 7)
+    wait_until(lambda: 0 in transport.polled_max, what="a keep-alive poll while full")
+    assert max(transport.polled_max) <= 2
+    assert "check queue of group orders is full" in caplog.text
+    release.set()
+    wait_until(lambda: len(transport.acknowledged) == 10, what="every request answered")
+    assert listener.check_counts() == {(f"t{i}", 1): 1 for i in range(10)}
+    assert answerer.stats().high_water == 2
+    assert "has room again" in caplog.text
+
+
+def test_polling_failures_back_off_and_recover(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer], caplog: pytest.LogCaptureFixture
+) -> None:
+    transport.failing_polls = 2
+    stopped.append(make(transport, RecordingListener()))
+    transport.add_checks([check_request("a")])
+    wait_until(lambda: transport.ops == [("a", "COMMIT", True)], what="the answer after failures")
+    assert caplog.text.count("polling check requests of group orders failed") == 2
+
+
+def test_a_failed_answer_is_retried_until_sent(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer]
+) -> None:
+    transport.failing_ops = 2
+    listener = RecordingListener()
+    stopped.append(make(transport, listener))
+    transport.add_checks([check_request("a")])
+    wait_until(lambda: len(transport.acknowledged) == 1)
+    assert transport.ops == [("a", "COMMIT", True)]
+    assert listener.check_counts() == {("a", 1): 1}  # the listener is asked once
+
+
+class RefusingTransport(InMemoryTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts = 0
+
+    def send_op(self, transaction_id: str, op: str, from_check: bool) -> object:  # type: ignore[override]
+        self.attempts += 1
+        raise RequestRejectedError(403, "forbidden", "token of another group")
+
+
+def test_a_refused_answer_is_not_retried() -> None:
+    transport = RefusingTransport()
+    answerer = make(transport, RecordingListener())
+    try:
+        transport.add_checks([check_request("a")])
+        wait_until(lambda: answerer.stats().refused == 1)
+        assert transport.attempts == 1
+        assert len(transport.acknowledged) == 1
+    finally:
+        answerer.stop(timeout=1)
+
+
+def test_a_request_of_another_group_is_skipped(
+    transport: InMemoryTransport, stopped: list[CheckAnswerer]
+) -> None:
+    listener = RecordingListener()
+    stopped.append(make(transport, listener))
+    transport.add_checks([check_request("x", group="payments"), check_request("a", offset=1)])
+    wait_until(lambda: len(transport.acknowledged) == 2)
+    assert transport.ops == [("a", "COMMIT", True)]
+    assert listener.check_counts() == {("a", 1): 1}
+
+
+def test_stop_answers_what_is_queued_within_the_timeout(transport: InMemoryTransport) -> None:
+    listener = RecordingListener(delay=0.05)
+    answerer = make(transport, listener, workers=1, queue_size=5)
+    transport.add_checks(check_request(f"t{i}", offset=i) for i in range(5))
+    wait_until(lambda: transport.pending_checks() == 0)
+    answerer.stop(timeout=10)
+    assert len(transport.ops) == 5
+    assert answerer.stats().abandoned == 0
+
+
+def test_stop_abandons_unanswered_requests_without_acknowledging_them(
+    transport: InMemoryTransport, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def stuck(request: CheckRequest) -> State:
+        release.wait(10)
+        return State.COMMIT_MESSAGE
+
+    answerer = make(transport, RecordingListener(check=stuck), workers=1, queue_size=3)
+    transport.add_checks(check_request(f"t{i}", offset=i) for i in range(4))
+    wait_until(lambda: answerer.stats().queued == 3)
+    try:
+        answerer.stop(timeout=0.2)
+    finally:
+        release.set()
+    assert answerer.stats().abandoned == 3
+    assert "3 check request(s) of group orders left unanswered" in caplog.text
+    wait_until(lambda: len(transport.ops) == 1)  # the stuck one finishes on its own
+    assert [r.transaction_id for r in transport.acknowledged] == ["t0"]
+    answerer.stop(timeout=1)  # idempotent
+
+
+class ImpatientTransport(InMemoryTransport):
+    """Returns at once with nothing, whatever the wait."""
+
+    def poll_checks(self, max_records: int, wait_seconds: float) -> list[CheckRequest]:
+        self.polled_max.append(max_records)
+        return []
+
+
+def test_a_transport_that_does_not_wait_is_not_polled_in_a_busy_loop() -> None:
+    transport = ImpatientTransport()
+    answerer = CheckAnswerer(transport, RecordingListener(), "orders", poll_wait_seconds=0.2)
+    answerer.start()
+    time.sleep(1.0)
+    answerer.stop(timeout=1)
+    assert 3 <= len(transport.polled_max) <= 7
