@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from coordinator.commands.broker import broker
+from coordinator.commands.demo import demo
 from coordinator.commands.up import up
 from coordinator.errors import TxcoordError
 
@@ -43,3 +44,4 @@ def main(verbose: int) -> None:
 
 main.add_command(up)
 main.add_command(broker)
+main.add_command(demo)

@@ -23,6 +23,7 @@ check again, with the same transaction id and check number, which the SDK ignore
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 from typing import Any
@@ -46,6 +47,9 @@ from streams.lifecycle import Kind
 from streams.tally import Tally
 
 log = logging.getLogger(__name__)
+
+#: Fresh producers tried before a batch's check requests are given up (and the batch fails).
+PUBLISH_ATTEMPTS = 3
 
 
 def _ts(column: str) -> Any:
@@ -131,9 +135,10 @@ class CoordinatorBatchWriter:
 
     def close(self) -> None:
         """Release the check-topic producer."""
-        if self._producer is not None:
-            self._producer.close(timeout=10)
-            self._producer = None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                producer.close(timeout=10)
 
     # -- deliveries ----------------------------------------------------------------------
     def _deliver(self, rows: DataFrame, batch_id: int) -> None:
@@ -197,15 +202,33 @@ class CoordinatorBatchWriter:
         append_once(requests, check_requests.TABLE.path(self.warehouse), self.app_id, batch_id)
         failpoint("coordinator.after_check_requests")
         records = [check_record(row) for row in rows.collect()]
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                self._publish(records)
+                break
+            except Exception as exc:
+                # A fresh client bootstraps again: kafka-python may never recover the
+                # metadata of a broker that restarted (tests/streams/test_ticker.py).
+                self.close()
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise  # the batch fails and is replayed; checks are at least once
+                log.warning("batch %d: publishing checks failed (%s); retrying", batch_id, exc)
+        log.info("batch %d: %d check request(s) sent", batch_id, len(records))
+
+    def _publish(self, records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]]) -> None:
         if self._producer is None:
             self._producer = KafkaProducer(
-                bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5
-            )
-        for key, value, headers in records:
+                bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5,
+                max_block_ms=30_000,
+            )  # fmt: skip
+        futures = [
             self._producer.send(self.config.kafka.check_topic, key=key, value=value,
-                                headers=headers)  # fmt: skip
+                                headers=headers)
+            for key, value, headers in records
+        ]  # fmt: skip
         self._producer.flush(timeout=30)
-        log.info("batch %d: %d check request(s) sent", batch_id, len(records))
+        for future in futures:
+            future.get(timeout=0)  # raise if one was not acknowledged
 
     # -- outcomes ------------------------------------------------------------------------
     def _finals(self, rows: DataFrame, batch_id: int) -> None:

@@ -29,6 +29,12 @@ def summary(progress: dict[str, Any]) -> dict[str, Any]:
         "rows": progress.get("numInputRows"),
         "rows_per_s": round(progress.get("processedRowsPerSecond") or 0.0, 1),
         "duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        # Where the batch's time went: addBatch is the writer; the rest is Spark's own.
+        "phases_ms": {
+            k: v
+            for k, v in (progress.get("durationMs") or {}).items()
+            if k != "triggerExecution" and v
+        },  # fmt: skip
         "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
         "dropped_late": sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),

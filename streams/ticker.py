@@ -12,12 +12,15 @@ data and never run ahead of it (SPEC 7.4 and 7.5).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
 
 from streams import ingress_format as fmt
 
@@ -34,6 +37,7 @@ class Ticker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="txcoord-ticker", daemon=True)
         self.sent = 0
+        self.last_success: float | None = None  # time.monotonic() of the last full tick
 
     def start(self) -> Ticker:
         """Start sending heartbeats in the background."""
@@ -47,10 +51,17 @@ class Ticker:
             self._thread.join(timeout)
 
     def tick_once(self, producer: KafkaProducer) -> int:
-        """Send one heartbeat to every partition of every topic; return how many were sent."""
+        """Send one heartbeat to every partition of every topic; return how many were sent.
+
+        Raise if a topic's partitions are unknown or a heartbeat is not acknowledged: a
+        ticker that quietly sends nothing would freeze event time (SPEC 7.4).
+        """
         futures = []
         for topic in self.topics:
-            for partition in sorted(producer.partitions_for(topic) or ()):
+            partitions = producer.partitions_for(topic)
+            if not partitions:
+                raise KafkaError(f"no partitions known for topic {topic!r}")
+            for partition in sorted(partitions):
                 futures.append(
                     producer.send(topic, value=b"", partition=partition,
                                   headers=[(fmt.KIND, fmt.KIND_TICK.encode())])
@@ -62,18 +73,30 @@ class Ticker:
 
     def _run(self) -> None:
         producer: KafkaProducer | None = None
+        failing_since: float | None = None
         while not self._stop.is_set():
             try:
                 if producer is None:
                     producer = KafkaProducer(
-                        bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0
-                    )
+                        bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
+                        max_block_ms=int(max(self.interval * 5, 10) * 1000),
+                    )  # fmt: skip
                 self.sent += self.tick_once(producer)
+                self.last_success = time.monotonic()
+                if failing_since is not None:
+                    log.info("heartbeats resumed after %.0f s", time.monotonic() - failing_since)
+                    failing_since = None
             except Exception as exc:  # keep ticking through broker restarts
-                log.warning("heartbeat failed (%s); retrying", exc)
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                log.warning("heartbeat failed (%s); retrying with a new producer", exc)
+                # A fresh client bootstraps again: an old one may keep metadata of a broker
+                # that restarted and never recover it.
                 if producer is not None:
-                    producer.close(timeout=1)
+                    with contextlib.suppress(Exception):
+                        producer.close(timeout=1)
                     producer = None
             self._stop.wait(self.interval)
         if producer is not None:
-            producer.close(timeout=5)
+            with contextlib.suppress(Exception):
+                producer.close(timeout=5)

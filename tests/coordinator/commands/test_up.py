@@ -107,6 +107,20 @@ def test_up_runs_the_whole_stack_stops_on_ctrl_c_and_restarts_in_place(tmp_path:
     while time.monotonic() < deadline and state_of(base, tx) != "COMMITTED":
         time.sleep(2)
     assert state_of(base, tx) == "COMMITTED", "".join(first.output[-30:])
+    # The demo's sample producers (SDK over REST) against the running stack.
+    demo = subprocess.run(
+        [sys.executable, "-m", "coordinator", "demo", "--endpoint", base, "--each", "1",
+         "--wait", "240"],
+        capture_output=True, text=True, timeout=400, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    outcome = {line.split("│")[1].strip(): line.split("│")[3].strip()
+               for line in demo.stdout.splitlines() if line.count("│") >= 5}  # fmt: skip
+    assert outcome == {
+        "kind": "state", "commit": "COMMITTED", "rollback": "ROLLED_BACK",
+        "checked-commit": "COMMITTED", "never-answers": "CHECKING",
+    }, demo.stdout  # fmt: skip
     assert first.stop(signal.SIGINT) == 0, "".join(first.output)  # Ctrl-C: whole group
     assert "stopped cleanly" in "".join(first.output)
     broker = read_info((state_dir / "kafka").resolve())

@@ -1,0 +1,137 @@
+"""RocketMQ's mod-5 mix through the SDK, end to end: REST and Kafka transports, real streams.
+
+Two producer groups run at once against one engine: `orders` through the REST ingress and
+`payments` straight through Kafka. Each group has two producers; the first sends half of
+the group's transactions and shuts down before any check comes, so its checks must be
+answered by the other, live producer of the group (SPEC 5.3: any live producer answers).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from coordinator.config import Config
+from coordinator.rest.app import create_app
+from coordinator.sdk import (
+    CheckRequest,
+    LocalTransactionState,
+    Message,
+    TransactionListener,
+    TransactionProducer,
+)
+from tests.coordinator.sdk.http_server import serving
+from tests.harness import Engine, table, wait_for
+from tests.streams.conftest import ConfigFactory
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+PLAN = ["commit", "rollback", "commit_when_checked", "rollback_when_checked", "unknown"]
+PER_GROUP = 10
+State = LocalTransactionState
+
+
+def plan_of(tx: str) -> str:
+    return PLAN[int(tx.rsplit("-", 1)[1]) % 5]
+
+
+class Mod5Listener(TransactionListener):
+    """Decides as RocketMQ's test does; remembers which checks it answered."""
+
+    def __init__(self) -> None:
+        self.checked: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> State:
+        assert msg.transaction_id is not None
+        plan = plan_of(msg.transaction_id)
+        return {"commit": State.COMMIT_MESSAGE, "rollback": State.ROLLBACK_MESSAGE}.get(
+            plan, State.UNKNOW
+        )
+
+    def check_local_transaction(self, msg: CheckRequest) -> State:
+        with self._lock:
+            self.checked[msg.transaction_id] += 1
+        answers = {"commit_when_checked": State.COMMIT_MESSAGE,
+                   "rollback_when_checked": State.ROLLBACK_MESSAGE}  # fmt: skip
+        return answers.get(plan_of(msg.transaction_id), State.UNKNOW)
+
+
+@pytest.fixture
+def config(make_config: ConfigFactory) -> Config:
+    return make_config(
+        transaction_timeout="3s", transaction_check_interval="6s", transaction_check_max="3"
+    )
+
+
+@pytest.fixture
+def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
+    running = Engine(spark, config)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def producer(group: str, listener: TransactionListener, config: Config, endpoint: str | None,
+             ) -> TransactionProducer:  # fmt: skip
+    kafka = config.kafka
+    if endpoint is not None:
+        return TransactionProducer(group, listener, endpoint=endpoint, poll_wait_seconds=1.0)
+    return TransactionProducer(
+        group, listener, bootstrap_servers=kafka.bootstrap_servers, half_topic=kafka.half_topic,
+        op_topic=kafka.op_topic, check_topic=kafka.check_topic, poll_wait_seconds=1.0,
+    )  # fmt: skip
+
+
+def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
+    spark: SparkSession, config: Config, engine: Engine
+) -> None:
+    listeners: dict[str, Mod5Listener] = {}
+    survivors: list[TransactionProducer] = []
+    with serving(create_app(config)) as endpoint:
+        try:
+            for group, url in (("orders", endpoint), ("payments", None)):
+                first = producer(group, Mod5Listener(), config, url)
+                listeners[group] = Mod5Listener()
+                second = producer(group, listeners[group], config, url)
+                second.start()
+                survivors.append(second)
+                with first:
+                    for i in range(PER_GROUP // 2):
+                        first.send_message_in_transaction(message(group, i))
+                # `first` is shut down: its transactions' checks go to `second`.
+                for i in range(PER_GROUP // 2, PER_GROUP):
+                    second.send_message_in_transaction(message(group, i))
+            wait_for(lambda: table(spark, config, "system/transactions").count() >= 2 * PER_GROUP,
+                     600, "every transaction to end")  # fmt: skip
+        finally:
+            for survivor in survivors:
+                survivor.shutdown()
+
+    finals = {r.transaction_id: (r.state, r.reason)
+              for r in table(spark, config, "system/transactions").collect()}  # fmt: skip
+    expected = {"commit": ("COMMITTED", "op"), "rollback": ("ROLLED_BACK", "op"),
+                "commit_when_checked": ("COMMITTED", "check"),
+                "rollback_when_checked": ("ROLLED_BACK", "check"),
+                "unknown": ("DISCARDED", "check_max")}  # fmt: skip
+    txs = [f"{group}-{i}" for group in ("orders", "payments") for i in range(PER_GROUP)]
+    assert finals == {tx: expected[plan_of(tx)] for tx in txs}
+    assert table(spark, config, "system/transactions").count() == len(txs)
+    delivered = Counter(r.transaction_id for r in table(spark, config, "topics/Orders").collect())
+    assert delivered == {tx: 1 for tx in txs if plan_of(tx).startswith("commit")}
+    # The first producers' checked transactions were answered by the live producer.
+    for group, listener in listeners.items():
+        gone = {f"{group}-{i}" for i in range(PER_GROUP // 2) if plan_of(f"{group}-{i}")
+                in ("commit_when_checked", "rollback_when_checked", "unknown")}  # fmt: skip
+        assert gone <= set(listener.checked), (group, listener.checked)
+
+
+def message(group: str, i: int) -> Message:
+    return Message(topic="Orders", body=f"{group} {i}".encode(), keys=[f"o-{i}"],
+                   transaction_id=f"{group}-{i}")  # fmt: skip

@@ -1,0 +1,55 @@
+"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (SPEC 7.4)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from coordinator.kafka_topics import ensure_topic
+from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from streams.ticker import Ticker
+from tests.conftest import unavailable
+
+pytestmark = [pytest.mark.kafka]
+
+
+def heartbeats(bootstrap_servers: str, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    try:
+        partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        return sum(consumer.end_offsets(partitions).values())
+    finally:
+        consumer.close()
+
+
+def test_heartbeats_resume_after_the_broker_is_killed_and_restarted(tmp_path: Path) -> None:
+    broker = KafkaBroker(BrokerSettings(tmp_path / "kafka", port=free_port(),
+                                        controller_port=free_port()))  # fmt: skip
+    try:
+        broker.start()
+    except Exception as exc:
+        unavailable("Kafka", exc)
+    ticker = None
+    try:
+        servers = broker.bootstrap_servers
+        ensure_topic(servers, "half", 2)
+        ensure_topic(servers, "op", 2)
+        ticker = Ticker(servers, ["half", "op"], timedelta(seconds=0.5)).start()
+        time.sleep(3)
+        assert heartbeats(servers, "half") > 0
+        broker.kill()
+        time.sleep(4)
+        broker.start()
+        before = heartbeats(servers, "half")
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and heartbeats(servers, "half") <= before + 4:
+            time.sleep(1)
+        assert heartbeats(servers, "half") > before + 4, "heartbeats did not resume"
+    finally:
+        if ticker is not None:
+            ticker.stop()
+        broker.stop()
