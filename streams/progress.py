@@ -34,7 +34,7 @@ def summary(progress: dict[str, Any]) -> dict[str, Any]:
             k: v
             for k, v in (progress.get("durationMs") or {}).items()
             if k != "triggerExecution" and v
-        },  # fmt: skip
+        },
         "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
         "dropped_late": sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
