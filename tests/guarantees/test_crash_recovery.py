@@ -147,7 +147,7 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     }
     config = load_config(overrides=settings)
     app = start_app(settings)
-    load = Load(config, rate=15)
+    load = Load(config, rate=8)
     responder = Responder(config, answer)
     try:
         time.sleep(random.uniform(10, 20))
