@@ -91,7 +91,9 @@ def half_of(row: Row) -> Half | None:
     """Return the half carried by an input row, if any."""
     if row["h_msg_id"] is None:
         return None
+    # A map column reaches the row API as a dict or as a list of (key, value) pairs.
     properties = row["h_properties"] or {}
+    pairs = properties.items() if isinstance(properties, dict) else properties
     return Half(
         transaction_id=row["transaction_id"],
         msg_id=row["h_msg_id"],
@@ -101,7 +103,7 @@ def half_of(row: Row) -> Half | None:
         body=bytes(row["h_body"] or b""),
         keys=tuple(row["h_keys"] or ()),
         tags=row["h_tags"],
-        properties=tuple(sorted(properties.items())),
+        properties=tuple(sorted((str(k), str(v)) for k, v in pairs)),
         check_immunity_seconds=row["h_check_immunity_seconds"],
         stored_ms=row["h_stored_ms"],
     )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from coordinator.config import Config, load_config
 from coordinator.kafka_topics import delete_topic, ensure_topic
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
@@ -90,3 +91,29 @@ def warehouse(tmp_path: Path) -> Path:
     path = tmp_path / "warehouse"
     path.mkdir()
     return path
+
+
+#: Builds a configuration with uuid-named topics and folders of the test's own.
+ConfigFactory = Callable[..., Config]
+
+
+@pytest.fixture
+def make_config(bootstrap_servers: str, tmp_path: Path) -> ConfigFactory:
+    """Return a factory of configurations with uuid-named topics and a private warehouse."""
+
+    def make(**overrides: str) -> Config:
+        suffix = uuid.uuid4().hex[:8]
+        return load_config(
+            overrides={
+                "warehouse": str(tmp_path / "warehouse"),
+                "kafka.bootstrap_servers": bootstrap_servers,
+                "kafka.half_topic": f"half-{suffix}",
+                "kafka.op_topic": f"op-{suffix}",
+                "kafka.check_topic": f"check-{suffix}",
+                "kafka.partitions": "2",
+                "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
+                **overrides,
+            }
+        )
+
+    return make

@@ -42,6 +42,7 @@ class Producer:
         queue_id: int | None = None,
         immunity: str | None = None,
         body: bytes | None = None,
+        properties: dict[str, str] | None = None,
     ) -> Any:
         """Send one half message; return the send's future."""
         headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.TOPIC, topic.encode()),
@@ -50,6 +51,8 @@ class Producer:
             headers.append((fmt.QUEUE_ID, str(queue_id).encode()))
         if immunity is not None:
             headers.append((fmt.CHECK_IMMUNITY_SECONDS, immunity.encode()))
+        for name, value in (properties or {}).items():
+            headers.append((f"{fmt.PROPERTY_PREFIX}{name}", value.encode()))
         value = body if body is not None else f"body-{tx}".encode()
         return self.kafka.send(self.config.kafka.half_topic, key=tx.encode(), value=value,
                                headers=headers)  # fmt: skip

@@ -350,8 +350,9 @@ class KafkaBroker:
             *self._java(classpath, heap="256m"),
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            cluster_id,
+            # One token: an id may begin with "-", which a separate argument would turn
+            # into an option (1 start in 64 failed that way).
+            f"--cluster-id={cluster_id}",
             "--config",
             str(self.data_dir / "server.properties"),
             "--ignore-formatted",

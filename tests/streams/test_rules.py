@@ -19,6 +19,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 TIMEOUT_S = 3
 IMMUNITY_S = 20
+#: User properties travel with the half to delivery and to check requests.
+PROPERTIES = {"order": "o-1", "region": "eu-west"}
 #: How each transaction's check requests are answered (None: not at all).
 ANSWERS = {
     "late": "UNKNOWN",
@@ -32,9 +34,9 @@ ANSWERS = {
 def config(make_config: ConfigFactory) -> Config:
     return make_config(
         transaction_timeout=f"{TIMEOUT_S}s",
-        # Answers travel check topic -> responder -> op topic -> ingest -> coordinator: give
-        # them two intervals before check_max discards (an answered one may still get two).
-        transaction_check_interval="5s",
+        # Answers travel check topic -> responder -> op topic -> ingest -> coordinator, which
+        # takes 10-20 s on this 2-core machine under load: three checks 12 s apart leave room.
+        transaction_check_interval="12s",
         transaction_check_max="3",
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )
@@ -64,7 +66,7 @@ def produce_every_case(spark: SparkSession, config: Config) -> None:
         producer.flush()
         producer.op("wrong-group", "ROLLBACK")
         # First decisive op wins; later ones are recorded as duplicate and conflict.
-        producer.half("dup-conflict")
+        producer.half("dup-conflict", properties=PROPERTIES)
         for op in ("COMMIT", "COMMIT", "ROLLBACK"):
             producer.op("dup-conflict", op)
             producer.flush()  # one by one: store times in this order
@@ -81,7 +83,7 @@ def produce_every_case(spark: SparkSession, config: Config) -> None:
         # An op whose half never comes: an orphan, deciding nothing.
         producer.op("orphan", "COMMIT")
         # Immunity delays the first check; too small or unparsable values mean the timeout.
-        producer.half("immune", immunity=str(IMMUNITY_S))
+        producer.half("immune", immunity=str(IMMUNITY_S), properties=PROPERTIES)
         producer.half("immune-low", immunity="1")
         producer.half("immune-bad", immunity="soon")
         # Never answered but UNKNOWN: discarded after check_max; a later op is LATE.
@@ -154,10 +156,15 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
     # Committed bodies exactly once; rolled back, discarded and orphaned never (SPEC 7.2).
     visible = sorted(r.transaction_id for r in rows(spark, config, f"topics/{TOPIC}"))
     assert visible == ["dup-conflict", "immune", "immune-low", "op-first", "unknown-then-commit"]
+    delivered = {r.transaction_id: r for r in rows(spark, config, f"topics/{TOPIC}")}
+    assert delivered["dup-conflict"].properties == PROPERTIES
+    assert delivered["immune"].properties == PROPERTIES
+    assert delivered["op-first"].properties == {}
     reader = DeltaTable(f"{config.warehouse}/topics/{TOPIC}").to_pyarrow_table()
     assert sorted(reader.column("transaction_id").to_pylist()) == visible
 
     # Checks: only for the transactions nobody decided; immunity honoured, never below T.
+    assert all(r.properties == PROPERTIES for r in requests if r.transaction_id == "immune")
     checks = Counter(r.transaction_id for r in requests)
     assert checks.pop("late") == 3, checks
     # How many an answered one gets depends on the answer's round trip (machine speed); none

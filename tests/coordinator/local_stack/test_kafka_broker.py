@@ -16,6 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator.errors import BrokerError
 from coordinator.kafka_topics import ensure_topic
+from coordinator.local_stack.artifacts import jars
 from coordinator.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
@@ -177,3 +178,15 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_a_cluster_id_that_begins_with_a_dash_formats(tmp_path: Path) -> None:
+    # new_cluster_id() is url-safe base64: about 1 start in 64 draws an id beginning with "-".
+    broker = KafkaBroker(BrokerSettings(tmp_path / "kafka"))
+    broker.data_dir.mkdir(parents=True)
+    broker.log_dir.mkdir()
+    info = broker._choose_ports(None)
+    broker._write_config(info)
+    classpath = os.pathsep.join(str(j) for j in jars("kafka", broker.settings.jar_cache_dir))
+    broker._format_storage(classpath, "-" + new_cluster_id()[1:])
+    assert (broker.storage_dir / "meta.properties").exists()
