@@ -146,7 +146,7 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     }
     config = load_config(overrides=settings)
     app = start_app(settings)
-    load = Load(config, rate=8)
+    load = Load(config, rate=3)
     responder = Responder(config, answer)
     try:
         time.sleep(random.uniform(10, 20))
@@ -168,7 +168,7 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
             app = start_app(settings)
         sent = {tx: kind_of(tx) for tx in load.sent}
         expected_finals = len(sent)
-        deadline = time.monotonic() + 420
+        deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             finals = spark.read.format("delta").load(f"{config.warehouse}/system/transactions")
             if finals.select("transaction_id").distinct().count() >= expected_finals:
