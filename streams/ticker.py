@@ -37,7 +37,6 @@ class Ticker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="txcoord-ticker", daemon=True)
         self.sent = 0
-        self.last_success: float | None = None  # time.monotonic() of the last full tick
 
     def start(self) -> Ticker:
         """Start sending heartbeats in the background."""
@@ -82,7 +81,6 @@ class Ticker:
                         max_block_ms=int(max(self.interval * 5, 10) * 1000),
                     )  # fmt: skip
                 self.sent += self.tick_once(producer)
-                self.last_success = time.monotonic()
                 if failing_since is not None:
                     log.info("heartbeats resumed after %.0f s", time.monotonic() - failing_since)
                     failing_since = None
