@@ -58,7 +58,8 @@ def run(config: Config, stop: threading.Event) -> None:
     engine = Engine(spark, config)
     try:
         engine.start()
-        print("txcoord coordinator running", flush=True)
+        where = f"; metrics at {engine.metrics_url}" if engine.metrics_url else ""
+        print(f"txcoord coordinator running{where}", flush=True)
         while not stop.wait(1.0):
             if problems := engine.problems():
                 raise TxcoordError("; ".join(problems))

@@ -9,6 +9,8 @@ import click
 
 from coordinator.commands.broker import broker
 from coordinator.commands.demo import demo
+from coordinator.commands.maintain import maintain
+from coordinator.commands.transactions import transactions
 from coordinator.commands.up import up
 from coordinator.errors import TxcoordError
 
@@ -45,3 +47,5 @@ def main(verbose: int) -> None:
 main.add_command(up)
 main.add_command(broker)
 main.add_command(demo)
+main.add_command(transactions)
+main.add_command(maintain)

@@ -118,6 +118,15 @@ class RestConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """The coordinator driver's Prometheus endpoint (http://host:port/metrics)."""
+
+    host: str = "127.0.0.1"
+    # 0 picks a free port (logged at start); -1 turns the endpoint off.
+    port: int = 9405
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything the coordinator needs, validated when built; see the module docstring."""
 
@@ -132,6 +141,7 @@ class Config:
     streams: StreamsConfig = field(default_factory=StreamsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     rest: RestConfig = field(default_factory=RestConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
         problems = list(_problems(self))
@@ -167,6 +177,9 @@ def _problems(c: Config) -> list[str]:
     if not c.warehouse:
         found.append("warehouse must not be empty")
     found += _rest_problems(c)
+    if not -1 <= c.metrics.port <= 65535:
+        found.append(f"metrics.port must be -1 (off), 0 (any free port) or 1..65535, "
+                     f"not {c.metrics.port}")  # fmt: skip
     topics = {"half_topic": c.kafka.half_topic, "op_topic": c.kafka.op_topic,
               "check_topic": c.kafka.check_topic}  # fmt: skip
     found += [
@@ -220,6 +233,7 @@ def _rest_problems(c: Config) -> list[str]:
 
 _SECTIONS: dict[str, type] = {
     "kafka": KafkaConfig, "streams": StreamsConfig, "spark": SparkConfig, "rest": RestConfig,
+    "metrics": MetricsConfig,
 }  # fmt: skip
 #: Keys whose values are sizes ("4MiB") rather than plain integers.
 _SIZE_KEYS = frozenset({"max_message_size", "rest.max_request_size"})

@@ -11,11 +11,13 @@ checkpoints.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
+from coordinator.driver_metrics import MetricsServer, serve_metrics
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
@@ -41,19 +43,32 @@ def table_counts(spark: SparkSession, config: Config) -> Counts:
         return spark.read.format("delta").load(spec.path(config.warehouse))
 
     finals = {
-        (row.state, row.checked): row["count"]
+        (row.state, row.checked, row.topic): row["count"]
         for row in read(transactions.TABLE)
-        .groupBy("state", (F.col("check_count") > 0).alias("checked"))
+        .groupBy("state", (F.col("check_count") > 0).alias("checked"), "topic")
+        .count()
+        .collect()
+    }
+    halves = {
+        row.topic: row["count"]
+        for row in read(half_messages.TABLE)
+        .where(F.col("kind") == half_messages.KIND_HALF)
+        .groupBy("topic")
         .count()
         .collect()
     }
 
     def state(name: str) -> int:
-        return sum(n for (s, _), n in finals.items() if s == name)
+        return sum(n for (s, _, _), n in finals.items() if s == name)
 
+    finals_by_topic: Counter[str] = Counter()
+    for (_, _, topic), n in finals.items():
+        finals_by_topic[topic] += n
     checks = read(check_requests.TABLE)
     return Counts(
-        halves=read(half_messages.TABLE).where(F.col("kind") == half_messages.KIND_HALF).count(),
+        halves=sum(halves.values()),
+        halves_by_topic=Counter(halves),
+        finals_by_topic=finals_by_topic,
         ops=read(op_records.TABLE).where(F.col("kind") == op_records.KIND_OP).count(),
         quarantined=read(quarantine.TABLE).count(),
         committed=state("COMMITTED"),
@@ -61,7 +76,7 @@ def table_counts(spark: SparkSession, config: Config) -> Counts:
         discarded=state("DISCARDED"),
         checks_sent=checks.count(),
         first_checks=checks.where(F.col("check_number") == 1).count(),
-        finals_after_check=sum(n for (_, checked), n in finals.items() if checked),
+        finals_after_check=sum(n for (_, checked, _), n in finals.items() if checked),
     )
 
 
@@ -76,6 +91,7 @@ class Engine:
         self.ingest: StreamingQuery | None = None
         self.coordinator: StreamingQuery | None = None
         self.writer: CoordinatorBatchWriter | None = None
+        self.metrics: MetricsServer | None = None
         self._listening = False
 
     def start(self) -> Engine:
@@ -85,6 +101,8 @@ class Engine:
         self.tally.seed(table_counts(self.spark, self.config))
         self.spark.streams.addListener(self.progress)
         self._listening = True
+        if self.config.metrics.port >= 0:
+            self.metrics = serve_metrics(self, self.config.metrics.host, self.config.metrics.port)
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
                              self.config.streams.tick_interval).start()  # fmt: skip
@@ -105,6 +123,13 @@ class Engine:
         if self.writer is not None:
             self.writer.close()
 
+    @property
+    def metrics_url(self) -> str | None:
+        """Return the driver's /metrics address, when it serves one."""
+        if self.metrics is None:
+            return None
+        return f"http://{self.config.metrics.host}:{self.metrics.port}/metrics"
+
     def problems(self) -> list[str]:
         """Return what is wrong right now: a query that stopped, with its error."""
         return [
@@ -123,4 +148,7 @@ class Engine:
         if self._listening:
             self.spark.streams.removeListener(self.progress)
             self._listening = False
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            metrics.stop()
         log.info("engine stopped")

@@ -157,13 +157,13 @@ def apply(state: TransactionState, event: Event) -> Outcome:
 
 
 def event_for_op(op: str, by_operator: bool = False) -> Event:
-    """Return the event of an op record's type (COMMIT, ROLLBACK or UNKNOWN)."""
-    try:
-        event = Event(op)
-    except ValueError:
-        raise ValueError(f"op must be COMMIT, ROLLBACK or UNKNOWN, not {op!r}") from None
-    if event not in (E.COMMIT, E.ROLLBACK, E.UNKNOWN):
-        raise ValueError(f"op must be COMMIT, ROLLBACK or UNKNOWN, not {op!r}")
+    """Return the event of an op record's type (COMMIT, ROLLBACK, UNKNOWN; operators: RESUME)."""
+    allowed = (E.COMMIT, E.ROLLBACK, E.UNKNOWN, E.RESUME) if by_operator else (
+        E.COMMIT, E.ROLLBACK, E.UNKNOWN)  # fmt: skip
+    if op not in [event.value for event in allowed]:
+        names = ", ".join(event.value for event in allowed)
+        raise ValueError(f"op must be one of {names}, not {op!r}")
+    event = Event(op)
     if by_operator and event is E.COMMIT:
         return E.OPERATOR_COMMIT
     if by_operator and event is E.ROLLBACK:

@@ -26,10 +26,11 @@ import base64
 import contextlib
 import json
 import logging
+from collections import Counter
 from typing import Any
 
 from kafka import KafkaProducer
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
@@ -44,7 +45,7 @@ from delta_tables import (
 )
 from streams.delta_writes import append_once, overwrite_once
 from streams.lifecycle import Kind
-from streams.tally import Tally
+from streams.tally import FINISH_BUCKETS_S, Tally
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,21 @@ def check_record(row: Any) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     return row["transaction_id"].encode(), json.dumps(value).encode(), headers
 
 
+def _finish_seconds() -> Column:
+    """Return, for a COMMITTED or ROLLED_BACK final row, seconds from stored half to record."""
+    finished = (F.col("kind") == Kind.FINAL.value) & F.col("state").isin("COMMITTED", "ROLLED_BACK")
+    return F.when(finished, (F.col("at_ms") - F.col("prepared_ms")) / 1000.0)
+
+
+def _finish_bucket() -> Column:
+    """Return the FINISH_BUCKETS_S index of `_finish_seconds` (the last: +Inf), else null."""
+    seconds = _finish_seconds()
+    bucket = F.when(seconds.isNull(), F.lit(None).cast("int"))
+    for index, bound in enumerate(FINISH_BUCKETS_S):
+        bucket = bucket.when(seconds <= bound, index)
+    return bucket.otherwise(len(FINISH_BUCKETS_S))
+
+
 class CoordinatorBatchWriter:
     """The foreachBatch function of the coordinator query."""
 
@@ -96,13 +112,16 @@ class CoordinatorBatchWriter:
         out = frame.persist()
         try:
             # One small job says what this batch holds, for the branches and the tally.
-            counts = {
-                (row.kind, row.state, row.first): row["count"]
-                for row in out.groupBy(
-                    "kind", "state",
-                    ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
-                ).count().collect()
-            }  # fmt: skip
+            summary = out.groupBy(
+                "kind", "state",
+                ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
+                "topic", _finish_bucket().alias("bucket"),
+            ).agg(
+                F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds")
+            ).collect()  # fmt: skip
+            counts: Counter[tuple[str, str | None, bool | None]] = Counter()
+            for row in summary:
+                counts[row.kind, row.state, row.first] += row["count"]
             present = {kind for kind, _, _ in counts}
             if Kind.DELIVER in present:
                 self._deliver(out.where(F.col("kind") == Kind.DELIVER.value), batch_id)
@@ -116,6 +135,7 @@ class CoordinatorBatchWriter:
                 self._verdicts(out.where(F.col("kind") == Kind.VERDICT.value), batch_id)
             failpoint("coordinator.after_batch")
             self._count(counts)
+            self._count_by_topic(summary)
         finally:
             out.unpersist()
 
@@ -132,6 +152,20 @@ class CoordinatorBatchWriter:
             first_checks=total(Kind.CHECK, first=True),
             finals_after_check=total(Kind.FINAL, first=True),
         )
+
+    def _count_by_topic(self, summary: list[Row]) -> None:
+        finals: Counter[str] = Counter()
+        buckets: Counter[int] = Counter()
+        seconds = 0.0
+        for row in summary:
+            if row.kind == Kind.FINAL.value and row.topic is not None:
+                finals[row.topic] += row["count"]
+            if row.bucket is not None:
+                buckets[row.bucket] += row["count"]
+                seconds += row.seconds or 0.0
+        self.tally.add_by_topic(finals=finals)
+        if buckets:
+            self.tally.observe_finishes(buckets, seconds)
 
     def close(self) -> None:
         """Release the check-topic producer."""

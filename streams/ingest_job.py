@@ -19,6 +19,7 @@ reads whole: event time can never get ahead of rows still to be read.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -78,14 +79,18 @@ class IngestBatchWriter:
         try:
             # One small job says which tables this batch touches: a Delta commit costs about
             # a second here, so a table with nothing to add gets no commit at all.
-            counts = {
-                (row.source_topic, row.bad, row.is_tick): row["count"]
+            # The real topic too: pending halves per topic are a metric (rocketmq_half_messages).
+            by_topic = {
+                (row.source_topic, row.bad, row.is_tick, row.topic): row["count"]
                 for row in classified.groupBy(
-                    "source_topic", F.col("reason").isNotNull().alias("bad"), "is_tick"
+                    "source_topic", F.col("reason").isNotNull().alias("bad"), "is_tick", "topic"
                 )
                 .count()
                 .collect()
             }
+            counts: Counter[tuple[str, bool, bool]] = Counter()
+            for (source, bad, tick, _), n in by_topic.items():
+                counts[source, bad, tick] += n
             touched = {(topic, bad) for topic, bad, _ in counts}
             for topic, table, rows, kind in (
                 (self.rules.half_topic, half_messages.TABLE, halves, half_messages.KIND_TICK),
@@ -112,6 +117,10 @@ class IngestBatchWriter:
                 ops=counts.get((self.rules.op_topic, False, False), 0),
                 quarantined=sum(n for (_, bad, _), n in counts.items() if bad),
             )
+            self.tally.add_by_topic(halves={
+                real: n for (source, bad, tick, real), n in by_topic.items()
+                if source == self.rules.half_topic and not bad and not tick and real
+            })  # fmt: skip
         finally:
             classified.unpersist()
 

@@ -21,7 +21,7 @@ Op record
     key       transaction id
     value     empty (ignored)
     headers   txcoord.producer_group   required
-              txcoord.op               required  COMMIT | ROLLBACK | UNKNOWN
+              txcoord.op               required  COMMIT | ROLLBACK | UNKNOWN | RESUME (operator)
               txcoord.from_check       optional  true | false (an answer to a check request)
               txcoord.operator         optional  who, for an operator's op (admin path only)
               txcoord.reason           optional  why, for an operator's op
@@ -53,6 +53,9 @@ PROPERTY_PREFIX = "prop."
 
 KIND_TICK = "TICK"
 OPS = ("COMMIT", "ROLLBACK", "UNKNOWN")
+#: Ops only an operator may send (header txcoord.operator required): RESUME checks a
+#: discarded transaction again with its count reset (RocketMQ's resumeCheckHalfMessage).
+OPERATOR_OPS = ("RESUME",)
 
 #: Queue ids a producer may name: RocketMQ topics rarely have more than a few dozen queues.
 MAX_QUEUE_ID = 1023

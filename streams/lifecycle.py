@@ -27,7 +27,8 @@ Timer, one per transaction, in processing time:
 - COMMITTED / ROLLED_BACK: forgotten after `resolved_retention` (until then a later op is
   recorded as DUPLICATE or CONFLICT; afterwards as ORPHAN, still deciding nothing);
 - DISCARDED: forgotten once the half is older than `file_reserved_time` (until then a
-  producer's op is recorded as LATE).
+  producer's op is recorded as LATE, and an operator may still commit, roll back or RESUME
+  it: checked again at once, its count reset).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from coordinator.state_machine import (
 )
 
 DECISIVE = ("COMMIT", "ROLLBACK")
+#: An operator's op that checks a DISCARDED transaction again, count reset (SPEC 3).
+RESUME = "RESUME"
 #: How many judged decisive op ids a transaction remembers, so that the same op record seen
 #: again (a duplicate half re-joins it) is not judged twice. Bounded: state stays small.
 JUDGED_MEMORY = 8
@@ -184,6 +187,8 @@ def _apply_op(s: TxState, op: Op, now_ms: int, rules: Rules) -> tuple[TxState, l
     emits = [_verdict(op, outcome.verdict.value, now_ms)]
     if not outcome.moved:
         return s, emits
+    if op.op == RESUME:  # checked again at once, as if never checked (resumeCheckHalfMessage)
+        return replace(s, state=outcome.state, check_count=0, timer_ms=now_ms), emits
     s = replace(s, state=outcome.state, deciding_op_id=op.op_id)
     reason = "operator" if op.operator is not None else ("check" if op.from_check else "op")
     if outcome.state is TransactionState.COMMITTED:
@@ -226,7 +231,7 @@ def on_input(
     for op in arrived:
         s, op_emits = _apply_op(s, op, now_ms, rules)
         emits += op_emits
-        if op.op in DECISIVE:
+        if op.op in (*DECISIVE, RESUME):
             s = replace(s, judged_ops=(*s.judged_ops, op.op_id)[-JUDGED_MEMORY:])
     if s.state in (TransactionState.PREPARED, TransactionState.CHECKING):
         if s.timer_ms is None or s.state is TransactionState.PREPARED:

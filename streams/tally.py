@@ -7,13 +7,22 @@ writes finish. Derived gauges:
 
 - pending  = halves landed - final states recorded (duplicated halves make it a slight
   over-estimate until the coordinator forgets them);
-- checking = transactions checked at least once - final states reached after a check.
+- checking = transactions checked at least once - final states reached after a check;
+- pending per real topic, the same way (RocketMQ's `rocketmq_half_messages` gauge).
+
+The finish latency (store time of the half to the batch that recorded its COMMITTED or
+ROLLED_BACK state) is kept as a histogram of this process's lifetime, in `FINISH_BUCKETS_S`.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+#: Upper bounds (seconds) of the finish-latency histogram's buckets; +Inf is implied.
+FINISH_BUCKETS_S = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
 
 @dataclass
@@ -29,6 +38,11 @@ class Counts:
     checks_sent: int = 0
     first_checks: int = 0
     finals_after_check: int = 0
+    halves_by_topic: Counter[str] = field(default_factory=Counter)
+    finals_by_topic: Counter[str] = field(default_factory=Counter)
+    #: How many finishes fell in each bucket of FINISH_BUCKETS_S (and one more: +Inf).
+    finish_buckets: tuple[int, ...] = (0,) * (len(FINISH_BUCKETS_S) + 1)
+    finish_seconds_total: float = 0.0
 
     @property
     def finals(self) -> int:
@@ -45,6 +59,20 @@ class Counts:
         """Return how many transactions were checked and are not final yet."""
         return max(self.first_checks - self.finals_after_check, 0)
 
+    def pending_by_topic(self) -> dict[str, int]:
+        """Return the pending transactions of each real topic that ever had a half."""
+        return {
+            topic: max(halves - self.finals_by_topic[topic], 0)
+            for topic, halves in sorted(self.halves_by_topic.items())
+        }
+
+    def copy(self) -> Counts:
+        """Return an independent copy."""
+        return replace(
+            self, halves_by_topic=Counter(self.halves_by_topic),
+            finals_by_topic=Counter(self.finals_by_topic),
+        )  # fmt: skip
+
 
 @dataclass
 class Tally:
@@ -59,12 +87,27 @@ class Tally:
             for name, amount in deltas.items():
                 setattr(self._counts, name, getattr(self._counts, name) + amount)
 
+    def add_by_topic(
+        self, halves: Mapping[str, int] | None = None, finals: Mapping[str, int] | None = None
+    ) -> None:
+        """Add per-real-topic counts of landed halves and recorded final states."""
+        with self._lock:
+            self._counts.halves_by_topic.update(halves or {})
+            self._counts.finals_by_topic.update(finals or {})
+
+    def observe_finishes(self, buckets: Mapping[int, int], seconds_total: float) -> None:
+        """Add finishes: bucket index (into FINISH_BUCKETS_S, last = +Inf) -> how many."""
+        with self._lock:
+            c = self._counts
+            c.finish_buckets = tuple(n + buckets.get(i, 0) for i, n in enumerate(c.finish_buckets))
+            c.finish_seconds_total += seconds_total
+
     def seed(self, counts: Counts) -> None:
         """Replace the counts (with the tables' totals, at start)."""
         with self._lock:
-            self._counts = Counts(**asdict(counts))
+            self._counts = counts.copy()
 
     def snapshot(self) -> Counts:
         """Return a copy of the current counts."""
         with self._lock:
-            return Counts(**asdict(self._counts))
+            return self._counts.copy()

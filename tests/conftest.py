@@ -112,6 +112,7 @@ def make_config(bootstrap_servers: str, tmp_path: Path) -> ConfigFactory:
                 "kafka.check_topic": f"check-{suffix}",
                 "kafka.partitions": "2",
                 "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
+                "metrics.port": "0",  # any free port: tests may run engines side by side
                 **overrides,
             }
         )

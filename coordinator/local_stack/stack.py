@@ -106,7 +106,8 @@ class LocalStack:
         log.info("starting the ingest and coordinator streams")
         started = time.monotonic()
         self.engine = Engine(self.spark, self.config).start()
-        streams = Health("streams", True, "ingest + coordinator running",
+        metrics = f"; metrics at {self.engine.metrics_url}" if self.engine.metrics_url else ""
+        streams = Health("streams", True, f"ingest + coordinator running{metrics}",
                          time.monotonic() - started)  # fmt: skip
         healths = [kafka, spark, streams]
         if self.settings.rest:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from coordinator.rest.errors import ApiError
 from coordinator.rest.models import OpRequest, SendRequest
+from coordinator.sdk.ingress_records import op_headers
 from streams import ingress_format as fmt
 
 HEADER_BUDGET = 32767
@@ -93,14 +94,8 @@ def half_record(
 
 def op_record(transaction_id: str, op: str, request: OpRequest, received_ms: int) -> Record:
     """Return the op-topic record of one COMMIT, ROLLBACK or UNKNOWN."""
-    headers: list[tuple[str, bytes]] = [
-        (fmt.PRODUCER_GROUP, request.producer_group.encode()),
-        (fmt.OP, op.encode()),
-        (fmt.FROM_CHECK, b"true" if request.from_check else b"false"),
-    ]
-    if request.operator is not None:
-        headers.append((fmt.OPERATOR, request.operator.encode()))
-    if request.reason is not None:
-        headers.append((fmt.REASON, request.reason.encode()))
-    headers.append((fmt.BORN_AT, str(received_ms).encode()))
+    headers = op_headers(
+        request.producer_group, op, request.from_check, received_ms,
+        operator=request.operator, reason=request.reason,
+    )  # fmt: skip
     return Record(key=transaction_id.encode(), value=b"", headers=headers)

@@ -34,13 +34,32 @@ def half_headers(group: str, message: Message, born_at_ms: int) -> Headers:
     return headers
 
 
-def op_headers(group: str, op: str, from_check: bool, born_at_ms: int) -> Headers:
-    """Return the headers of an op record (COMMIT, ROLLBACK or UNKNOWN)."""
-    if op not in fmt.OPS:
-        raise ValueError(f"op must be one of {', '.join(fmt.OPS)}, not {op!r}")
-    return [
+def op_headers(
+    group: str,
+    op: str,
+    from_check: bool,
+    born_at_ms: int,
+    *,
+    operator: str | None = None,
+    reason: str | None = None,
+) -> Headers:
+    """Return the headers of an op record (COMMIT, ROLLBACK, UNKNOWN; RESUME by an operator).
+
+    `operator` (who) and `reason` (why) make it an operator's op (SPEC 3).
+    """
+    allowed = (*fmt.OPS, *fmt.OPERATOR_OPS) if operator is not None else fmt.OPS
+    if op not in allowed:
+        raise ValueError(f"op must be one of {', '.join(allowed)}, not {op!r}")
+    if reason is not None and operator is None:
+        raise ValueError("a reason needs an operator")
+    headers = [
         (fmt.PRODUCER_GROUP, group.encode()),
         (fmt.OP, op.encode()),
         (fmt.FROM_CHECK, b"true" if from_check else b"false"),
-        (fmt.BORN_AT, str(born_at_ms).encode()),
     ]
+    if operator is not None:
+        headers.append((fmt.OPERATOR, operator.encode()))
+    if reason is not None:
+        headers.append((fmt.REASON, reason.encode()))
+    headers.append((fmt.BORN_AT, str(born_at_ms).encode()))
+    return headers

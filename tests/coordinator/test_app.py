@@ -6,6 +6,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 from deltalake import DeltaTable
 from kafka import KafkaProducer
@@ -31,6 +32,7 @@ def test_submitted_application_delivers_and_stops_cleanly(
         "kafka.check_topic": f"check-{suffix}",
         "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
         "spark.shuffle_partitions": "2",
+        "metrics.port": "0",
     })  # fmt: skip
     try:
         if not app.wait_for_line("txcoord coordinator running", 240):
@@ -56,7 +58,36 @@ def test_submitted_application_delivers_and_stops_cleanly(
         assert [(r["transaction_id"], r["queue_offset"], r["body"]) for r in rows] == [
             ("tx-1", 0, b"paid")
         ], app.tail()
+        assert_driver_metrics(app)
     finally:
         code = app.terminate()
     assert code == 0, app.tail()
     assert "txcoord coordinator stopped cleanly" in app.tail(400), app.tail()
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Return the samples of a Prometheus text page: 'name{labels}' -> value."""
+    text = httpx.get(url, timeout=10).text
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def assert_driver_metrics(app: AppProcess) -> None:
+    """The driver serves RocketMQ's transaction metrics and the streams' own."""
+    (line,) = [line for line in app.output if "txcoord coordinator running; metrics at" in line]
+    url = line.split("metrics at ", 1)[1].strip()
+    deadline = time.monotonic() + 60
+    while (samples := scrape(url)).get("rocketmq_commit_messages_total") != 1.0:
+        assert time.monotonic() < deadline, samples
+        time.sleep(1)
+    assert samples['rocketmq_half_messages{topic="OrderPaid"}'] == 0.0, samples
+    assert samples["rocketmq_rollback_messages_total"] == 0.0
+    assert samples["rocketmq_finish_message_latency_seconds_count"] == 1.0
+    assert samples['rocketmq_finish_message_latency_seconds_bucket{le="+Inf"}'] == 1.0
+    assert 0 < samples["rocketmq_finish_message_latency_seconds_sum"] < 600
+    assert samples["txcoord_half_messages_total"] == 1.0
+    assert samples['txcoord_batches_total{query="txcoord-coordinator"}'] >= 1
+    assert samples['txcoord_rows_dropped_late_total{query="txcoord-coordinator"}'] == 0.0

@@ -102,6 +102,9 @@ def test_op_types_map_to_events() -> None:
     assert event_for_op("COMMIT") is Event.COMMIT
     assert event_for_op("ROLLBACK", by_operator=True) is Event.OPERATOR_ROLLBACK
     assert event_for_op("UNKNOWN", by_operator=True) is Event.UNKNOWN
+    assert event_for_op("RESUME", by_operator=True) is Event.RESUME
     for bad in ("commit", "CHECK_DUE", "RESUME", ""):
-        with pytest.raises(ValueError, match="COMMIT, ROLLBACK or UNKNOWN"):
+        with pytest.raises(ValueError, match="one of COMMIT, ROLLBACK, UNKNOWN, not"):
             event_for_op(bad)
+    with pytest.raises(ValueError, match="UNKNOWN, RESUME, not 'OPERATOR_COMMIT'"):
+        event_for_op("OPERATOR_COMMIT", by_operator=True)

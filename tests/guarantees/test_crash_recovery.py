@@ -143,6 +143,7 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
         "kafka.partitions": "2",
         "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
         "spark.shuffle_partitions": "2",
+        "metrics.port": "0",
     }
     config = load_config(overrides=settings)
     app = start_app(settings)

@@ -226,3 +226,29 @@ def test_an_op_seen_again_through_a_duplicate_half_is_not_judged_twice() -> None
     later = on_input(again.state, [], [other, other], T0 + 7 * S, RULES)
     assert verdicts(later) == ["DUPLICATE"]
     assert verdicts(on_input(later.state, [], [other], T0 + 8 * S, RULES)) == []
+
+
+def test_an_operator_resume_checks_a_discarded_transaction_again_from_zero() -> None:
+    state = TxState(TransactionState.DISCARDED, half(), 15, None, (), T0 + RULES.file_reserved_ms)
+    resume = op("RESUME", T0 + 900 * S, operator="alice", reason="producer is back")
+    step = on_input(state, [], [resume], T0 + 900 * S, RULES)
+    assert kinds(step) == ["VERDICT", "CHECK"]
+    assert verdicts(step) == ["APPLIED"]
+    assert only(step, Kind.CHECK).check_number == 1
+    resumed = step.state
+    assert resumed is not None and resumed.state is TransactionState.CHECKING
+    assert resumed.check_count == 1 and resumed.timer_ms == T0 + 930 * S
+    # The same op seen again resets nothing; the answer to the new check decides.
+    assert on_input(resumed, [], [resume], T0 + 901 * S, RULES).emits == []
+    answer = op("COMMIT", T0 + 910 * S, from_check=True)
+    done = on_input(resumed, [], [answer], T0 + 910 * S, RULES)
+    assert kinds(done) == ["VERDICT", "DELIVER", "FINAL"]
+    assert only(done, Kind.FINAL).reason == "check"
+
+
+def test_a_resume_of_a_live_transaction_is_ignored() -> None:
+    checking = on_input(None, [half()], [], T0 + 14 * S, RULES).state
+    resume = op("RESUME", T0 + 15 * S, operator="alice")
+    step = on_input(checking, [], [resume], T0 + 15 * S, RULES)
+    assert verdicts(step) == ["IGNORED"] and step.state is not None
+    assert step.state.check_count == 1

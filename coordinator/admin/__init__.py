@@ -1,0 +1,1 @@
+"""Operator tools: what the warehouse says about transactions, and operator ops."""

@@ -1,0 +1,252 @@
+"""`txcoord transactions`: operator commands in the spirit of Kafka's kafka-transactions.sh.
+
+    txcoord transactions list [--state S] [--group G]     every transaction the tables know
+    txcoord transactions describe TX                     its state and history, table by table
+    txcoord transactions find-hanging --older-than 5m    undecided for longer than that
+    txcoord transactions commit|rollback TX --reason ... end one as an operator
+    txcoord transactions resume TX --reason ...          check a DISCARDED one again
+
+Reads come from the warehouse's Delta tables (no Spark needed); operator ops go to the op
+topic like any op and are applied by the running coordinator, recorded with who and why.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from coordinator.admin import inventory
+from coordinator.admin.operator_ops import send_operator_op
+from coordinator.config import Config, load_config, parse_duration, parse_overrides
+from coordinator.errors import ConfigurationError
+from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
+from coordinator.rest.models import TransactionState
+
+STATES = ("PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the commands read and write."""
+
+    warehouse: str
+    bootstrap_servers: str
+    op_topic: str
+
+
+def _target(
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    warehouse: Path | None,
+    bootstrap_servers: str | None,
+    state_dir: Path,
+) -> Target:
+    chosen = {"warehouse": str(warehouse)} if warehouse is not None else {}
+    config: Config = load_config(
+        config_file, os.environ, {**chosen, **parse_overrides(list(overrides))}
+    )
+    if bootstrap_servers is None:
+        # The broker `txcoord up` runs (its port is recorded in the state folder), if any.
+        data_dir = (state_dir / "kafka").resolve()
+        info = read_info(data_dir)
+        if info is not None and info.pid and pid_is_our_broker(info.pid, data_dir):
+            bootstrap_servers = info.bootstrap_servers
+    return Target(
+        warehouse=config.warehouse,
+        bootstrap_servers=bootstrap_servers or config.kafka.bootstrap_servers,
+        op_topic=config.kafka.op_topic,
+    )
+
+
+def _where(command: Any) -> Any:
+    """Add the options that say which configuration, warehouse and broker to use."""
+    options = [
+        click.option("--config", "config_file",
+                     type=click.Path(dir_okay=False, exists=True, path_type=Path),
+                     help="TOML configuration file (see deploy/txcoord.example.toml)."),
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override one configuration key (repeatable)."),
+        click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
+                     help="Root folder of the Delta tables (default: the configuration's)."),
+        click.option("--bootstrap-servers",
+                     help="Kafka to send operator ops to (default: the broker `txcoord up` "
+                          "runs from --state-dir, else the configuration's)."),
+        click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=Path("var"), show_default=True,
+                     help="The state folder of `txcoord up` (to find its broker)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _as_json(state: TransactionState) -> dict[str, Any]:
+    return state.model_dump()
+
+
+def _print_table(states: list[TransactionState], title: str) -> None:
+    console = Console(soft_wrap=True)
+    now = datetime.now(UTC)
+    table = Table(title=title, title_justify="left")
+    for column in ("transaction", "group", "topic/queue", "state", "checks", "age", "reason"):
+        table.add_column(column)
+    for s in states:
+        table.add_row(
+            s.transaction_id, s.producer_group, f"{s.topic}/{s.queue_id}", s.state,
+            str(s.check_count), _age(inventory.age_seconds(s, now)), s.reason or "",
+        )  # fmt: skip
+    console.print(table)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _emit(states: list[TransactionState], as_json: bool, title: str) -> None:
+    if as_json:
+        click.echo(json.dumps([_as_json(s) for s in states], indent=2))
+    elif states:
+        _print_table(states, title)
+    else:
+        click.echo(f"{title}: none")
+
+
+@click.group()
+def transactions() -> None:
+    """Inspect transactions and act on them as an operator (like kafka-transactions.sh)."""
+
+
+@transactions.command("list")
+@_where
+@click.option("--state", "states", multiple=True, type=click.Choice(STATES),
+              help="Only transactions in this state (repeatable).")  # fmt: skip
+@click.option("--group", help="Only this producer group's transactions.")
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True,
+              help="Show the newest this many.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def list_(
+    *, states: tuple[str, ...], group: str | None, limit: int, as_json: bool, **where: Any
+) -> None:
+    """List the transactions the tables know, oldest first."""
+    target = _target(**where)
+    found = inventory.all_transactions(target.warehouse, states, group)
+    shown = found[-limit:]
+    title = f"{len(shown)} of {len(found)} transaction(s)"
+    _emit(shown, as_json, title)
+
+
+@transactions.command("find-hanging")
+@_where
+@click.option("--older-than", default="1m", show_default=True,
+              help="Age since the half was stored that counts as hanging: 30s, 5m.")  # fmt: skip
+@click.option("--group", help="Only this producer group's transactions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def find_hanging(*, older_than: str, group: str | None, as_json: bool, **where: Any) -> None:
+    """List undecided (PREPARED or CHECKING) transactions older than --older-than."""
+    try:
+        age = parse_duration(older_than, "--older-than").total_seconds()
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    target = _target(**where)
+    found = inventory.hanging(target.warehouse, age, group)
+    _emit(found, as_json, f"{len(found)} hanging transaction(s) older than {older_than}")
+
+
+@transactions.command()
+@_where
+@click.argument("transaction_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def describe(*, transaction_id: str, as_json: bool, **where: Any) -> None:
+    """Show one transaction's state and everything the tables recorded about it."""
+    target = _target(**where)
+    found = inventory.describe(target.warehouse, transaction_id)
+    if found is None:
+        raise click.ClickException(f"unknown transaction {transaction_id!r} in {target.warehouse}")
+    if as_json:
+        history = [{"at": e.at.isoformat(), "table": e.table, "what": e.what}
+                   for e in found.history]  # fmt: skip
+        click.echo(json.dumps({**_as_json(found.state), "history": history}, indent=2))
+        return
+    s = found.state
+    click.echo(f"transaction  {s.transaction_id}")
+    click.echo(f"state        {s.state}" + (f" (reason {s.reason})" if s.reason else ""))
+    click.echo(f"group        {s.producer_group}")
+    click.echo(f"topic/queue  {s.topic}/{s.queue_id}   msg id {s.msg_id}")
+    click.echo(f"checks       {s.check_count}")
+    click.echo(f"prepared at  {s.prepared_at}   resolved at {s.resolved_at or '-'}")
+    click.echo("history:")
+    for event in found.history:
+        at = event.at.isoformat(timespec="milliseconds")
+        click.echo(f"  {at}  {event.table:<22} {event.what}")
+
+
+def _operator_command(op: str, summary: str) -> click.Command:
+    @_where
+    @click.argument("transaction_id")
+    @click.option("--reason", required=True, help="Why (recorded with the op).")
+    @click.option("--operator", default=getpass.getuser, show_default="your user name",
+                  help="Who (recorded with the op).")  # fmt: skip
+    @click.option("--wait", "wait_seconds", type=click.FloatRange(0), default=60.0,
+                  show_default=True,
+                  help="Seconds to wait for the coordinator's verdict; 0: only send.")  # fmt: skip
+    def command(
+        *, transaction_id: str, reason: str, operator: str, wait_seconds: float, **where: Any
+    ) -> None:
+        target = _target(**where)
+        found = inventory.describe(target.warehouse, transaction_id)
+        if found is None:
+            raise click.ClickException(
+                f"unknown transaction {transaction_id!r} in {target.warehouse}"
+            )
+        sent = send_operator_op(
+            target.bootstrap_servers, target.op_topic, found.state, op,
+            operator=operator, reason=reason,
+        )  # fmt: skip
+        click.echo(f"{op} {sent.op_id} for {transaction_id} stored in {target.op_topic}")
+        if wait_seconds > 0:
+            _await_verdict(target, sent.transaction_id, sent.op_id, wait_seconds)
+
+    command.__doc__ = summary
+    return click.command(op.lower())(command)
+
+
+def _await_verdict(target: Target, transaction_id: str, op_id: str, wait_seconds: float) -> None:
+    deadline = time.monotonic() + wait_seconds
+    click.echo("waiting for the coordinator's verdict ...")
+    while (verdict := inventory.verdict_of(target.warehouse, transaction_id, op_id)) is None:
+        if time.monotonic() >= deadline:
+            raise click.ClickException(
+                f"op {op_id} is stored but was not judged within {wait_seconds:g} s: is the "
+                f"coordinator running? (it applies the op when it runs; "
+                f"`txcoord transactions describe {transaction_id}` shows the outcome)"
+            )
+        time.sleep(1.0)
+    detail = f" ({verdict['detail']})" if verdict["detail"] else ""
+    click.echo(f"verdict: {verdict['verdict']}{detail}")
+    if verdict["verdict"] != "APPLIED":
+        raise click.ClickException(f"op {op_id} changed nothing: {verdict['verdict']}")
+    state = inventory.describe(target.warehouse, transaction_id)
+    if state is not None:
+        click.echo(f"{transaction_id} is now {state.state.state}")
+
+
+for _op, _summary in (
+    ("COMMIT", "Commit a PREPARED, CHECKING or DISCARDED transaction as an operator."),
+    ("ROLLBACK", "Roll back a PREPARED, CHECKING or DISCARDED transaction as an operator."),
+    ("RESUME", "Check a DISCARDED transaction again, count reset (resumeCheckHalfMessage)."),
+):
+    transactions.add_command(_operator_command(_op, _summary))
