@@ -10,12 +10,12 @@ What each table may get:
   `topics/<topic>`) is compacted, then VACUUMed.
 
 VACUUM deletes the files that the newest version no longer references and that were
-removed longer ago than the retention. A stream that is behind still reads files of older
-versions, so for a streamed table the retention is raised to cover the oldest version its
-reader has not finished (read from the coordinator's checkpoint: the `reservoirVersion` of
-each Delta source in the newest offsets file), plus `SAFETY_MARGIN`. The requested retention
-defaults to Delta's own (7 days), which also protects readers we do not know of, such as an
-analyst's stream over a topic table.
+removed longer ago than the table's `delta.deletedFileRetentionDuration` (Delta's default:
+one week). Delta 4 honours only that table property (a `RETAIN n HOURS` other than 0 is
+ignored), so the retention is the table's own. A stream that is behind still reads files of
+older versions: a streamed table is vacuumed only when its retention covers the oldest
+version the coordinator's checkpoint may still read (the `reservoirVersion` of its Delta
+sources in the offsets files) plus `SAFETY_MARGIN`; otherwise it is skipped, and says why.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,11 +40,10 @@ log = logging.getLogger(__name__)
 
 #: Delta's default retention (delta.deletedFileRetentionDuration).
 DEFAULT_RETENTION = timedelta(days=7)
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.I)
 #: Extra time kept beyond the oldest version a stream still needs.
 SAFETY_MARGIN = timedelta(hours=1)
-#: Never less: a writer's files are in the table folder before its commit names them, and
-#: VACUUM would take a running writer's uncommitted files for garbage.
-MIN_RETENTION = timedelta(hours=1)
 #: Tables the coordinator reads as streams: vacuumed with care, never compacted.
 STREAMED = (half_messages.TABLE.name, op_records.TABLE.name)
 
@@ -57,7 +57,7 @@ class TableReport:
     files_before: int
     files_after: int
     retention_hours: int
-    vacuumed_files: int
+    vacuumed: bool
     note: str = ""
 
 
@@ -84,15 +84,26 @@ def stream_positions(checkpoint: Path) -> dict[str, int]:
     return positions
 
 
-def needed_retention(
-    requested: timedelta, needed_since: datetime | None, now: datetime
-) -> timedelta:
-    """Return the retention to use: the requested one, raised to cover `needed_since`."""
-    if requested < MIN_RETENTION:
-        raise ValueError(f"the retention must be at least {MIN_RETENTION}, not {requested}")
-    if needed_since is None:
-        return requested
-    return max(requested, now - needed_since + SAFETY_MARGIN)
+def parse_interval(text: str | None) -> timedelta | None:
+    """Return a Delta interval property ("interval 1 week") as a timedelta; None if unreadable."""
+    match = _INTERVAL.match(text or "")
+    if match is None:
+        return None
+    return timedelta(**{f"{match.group(2).lower()}s": int(match.group(1))})
+
+
+def vacuum_refusal(
+    retention: timedelta | None, needed_since: datetime | None, now: datetime
+) -> str | None:
+    """Return why a table must not be vacuumed now, or None when it is safe."""
+    if retention is None:
+        return f"{RETENTION_PROPERTY} is not a plain interval: not vacuumed"
+    if needed_since is not None and retention < now - needed_since + SAFETY_MARGIN:
+        return (
+            f"not vacuumed: the coordinator may still read files of {needed_since:%Y-%m-%d %H:%M}"
+            f" and the table keeps removed files only {retention}"
+        )
+    return None
 
 
 def _hours(retention: timedelta) -> int:
@@ -141,35 +152,39 @@ class Maintenance:
         moment: datetime = commit["timestamp"]
         return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
+    def _retention(self, name: str) -> timedelta | None:
+        detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self._path(name)}`").first()
+        properties = (detail["properties"] if detail is not None else None) or {}
+        if RETENTION_PROPERTY not in properties:
+            return DEFAULT_RETENTION
+        return parse_interval(properties[RETENTION_PROPERTY])
+
     def run(
         self,
-        retention: timedelta = DEFAULT_RETENTION,
         optimize: bool = True,
         vacuum: bool = True,
+        tables: list[str] | None = None,
         progress: Callable[[str], None] = log.info,
     ) -> Iterator[TableReport]:
-        """Maintain every table, yielding a report per table as it finishes."""
-        # Our own bound replaces Delta's fixed 7-day check, which refuses shorter retentions.
-        self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        for name in self.tables():
+        """Maintain every table (or `tables`), yielding a report per table as it finishes."""
+        for name in tables or self.tables():
             progress(f"{name}: maintaining")
             before = self._files(name)
             compact = optimize and name not in STREAMED
             if compact:
                 self.spark.sql(f"OPTIMIZE delta.`{self._path(name)}`").collect()
-            keep = needed_retention(retention, self._needed_since(name), datetime.now(UTC))
+            retention = self._retention(name)
+            refusal = vacuum_refusal(retention, self._needed_since(name), datetime.now(UTC))
             if name in STREAMED and "://" in self.config.streams.checkpoint_dir:
-                keep = max(keep, DEFAULT_RETENTION)  # a remote checkpoint is not read here
-            hours = _hours(keep)
-            vacuumed = 0
-            if vacuum:
-                rows = self.spark.sql(
-                    f"VACUUM delta.`{self._path(name)}` RETAIN {hours} HOURS DRY RUN"
-                ).collect()
-                vacuumed = len(rows)
-                if vacuumed:
-                    self.spark.sql(f"VACUUM delta.`{self._path(name)}` RETAIN {hours} HOURS")
-            note = "streamed by the coordinator: not compacted" if name in STREAMED else ""
-            if keep > retention:
-                note = (note + "; " if note else "") + "retention raised for the coordinator"
-            yield TableReport(name, compact, before, self._files(name), hours, vacuumed, note)
+                refusal = "not vacuumed: the coordinator's checkpoint is remote, not read here"
+            notes = ["streamed by the coordinator: not compacted"] if name in STREAMED else []
+            vacuumed = False
+            if vacuum and refusal is None:
+                self.spark.sql(f"VACUUM delta.`{self._path(name)}`").collect()
+                vacuumed = True
+            elif vacuum and refusal is not None:
+                notes.append(refusal)
+            yield TableReport(
+                name, compact, before, self._files(name), _hours(retention or timedelta(0)),
+                vacuumed, "; ".join(notes),
+            )  # fmt: skip

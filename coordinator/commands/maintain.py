@@ -9,9 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from coordinator.admin.maintenance import DEFAULT_RETENTION, MIN_RETENTION, Maintenance
-from coordinator.config import load_config, parse_duration, parse_overrides
-from coordinator.errors import ConfigurationError
+from coordinator.admin.maintenance import Maintenance
+from coordinator.config import load_config, parse_overrides
 from coordinator.spark_session import SparkSettings, build_spark_session
 
 
@@ -24,11 +23,6 @@ from coordinator.spark_session import SparkSettings, build_spark_session
               help="Override one configuration key (repeatable).")  # fmt: skip
 @click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
               help="Root folder of the Delta tables (default: the configuration's).")  # fmt: skip
-@click.option(
-    "--retention", default="7d", show_default=True,
-    help="Keep removed files this long (at least 1h); raised automatically "
-         "for the tables the coordinator still reads.",
-)  # fmt: skip
 @click.option("--optimize/--no-optimize", default=True, show_default=True,
               help="Compact small files (OPTIMIZE).")  # fmt: skip
 @click.option("--vacuum/--no-vacuum", default=True, show_default=True,
@@ -39,26 +33,20 @@ def maintain(
     config_file: Path | None,
     overrides: tuple[str, ...],
     warehouse: Path | None,
-    retention: str,
     optimize: bool,
     vacuum: bool,
     master: str,
 ) -> None:
     """OPTIMIZE and VACUUM every table of the warehouse without breaking a running stream.
 
-    The coordinator's two input tables (system/half_messages, system/op_records) are never
-    compacted, and their retention covers every version the coordinator's checkpoint may
-    still read. Safe to run while `txcoord up` or the coordinator application runs.
+    VACUUM keeps removed files for each table's delta.deletedFileRetentionDuration (Delta's
+    default: 7 days). The coordinator's two input tables (system/half_messages,
+    system/op_records) are never compacted, and are vacuumed only when that retention covers
+    every version the coordinator's checkpoint may still read. Safe to run while `txcoord up`
+    or the coordinator application runs.
     """
     chosen = {"warehouse": str(warehouse)} if warehouse is not None else {}
     config = load_config(config_file, os.environ, {**chosen, **parse_overrides(list(overrides))})
-    keep = parse_duration(retention, "--retention")
-    if keep < MIN_RETENTION:
-        raise ConfigurationError(
-            "--retention must be at least 1h: a running writer's files exist "
-            f"before its commit names them, and VACUUM would delete them (Delta's default is "
-            f"{DEFAULT_RETENTION.days} days)"
-        )
     console = Console(soft_wrap=True)
     spark = build_spark_session(
         SparkSettings(
@@ -72,10 +60,10 @@ def maintain(
         report = Table(title=f"maintenance of {config.warehouse}", title_justify="left")
         for column in ("table", "files before", "files after", "vacuumed", "retention", "note"):
             report.add_column(column)
-        for done in Maintenance(spark, config).run(keep, optimize, vacuum, console.print):
+        for done in Maintenance(spark, config).run(optimize, vacuum, progress=console.print):
             report.add_row(
                 done.name, str(done.files_before), str(done.files_after),
-                str(done.vacuumed_files), f"{done.retention_hours} h", done.note,
+                "yes" if done.vacuumed else "no", f"{done.retention_hours} h", done.note,
             )  # fmt: skip
         console.print(report)
     finally:
