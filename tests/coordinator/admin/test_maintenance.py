@@ -100,7 +100,8 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
     assert topic.vacuumed and topic.retention_hours == 7 * 24, topic
     for streamed in ("system/half_messages", "system/op_records"):
         assert not reports[streamed].optimized, reports[streamed]
-        assert reports[streamed].files_after == reports[streamed].files_before
+        # Not compacted: never fewer files (the running ingest may have added some).
+        assert reports[streamed].files_after >= reports[streamed].files_before
         assert reports[streamed].vacuumed, reports[streamed]  # a week covers a live stream
 
     # The streams keep going over the maintained tables: one more, exactly once.
