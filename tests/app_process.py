@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from coordinator.local_stack.artifacts import PROJECT_ROOT
@@ -35,10 +36,19 @@ def python_driver_of(jvm_pid: int) -> int | None:
 class AppProcess:
     """One run of the coordinator application; its output is kept line by line."""
 
-    def __init__(self, settings: dict[str, str], *app_args: str) -> None:
+    def __init__(
+        self,
+        settings: dict[str, str],
+        *app_args: str,
+        master: str = "local[2]",
+        spark_conf: Mapping[str, str] | None = None,
+    ) -> None:
         command = [
             str(PROJECT_ROOT / "deploy" / "submit-coordinator"),
-            "--master", "local[2]", "--driver-memory", "1g", "--",
+            "--master", master, "--driver-memory", "1g",
+            *[arg for key, value in (spark_conf or {}).items()
+              for arg in ("--conf", f"{key}={value}")],
+            "--",
             *[arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")],
             *app_args,
         ]  # fmt: skip
