@@ -174,8 +174,8 @@ def test_bad_halves_are_quarantined_with_the_reason(spark: SparkSession) -> None
 
 BAD_OPS = [
     ([(fmt.PRODUCER_GROUP, b"orders")], "txcoord.op is missing"),
-    (op_headers(b"commit"), "COMMIT, ROLLBACK or UNKNOWN"),
-    (op_headers(b"ABORT"), "COMMIT, ROLLBACK or UNKNOWN"),
+    (op_headers(b"commit"), "COMMIT, ROLLBACK, UNKNOWN or RESUME"),
+    (op_headers(b"ABORT"), "COMMIT, ROLLBACK, UNKNOWN or RESUME"),
     (op_headers(**{fmt.FROM_CHECK: b"yes"}), "true or false"),
     ([(fmt.OP, b"COMMIT")], "producer_group is missing"),
 ]
