@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from coordinator.commands.bench import bench
 from coordinator.commands.broker import broker
 from coordinator.commands.demo import demo
 from coordinator.commands.maintain import maintain
@@ -49,3 +50,4 @@ main.add_command(broker)
 main.add_command(demo)
 main.add_command(transactions)
 main.add_command(maintain)
+main.add_command(bench)

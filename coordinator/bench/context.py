@@ -1,0 +1,102 @@
+"""What every phase of a run is given: the settings, the engine under test, the reporter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from coordinator.bench.workload import DEFAULT_MIX
+
+if TYPE_CHECKING:
+    from coordinator.bench.batches import BatchRecorder
+    from coordinator.config import Config
+    from coordinator.engine import Engine
+
+
+class Reporter(Protocol):
+    """Where a run reports its progress (the command draws a progress bar from it)."""
+
+    def phase(self, name: str, total: float | None) -> None:
+        """A phase starts; `total` is its amount of work when known."""
+        ...
+
+    def update(self, completed: float, detail: str) -> None:
+        """The current phase progressed."""
+        ...
+
+    def note(self, text: str) -> None:
+        """Something worth a line of its own happened."""
+        ...
+
+
+class QuietReporter:
+    """A reporter that reports nothing."""
+
+    def phase(self, name: str, total: float | None) -> None:
+        """Ignore."""
+
+    def update(self, completed: float, detail: str) -> None:
+        """Ignore."""
+
+    def note(self, text: str) -> None:
+        """Ignore."""
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What `txcoord bench` runs; validated when built."""
+
+    paths: tuple[str, ...] = ("kafka", "rest")
+    duration: float | None = 30.0  # seconds of load per path (or count)
+    count: int | None = None  # transactions per path (instead of duration)
+    rate: float | None = None  # target tx/s; None: as fast as the window allows
+    window: int = 10_000  # most transactions sent and not yet decided
+    batch: int = 500  # transactions per Kafka flush / REST batch request
+    mix: str = DEFAULT_MIX
+    warmup: int = 200  # transactions through a fresh engine before measuring (0: none)
+    idle_seconds: float = 10.0  # the engine measured with no load at all (0: not measured)
+    pending: tuple[int, ...] = (0, 10_000)  # unresolved-state levels (0: a baseline); () skips
+    pending_window: float = 15.0  # seconds of steady load measured per level
+    pending_rate: float = 50.0  # tx/s of that steady load
+    peer: bool = True
+    peer_seconds: float = 15.0
+    peer_producers: int = 4
+    ceiling: bool = True
+    ceiling_records: int = 100_000
+    ceiling_repeats: int = 3
+    transaction_timeout: str = "2s"
+    drain_timeout: float = 180.0  # longest wait for the last decisions after sending
+    master: str = "local[2]"
+    driver_memory: str = "4g"
+    state_dir: Path | None = None  # None: a temporary folder, removed afterwards
+
+    def __post_init__(self) -> None:
+        if not self.paths or not set(self.paths) <= {"kafka", "rest"}:
+            raise ValueError(f"paths must be kafka and/or rest, not {self.paths}")
+        if (self.duration is None) == (self.count is None):
+            raise ValueError("give exactly one of duration and count")
+        if self.duration is not None and self.duration <= 0:
+            raise ValueError(f"duration must be positive, not {self.duration}")
+        if self.count is not None and self.count < 1:
+            raise ValueError(f"count must be at least 1, not {self.count}")
+        if any(level < 0 for level in self.pending):
+            raise ValueError(f"pending levels must not be negative, not {self.pending}")
+        if self.warmup < 0 or self.idle_seconds < 0:
+            raise ValueError("warmup and idle_seconds must not be negative")
+        for name in ("window", "batch", "peer_producers", "ceiling_records", "ceiling_repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+
+
+@dataclass
+class PhaseContext:
+    """The running pieces a phase uses."""
+
+    settings: BenchSettings
+    config: Config
+    engine: Engine
+    recorder: BatchRecorder
+    reporter: Reporter
+    work_dir: Path
+    stamp: str  # unique per run: part of every transaction id

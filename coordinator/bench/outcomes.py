@@ -1,0 +1,94 @@
+"""What the coordinator decided for the bench's transactions, read with deltalake (no JVM).
+
+- decisions: the final state of each transaction in `system/transactions` against the state
+  its kind expects (a mismatch is a correctness failure, reported, never hidden);
+- check timeliness: a first check's `requested_at - prepared_at - transaction_timeout`, from
+  `system/check_requests` (prepared_at is the half's store time, the broker's clock;
+  requested_at is the coordinator batch that sent the check). SPEC 7.4 allows up to
+  `transaction_timeout + a few seconds` of it in a quiet system.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+from deltalake import DeltaTable
+
+from coordinator.bench.workload import kind_of
+from delta_tables import check_requests, transactions
+
+
+def _ms(moment: datetime) -> int:
+    if moment.tzinfo is None:  # Delta timestamps are UTC instants
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _rows(location: str, columns: list[str], prefix: str) -> list[dict[str, Any]]:
+    if not (Path(location) / "_delta_log").is_dir():
+        return []
+    table = DeltaTable(location).to_pyarrow_table(columns=columns)
+    rows: list[dict[str, Any]] = table.filter(
+        pc.starts_with(table["transaction_id"], prefix)
+    ).to_pylist()
+    return rows
+
+
+def final_states(warehouse: str, prefix: str) -> dict[str, str]:
+    """Return transaction id -> its newest final state, for ids starting with `prefix`."""
+    rows = _rows(
+        transactions.TABLE.path(warehouse), ["transaction_id", "state", "resolved_at"], prefix
+    )
+    rows.sort(key=lambda row: row["resolved_at"])
+    return {row["transaction_id"]: row["state"] for row in rows}
+
+
+def judge(sent: Iterable[str], states: dict[str, str]) -> dict[str, Any]:
+    """Return per-kind counts of sent, decided as expected, decided otherwise, undecided."""
+    by_kind: dict[str, Counter[str]] = {}
+    for transaction_id in sent:
+        kind = kind_of(transaction_id)
+        name = kind.name if kind else "unknown"
+        counts = by_kind.setdefault(name, Counter())
+        counts["sent"] += 1
+        state = states.get(transaction_id)
+        if state is None:
+            counts["undecided"] += 1
+        elif kind is not None and state == kind.expected_state:
+            counts["as_expected"] += 1
+        else:
+            counts[f"wrong:{state}"] += 1
+    kinds = {name: dict(counts) for name, counts in sorted(by_kind.items())}
+    total = Counter[str]()
+    for counts in by_kind.values():
+        total.update(counts)
+    wrong = sum(n for key, n in total.items() if key.startswith("wrong:"))
+    return {
+        "sent": total["sent"],
+        "decided": total["sent"] - total["undecided"],
+        "undecided": total["undecided"],
+        "as_expected": total["as_expected"],
+        "wrong": wrong,
+        "by_kind": kinds,
+    }
+
+
+def first_check_delays_ms(warehouse: str, prefix: str, timeout_ms: int) -> list[float]:
+    """Return requested_at - prepared_at - timeout (ms) of each first check of the prefix."""
+    rows = _rows(
+        check_requests.TABLE.path(warehouse),
+        ["transaction_id", "check_number", "prepared_at", "requested_at"],
+        prefix,
+    )
+    first: dict[str, float] = {}
+    for row in rows:
+        if row["check_number"] != 1 or row["prepared_at"] is None:
+            continue
+        delay = _ms(row["requested_at"]) - _ms(row["prepared_at"]) - timeout_ms
+        first[row["transaction_id"]] = min(delay, first.get(row["transaction_id"], delay))
+    return list(first.values())

@@ -1,0 +1,228 @@
+"""Writes a run's result: the JSON, a short markdown summary, and the PNG (plot.py).
+
+Files, under the output folder, named by the run's start time:
+
+    bench-<stamp>.json   everything measured, with what each number means (`notes`)
+    bench-<stamp>.md     the summary: tables of the headline numbers, and the notes
+    bench-<stamp>.png    throughput over time, latency percentiles, batch time vs pending
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _n(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and digits:
+        return f"{value:,.{digits}f}"
+    return f"{round(value):,}" if isinstance(value, int | float) else str(value)
+
+
+def _pcts(summary: dict[str, Any] | None, keys: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
+    if not summary or not summary.get("count"):
+        return "-"
+    return " / ".join(_n(summary[k]) for k in keys)
+
+
+def _mib(value: int | None) -> str:
+    return "-" if not value else f"{value / 1024**2:,.0f} MiB"
+
+
+def _paths_table(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "| path | transactions | as expected | wrong | undecided | offered tx/s | "
+        "**sustained tx/s** | end-to-end tx/s | commit→visible ms p50 / p95 / p99 | "
+        "checked commit→visible ms p50 / p95 / p99 | first check delay ms p50 / p95 / max |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for path, p in (result.get("paths") or {}).items():
+        t = p["transactions"]
+        lines.append(
+            f"| {path} | {_n(t['sent'])} | {_n(t['as_expected'])} | {_n(t['wrong'])} | "
+            f"{_n(t['undecided'])} | {_n(p['offered_tx_per_s'], 1)} | "
+            f"**{_n(p['sustained_tx_per_s'], 1)}** | {_n(p['end_to_end_tx_per_s'], 1)} | "
+            f"{_pcts(p['commit_to_visible_ms'])} | {_pcts(p['checked_commit_to_visible_ms'])} | "
+            f"{_pcts(p['check_timeliness_ms']['recorded'], ('p50', 'p95', 'max'))} |"
+        )
+    return lines
+
+
+def _references(result: dict[str, Any]) -> list[str]:
+    peer, ceiling, ratios = result.get("peer"), result.get("ceiling"), result.get("ratios") or {}
+    lines = [
+        "| reference | what | tx/s | visible latency ms p50 / p95 / p99 |",
+        "|---|---|---:|---:|",
+    ]
+    if peer:
+        lines.append(
+            f"| peer | {peer['what']} | {_n(peer['tx_per_s'], 1)} | "
+            f"{_pcts(peer['visible_latency_ms'])} |"
+        )
+    if ceiling:
+        lines.append(
+            f"| ceiling | {ceiling['what']}: {_n(ceiling['rows_per_s_median'])} records/s "
+            f"(median of {len(ceiling['repeats'])}) | {_n(ceiling['tx_per_s_equivalent'])} "
+            "(records/s ÷ 2) | - |"
+        )
+    lines += ["", "| path | ours / peer | ours / ceiling |", "|---|---:|---:|"]
+    for path, r in ratios.items():
+        lines.append(f"| {path} | {_n(r['ours_over_peer'], 3)} | {_n(r['ours_over_ceiling'], 3)} |")
+    return lines
+
+
+def _pending(result: dict[str, Any]) -> list[str]:
+    pending = result.get("pending")
+    if not pending:
+        return ["(not measured)"]
+    lines = [
+        pending["what"] + ".",
+        "",
+        "| pending | state rows (median) | coordinator batch ms p50 / p95 / max | "
+        "ingest batch ms p50 / p95 | steady commit→visible ms p50 / p95 |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for level in pending["levels"]:
+        lines.append(
+            f"| {_n(level['pending'])} | {_n(level['state_rows_median'])} | "
+            f"{_pcts(level['coordinator_batch_ms'], ('p50', 'p95', 'max'))} | "
+            f"{_pcts(level['ingest_batch_ms'], ('p50', 'p95'))} | "
+            f"{_pcts(level['commit_to_visible_ms'], ('p50', 'p95'))} |"
+        )
+    return lines
+
+
+def _time(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "| phase | query | batches (with rows) | batch ms p50 / p95 | busy | phase shares |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    phases = [(f"{path} path", p["where_time_went"]) for path, p in
+              (result.get("paths") or {}).items()]  # fmt: skip
+    if result.get("idle"):
+        phases.insert(0, ("idle engine", result["idle"]["where_time_went"]))
+    for phase, where in phases:
+        for query, q in where.items():
+            shares = ", ".join(
+                f"{k} {v:.0%}"
+                for k, v in sorted(q["phase_share"].items(), key=lambda kv: -kv[1])
+                if v >= 0.01
+            )
+            lines.append(
+                f"| {phase} | {query} | {q['batches']} ({q['batches_with_rows']}) | "
+                f"{_pcts(q['duration_ms'], ('p50', 'p95'))} | {q['busy_ms'] / 1000:,.1f} s | "
+                f"{shares} |"
+            )
+    return lines
+
+
+def _commits(result: dict[str, Any]) -> list[str]:
+    commits = result.get("delta_commits")
+    if not commits:
+        return []
+    seconds = commits["engine_seconds"] or 1
+    tables = ", ".join(
+        f"{table} {n:,} ({n / seconds:.2f}/s)" for table, n in commits["tables"].items()
+    )
+    return ["", f"Delta commits over the engine's {seconds:.0f} s (warm-up, idle, both paths): "
+            f"{tables}."]  # fmt: skip
+
+
+def _resources(result: dict[str, Any]) -> list[str]:
+    resources = result.get("resources") or {}
+    phases = resources.get("phases") or {}
+    names = sorted({name for phase in phases.values() for name in phase["processes"]})
+    lines = [
+        "| process | "
+        + " | ".join(f"{phase} ({p['seconds']:.0f} s)" for phase, p in phases.items())
+        + " | peak RSS |",
+        "|---|" + "---:|" * (len(phases) + 1),
+    ]
+    peaks = resources.get("peak_rss_bytes") or {}
+    for name in names:
+        cells = []
+        for phase in phases.values():
+            used = phase["processes"].get(name)
+            cells.append(
+                f"{used['cpu_seconds']:.1f} s ({used['cores']:.2f} cores)"
+                if used and used["cores"] is not None
+                else "-"
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_mib(peaks.get(name))} |")
+    for name, peak in peaks.items():
+        if name not in names:
+            lines.append(f"| {name} | " + " | ".join("-" for _ in phases) + f" | {_mib(peak)} |")
+    return lines
+
+
+def markdown(result: dict[str, Any], image: str | None) -> str:
+    """Return the summary of `result` as markdown."""
+    m, s = result["machine"], result["settings"]
+    load = f"{s['duration']:g} s" if s.get("duration") else f"{s['count']:,} transactions"
+    lines = [
+        f"# txcoord bench, {result['started_at'][:19]}Z",
+        "",
+        f"{m['cpus']} cores, {m['memory_bytes'] / 1024**3:.0f} GiB, {m['platform']}; "
+        f"load average {m['load_average_at_start']} → {m.get('load_average_at_end')}. "
+        f"Load per path: {load}, mix `{s['mix']}`, window {s['window']:,}"
+        + (f", rate {s['rate']:g} tx/s" if s.get("rate") else ", as fast as it goes")
+        + f". transaction_timeout {result['configuration']['transaction_timeout_s']:g} s. "
+        f"Run took {result['wall_seconds']:.0f} s.",
+        "",
+    ]
+    if image:
+        lines += [f"![throughput and latency]({image})", ""]
+    lines += [
+        "## Throughput and latency",
+        "",
+        *_paths_table(result),
+        "",
+        "## References (same machine, same broker)",
+        "",
+        *_references(result),
+        "",
+        "## Batch time against pending (unresolved) state",
+        "",
+        *_pending(result),
+        "",
+        "## Where the time went",
+        "",
+        *_time(result),
+        *_commits(result),
+        "",
+        "## CPU and memory",
+        "",
+        *_resources(result),
+        "",
+        "## What the numbers mean",
+        "",
+    ]
+    lines += [f"- {note}" for note in result.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    """Write the JSON, the PNG (when matplotlib is installed) and the markdown; return paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = result["started_at"][:19].replace("-", "").replace(":", "")
+    base = out_dir / f"bench-{stamp}Z"
+    written = {"json": base.with_suffix(".json")}
+    written["json"].write_text(json.dumps(result, indent=2) + "\n")
+    image: str | None = None
+    try:
+        from coordinator.bench.plot import plot  # noqa: PLC0415
+
+        plot(result, base.with_suffix(".png"))
+        written["png"] = base.with_suffix(".png")
+        image = written["png"].name
+    except ImportError as exc:
+        log.warning("no plot: %s (pip install matplotlib)", exc)
+    written["md"] = base.with_suffix(".md")
+    written["md"].write_text(markdown(result, image))
+    return written

@@ -1,0 +1,365 @@
+"""One benchmark run, start to end, on components of its own.
+
+Order: a fresh KRaft broker and warehouse in a folder of the run's own; a local Spark
+session; the engine (ticker, ingest, coordinator) in this process, as `txcoord up` runs it,
+with the REST ingress on a thread when the REST path is measured; then
+
+1. a warm-up load and an idle look at the engine, then each path's throughput phase
+   (throughput.py), one after the other on the same engine;
+2. the pending-state phase on a fresh engine of its own (pending.py);
+3. the ceiling (ceiling.py) and the peer (peer.py), with the engines stopped, so neither
+   competes with the coordinator for the machine's cores.
+
+Everything is stopped in reverse order, whatever fails; the run folder is removed unless
+`state_dir` was given. The result is one JSON-ready dict (report.py writes it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from coordinator.bench.batches import BatchRecorder
+from coordinator.bench.ceiling import run_ceiling
+from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
+from coordinator.bench.peer import run_peer
+from coordinator.bench.pending import pending_config, run_pending
+from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
+from coordinator.bench.stats import ratio
+from coordinator.bench.throughput import idle, run_path, warm_up
+from coordinator.bench.visibility import commit_counts
+from coordinator.config import Config, load_config
+from coordinator.engine import Engine
+from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from coordinator.spark_session import SparkSettings, build_spark_session
+
+SCHEMA = "txcoord-bench/1"
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for package in ("txcoord", "pyspark", "delta-spark", "kafka-python", "deltalake"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "?"
+    return found
+
+
+def machine() -> dict[str, Any]:
+    """Return what the numbers depend on: cores, memory, load, versions."""
+    memory = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = int(line.split()[1]) * 1024
+    return {
+        "cpus": os.cpu_count(),
+        "memory_bytes": memory,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "versions": _versions(),
+    }
+
+
+def _settings_dict(settings: BenchSettings) -> dict[str, Any]:
+    raw = asdict(settings)
+    raw["state_dir"] = str(settings.state_dir) if settings.state_dir else None
+    raw["paths"] = list(settings.paths)
+    raw["pending"] = list(settings.pending)
+    return raw
+
+
+def _configuration(config: Config, forced: Mapping[str, str]) -> dict[str, Any]:
+    streams = config.streams
+    return {
+        "transaction_timeout_s": config.transaction_timeout.total_seconds(),
+        "transaction_check_interval_s": config.transaction_check_interval.total_seconds(),
+        "transaction_check_max": config.transaction_check_max,
+        "trigger_interval_s": streams.trigger_interval.total_seconds(),
+        "tick_interval_s": streams.tick_interval.total_seconds(),
+        "max_files_per_trigger": streams.max_files_per_trigger,
+        "resolved_retention_s": streams.resolved_retention.total_seconds(),
+        "kafka_partitions": config.kafka.partitions,
+        "shuffle_partitions": config.spark.shuffle_partitions,
+        "set_by_bench": dict(forced),
+    }
+
+
+def _commits(config: Config, seconds: float) -> dict[str, Any]:
+    return {
+        "what": "Delta commits per table of the warehouse over the engine's life (warm-up, "
+        "idle and both paths)",
+        "engine_seconds": round(seconds, 1),
+        "tables": commit_counts(Path(config.warehouse)),
+    }
+
+
+class Bench:
+    """One run; `run()` returns the result."""
+
+    def __init__(
+        self,
+        settings: BenchSettings,
+        reporter: Reporter,
+        *,
+        config_file: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings, self.reporter = settings, reporter
+        self.config_file, self.environ = config_file, environ or {}
+        self.overrides = dict(overrides or {})
+        self.stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.phases: dict[str, Any] = {}
+        self._stack = contextlib.ExitStack()
+        self._sampler: Sampler | None = None
+
+    # -- components -----------------------------------------------------------------------
+    def _work_dir(self) -> Path:
+        if self.settings.state_dir is not None:
+            path = self.settings.state_dir.resolve() / f"run-{self.stamp}"
+            path.mkdir(parents=True)
+            return path
+        path = Path(tempfile.mkdtemp(prefix="txcoord-bench-"))
+        self._stack.callback(shutil.rmtree, path, True)
+        return path
+
+    def _broker(self, work_dir: Path) -> KafkaBroker:
+        self.reporter.phase("starting kafka", None)
+        broker = KafkaBroker(BrokerSettings(work_dir / "kafka"))
+        broker.start()
+        self._stack.callback(broker.stop)
+        return broker
+
+    def _config(self, work_dir: Path, bootstrap: str) -> tuple[Config, dict[str, str]]:
+        forced = {
+            "warehouse": str(work_dir / "warehouse"),
+            "streams.checkpoint_dir": str(work_dir / "checkpoints"),
+            "kafka.bootstrap_servers": bootstrap,
+            "transaction_timeout": self.settings.transaction_timeout,
+            "rest.host": "127.0.0.1",
+            "rest.port": str(free_port()),
+            "rest.auth_file": "",
+            "metrics.port": "-1",
+        }
+        config = load_config(self.config_file, self.environ, {**self.overrides, **forced})
+        return config, forced
+
+    def _engine(self, spark: Any, config: Config, what: str) -> Engine:
+        self.reporter.phase(f"starting {what}", None)
+        engine = Engine(spark, config).start()
+        self._stack.callback(engine.stop)
+        return engine
+
+    def _rest(self, config: Config) -> Any:
+        # Imported here: FastAPI and uvicorn load only when the REST path runs.
+        from coordinator.rest.app import build_server  # noqa: PLC0415
+
+        self.reporter.phase("starting the REST ingress", None)
+        server = build_server(config)
+        thread = threading.Thread(target=server.run, name="bench-rest", daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            server.should_exit = True
+            thread.join(15)
+
+        self._stack.callback(stop)
+        for _ in range(300):
+            if server.started or not thread.is_alive():
+                break
+            thread.join(0.1)
+        if not server.started:
+            raise RuntimeError(f"the REST ingress did not start on port {config.rest.port}")
+        return stop
+
+    @contextlib.contextmanager
+    def _measure(self, name: str) -> Iterator[None]:
+        assert self._sampler is not None
+        before, started = self._sampler.sample(), time.monotonic()
+        try:
+            yield
+        finally:
+            seconds = time.monotonic() - started
+            after: dict[str, Usage] = self._sampler.sample()
+            self.phases[name] = {
+                "seconds": round(seconds, 2),
+                "processes": cpu_between(before, after, seconds),
+            }
+
+    # -- the run --------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Run every phase; return the result (raise if a phase fails)."""
+        settings = self.settings
+        started_at = datetime.now(UTC)
+        result: dict[str, Any] = {
+            "schema": SCHEMA,
+            "started_at": started_at.isoformat(),
+            "machine": machine(),
+            "settings": _settings_dict(settings),
+        }
+        with self._stack:
+            work_dir = self._work_dir()
+            broker = self._broker(work_dir)
+            config, forced = self._config(work_dir, broker.bootstrap_servers)
+            result["configuration"] = _configuration(config, forced)
+            self.reporter.phase("starting spark", None)
+            spark = build_spark_session(
+                SparkSettings(
+                    app_name="txcoord-bench",
+                    master=settings.master,
+                    warehouse=config.warehouse,
+                    driver_memory=settings.driver_memory,
+                    shuffle_partitions=config.spark.shuffle_partitions,
+                )
+            )
+            self._stack.callback(spark.stop)
+            self._sampler = Sampler(Processes(broker.info.pid)).start()
+            self._stack.callback(self._sampler.stop)
+            recorder = BatchRecorder()
+            spark.streams.addListener(recorder)
+            self._stack.callback(spark.streams.removeListener, recorder)
+
+            engine = self._engine(spark, config, "the engine")
+            engine_started = time.monotonic()
+            stop_rest = self._rest(config) if "rest" in settings.paths else None
+            context = PhaseContext(
+                settings, config, engine, recorder, self.reporter, work_dir, self.stamp
+            )
+            result.update(self._throughput(context))
+            if stop_rest is not None:
+                stop_rest()
+            engine.stop()
+            result["delta_commits"] = _commits(config, time.monotonic() - engine_started)
+
+            result["pending"] = None
+            if settings.pending:
+                pending = pending_config(config, work_dir)
+                engine = self._engine(spark, pending, "the pending-state engine")
+                with self._measure("pending"):
+                    result["pending"] = run_pending(replace(context, config=pending, engine=engine))
+                engine.stop()
+            result.update(self._references(spark, broker.bootstrap_servers, work_dir))
+            result["resources"] = self._resources(result)
+            if settings.state_dir is not None:
+                result["state_dir"] = str(work_dir)
+        finished_at = datetime.now(UTC)
+        result["finished_at"] = finished_at.isoformat()
+        result["wall_seconds"] = round((finished_at - started_at).total_seconds(), 1)
+        result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        result["ratios"] = ratios(result)
+        result["notes"] = notes(result)
+        return result
+
+    def _throughput(self, context: PhaseContext) -> dict[str, Any]:
+        """Warm the engine up, watch it idle, then drive each path."""
+        settings = self.settings
+        found: dict[str, Any] = {"warmup": None, "idle": None, "paths": {}}
+        if settings.warmup:
+            with self._measure("warm-up"):
+                found["warmup"] = warm_up(context)
+        if settings.idle_seconds:
+            with self._measure("idle engine"):
+                found["idle"] = idle(context)
+        for path in settings.paths:
+            with self._measure(f"{path} path"):
+                found["paths"][path] = run_path(context, path)
+        return found
+
+    def _references(self, spark: Any, bootstrap: str, work_dir: Path) -> dict[str, Any]:
+        """Measure the ceiling and the peer (with the engines stopped)."""
+        settings = self.settings
+        found: dict[str, Any] = {"ceiling": None, "peer": None}
+        if settings.ceiling:
+            self.reporter.phase("ceiling: raw Kafka -> Delta", None)
+            with self._measure("ceiling"):
+                found["ceiling"] = run_ceiling(
+                    spark, bootstrap, f"bench.ceiling.{self.stamp}",
+                    records=settings.ceiling_records, repeats=settings.ceiling_repeats,
+                    work_dir=work_dir / "ceiling",
+                )  # fmt: skip
+        if settings.peer:
+            self.reporter.phase("peer: Kafka transactions", settings.peer_seconds)
+            with self._measure("peer"):
+                found["peer"] = run_peer(
+                    bootstrap, f"bench.peer.{self.stamp}", self.stamp,
+                    producers=settings.peer_producers, seconds=settings.peer_seconds,
+                    work_dir=work_dir,
+                )  # fmt: skip
+        return found
+
+    def _resources(self, result: dict[str, Any]) -> dict[str, Any]:
+        assert self._sampler is not None
+        self._sampler.sample()
+        peaks = dict(self._sampler.peak_rss)
+        for path, numbers in (result.get("paths") or {}).items():
+            peaks[f"load process ({path} path)"] = numbers["load_process"]["peak_rss_bytes"]
+        if result.get("peer"):
+            peaks["peer producers process"] = result["peer"]["load_peak_rss_bytes"]
+        return {"phases": self.phases, "peak_rss_bytes": peaks}
+
+
+def ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Return, per path: our sustained tx/s over the peer's, and over the ceiling's."""
+    peer = (result.get("peer") or {}).get("tx_per_s")
+    ceiling = (result.get("ceiling") or {}).get("tx_per_s_equivalent")
+    return {
+        path: {
+            "sustained_tx_per_s": numbers["sustained_tx_per_s"],
+            "ours_over_peer": ratio(numbers["sustained_tx_per_s"], peer),
+            "ours_over_ceiling": ratio(numbers["sustained_tx_per_s"], ceiling),
+        }
+        for path, numbers in (result.get("paths") or {}).items()
+    }
+
+
+def notes(result: dict[str, Any]) -> list[str]:
+    """Return what a reader must know to read the numbers honestly."""
+    configuration = result.get("configuration") or {}
+    machine_info = result["machine"]
+    found = [
+        f"One machine, {machine_info['cpus']} cores, shared by every process of the run: the "
+        "broker, Spark, the coordinator driver + REST ingress, and the load processes. Load "
+        f"average {machine_info['load_average_at_start']} at start and "
+        f"{machine_info.get('load_average_at_end')} at end (other work on the machine counts).",
+        "A warm-up of `warmup` transactions runs through the fresh engine before anything is "
+        "measured; 'idle engine' is the engine with no load at all (its floor cost).",
+        f"transaction_timeout is {configuration.get('transaction_timeout_s')} s (set by the "
+        "bench so checked transactions finish quickly; the default is 6 s); every other "
+        "engine setting is the default (trigger and tick 1 s).",
+        "sustained_tx_per_s: transactions reaching a final state per second between 10% and "
+        "90% of the phase's transactions being decided; the load keeps at most `window` "
+        "transactions undecided (closed loop) unless --rate is given. If the run was too "
+        "short for a steady state, it falls back to 90% of the transactions over the time "
+        "from the first send (`sustained_method` says which).",
+        "commit_to_visible_ms: from the COMMIT op's acknowledgement (Kafka ack callback, or "
+        "the REST 202) to the modification time of the Delta commit file that added the "
+        "row to topics/<topic>; checked commits start at the check answer's acknowledgement.",
+        "check_timeliness_ms: first check requested_at - prepared_at - transaction_timeout. "
+        "By design a half leaves the watermark join about 2 x transaction_timeout after it "
+        "was stored (SPEC 7.4 allows transaction_timeout + a few seconds of delay).",
+        "Ceiling: raw Kafka -> Delta append, no parsing, join or state; a transaction costs at "
+        "least 2 ingress records, so tx_per_s_equivalent = records/s / 2.",
+        "CPU: seconds used by each group of processes during each phase (/proc); 'other "
+        "processes (not this run)' is the rest of the machine's busy time, i.e. how much "
+        "the run was competing with. Peak RSS: VmHWM of each JVM and of this process, the "
+        "sampled (1 s) peak of the summed RSS of the Python workers and load processes.",
+        "Peer: Kafka transactions give atomic multi-partition writes and read_committed "
+        "visibility, but no check-back of unknown outcomes, no dense per-queue offsets and no "
+        "queryable table; the ratio compares throughput only.",
+    ]
+    return found

@@ -1,0 +1,238 @@
+"""One path's throughput phase: drive the load, wait for every decision, then judge it.
+
+Numbers, each labelled by what it measures:
+
+- offered_tx_per_s: transactions sent (half and op acknowledged) per second of sending;
+- sustained_tx_per_s: transactions reaching a final state per second, between the moments
+  10% and 90% of the phase's transactions were decided (skips ramp-up and the drain of the
+  last checked ones; the in-flight window keeps sending closed-loop, so this is a rate the
+  coordinator keeps up with, not one a backlog absorbs). When the run was too short for a
+  steady state (fewer than 4 steps of decisions between the marks), the decisions at the
+  90% mark over the time from the first send: `sustained_method` says which;
+- end_to_end_tx_per_s: all transactions / (last decision - first send);
+- in_flight_median: sent minus decided while sending (with the latency, Little's law:
+  throughput ~ in flight / latency, so a saturated closed loop shows the window's latency);
+- commit_to_visible_ms: a COMMIT op's acknowledgement to its row's Delta commit in
+  topics/<topic> (for checked-then-commit: the check answer's acknowledgement);
+- check_timeliness_ms: first check's requested_at - prepared_at - transaction_timeout, as the
+  coordinator recorded it, and as the producer received it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coordinator.bench.batches import where_time_went
+from coordinator.bench.context import PhaseContext
+from coordinator.bench.load import LoadPlan, LoadProcess
+from coordinator.bench.outcomes import final_states, first_check_delays_ms, judge
+from coordinator.bench.stats import median, summarize, sustained_rate
+from coordinator.bench.visibility import latencies_ms, visible_times
+from coordinator.bench.workload import kind_of
+from delta_tables import topics
+
+TOPICS = {"kafka": "BenchKafka", "rest": "BenchRest"}
+POLL_SECONDS = 0.25
+
+
+@dataclass
+class Driven:
+    """What the parent saw while a load ran."""
+
+    load: dict[str, Any]  # the load process's results
+    series: list[tuple[float, int, int]]  # (epoch s, sent, decided)
+    all_decided_at: float | None  # epoch s
+
+
+def decisions_since(context: PhaseContext) -> Callable[[], int]:
+    """Return a counter of the final states the engine recorded from now on."""
+    base = context.engine.tally.snapshot().finals
+    return lambda: context.engine.tally.snapshot().finals - base
+
+
+def drive(
+    load: LoadProcess,
+    context: PhaseContext,
+    decided: Callable[[], int],
+    label: str,
+    expect: Callable[[int], int] = lambda sent: sent,
+) -> Driven:
+    """Run `load` to the end: feed its window, wait until `expect(sent)` are decided."""
+    settings, reporter = context.settings, context.reporter
+    series: list[tuple[float, int, int]] = []
+    done_at: float | None = None
+    all_decided_at: float | None = None
+    load.start()
+    while True:
+        time.sleep(POLL_SECONDS)
+        now, count, sent = time.time(), decided(), load.sent
+        load.tell_decided(count)
+        series.append((now, sent, count))
+        problems = context.engine.problems()
+        if problems:
+            load.finish(10)
+            raise RuntimeError("; ".join(problems))
+        if done_at is None and load.sending_done:
+            done_at, sent = now, load.sent
+        stage = "draining" if done_at else "sending"
+        reporter.update(count, f"{label}: {stage}, sent {sent:,}, decided {count:,}")
+        if done_at is not None and count >= expect(sent):
+            all_decided_at = now
+            break
+        if done_at is not None and now - done_at > settings.drain_timeout:
+            reporter.note(
+                f"{label}: {expect(sent) - count:,} undecided after "
+                f"{settings.drain_timeout:.0f} s of draining; judging as is"
+            )
+            break
+        if not load.alive() and not load.sending_done:
+            break  # finish() raises with the child's error
+    return Driven(load.finish(), series, all_decided_at)
+
+
+def plan_for(context: PhaseContext, path: str, run: str, **fields: Any) -> LoadPlan:
+    """Return a load plan against the context's engine (and REST ingress for `rest`)."""
+    kafka = context.config.kafka
+    rest = context.config.rest
+    return LoadPlan(
+        path=path,
+        run=run,
+        out_file=str(context.work_dir / f"load-{run}.json"),
+        bootstrap_servers=kafka.bootstrap_servers,
+        half_topic=kafka.half_topic,
+        op_topic=kafka.op_topic,
+        check_topic=kafka.check_topic,
+        rest_endpoint=f"http://{rest.host}:{rest.port}",
+        **fields,
+    )
+
+
+def run_path(context: PhaseContext, path: str) -> dict[str, Any]:
+    """Drive one path with the settings' mix; return its judged numbers."""
+    settings = context.settings
+    run = f"b{context.stamp}-{path}"
+    plan = plan_for(
+        context,
+        path,
+        run,
+        group=f"bench-{path}",
+        topic=TOPICS[path],
+        mix=settings.mix,
+        count=settings.count,
+        duration=settings.duration,
+        window=settings.window,
+        rate=settings.rate,
+        batch=settings.batch,
+        senders=1 if path == "kafka" else 2,
+    )
+    context.reporter.phase(f"{path} path", settings.count)
+    driven = drive(LoadProcess(plan), context, decisions_since(context), f"{path} path")
+    return judge_path(context, path, run, driven)
+
+
+def warm_up(context: PhaseContext) -> dict[str, Any]:
+    """Send `warmup` transactions of the mix through the Kafka path and wait for them all.
+
+    A fresh engine's first batches pay for JIT compilation, code generation, the state
+    stage's Python worker and the first commits of every table; measuring them would charge
+    a one-time cost to the steady state.
+    """
+    settings = context.settings
+    run = f"w{context.stamp}"
+    plan = plan_for(context, "kafka", run, group="bench-warmup", topic="BenchWarmup",
+                    mix=settings.mix, count=settings.warmup, window=settings.window,
+                    batch=settings.batch)  # fmt: skip
+    context.reporter.phase("warm-up", settings.warmup)
+    started = time.time()
+    driven = drive(LoadProcess(plan), context, decisions_since(context), "warm-up")
+    decided = driven.series[-1][2] if driven.series else 0
+    return {"transactions": settings.warmup, "decided": decided,
+            "seconds": round(time.time() - started, 1)}  # fmt: skip
+
+
+def idle(context: PhaseContext) -> dict[str, Any]:
+    """Watch the engine with no load at all: what its batches cost when nothing happens."""
+    seconds = context.settings.idle_seconds
+    context.reporter.phase(f"idle engine ({seconds:g} s)", None)
+    started = time.time()
+    time.sleep(seconds)
+    batches = context.recorder.between(started, time.time())
+    return {"seconds": seconds, "where_time_went": where_time_went(batches)}
+
+
+def _relative(driven: Driven, origin: float) -> list[tuple[float, int, int]]:
+    return [(round(at - origin, 2), sent, count) for at, sent, count in driven.series]
+
+
+def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> dict[str, Any]:
+    """Return the numbers of one driven path, read back from the warehouse."""
+    warehouse = context.config.warehouse
+    load = driven.load
+    sent = [row[0] for row in load["transactions"]]
+    verdict = judge(sent, final_states(warehouse, f"{run}-"))
+    visible = visible_times(Path(topics.table(TOPICS[path]).path(warehouse)))
+    commit_acks = {
+        tx: op_ack
+        for tx, kind, _, op_ack in load["transactions"]
+        if kind == "commit" and op_ack is not None
+    }
+    responder = load.get("responder") or {}
+    answer_acks = {
+        tx: at
+        for tx, (op, at) in (responder.get("answers") or {}).items()
+        if op == "COMMIT" and (k := kind_of(tx)) is not None and k.checked
+    }
+    never_visible = [tx for tx in sent if (k := kind_of(tx)) and k.expected_state == "ROLLED_BACK"]
+    timeout_ms = int(context.config.transaction_timeout.total_seconds() * 1000)
+    received = [
+        float(at - prepared - timeout_ms)
+        for at, prepared, _ in (responder.get("first_checks") or {}).values()
+        if prepared is not None
+    ]
+    started = load["send_started_ms"] / 1000
+    finished = load["send_finished_ms"] / 1000
+    series = [(at - started, count) for at, _, count in driven.series]
+    sustained, window_s, method = sustained_rate(series, len(sent))
+    in_flight = [n - count for at, n, count in driven.series if at <= finished]
+    end = driven.all_decided_at or driven.series[-1][0]
+    return {
+        "path": path,
+        "topic": TOPICS[path],
+        "transactions": verdict,
+        "visible_rolled_back": sum(1 for tx in never_visible if tx in visible),
+        "send_seconds": round(finished - started, 2),
+        "drain_seconds": round(end - finished, 2),
+        "offered_tx_per_s": round(len(sent) / (finished - started), 1)
+        if finished > started
+        else None,
+        "sustained_tx_per_s": round(sustained, 1) if sustained else None,
+        "sustained_window_s": round(window_s, 2) if window_s else None,
+        "sustained_method": method,
+        "in_flight_median": median(in_flight),
+        "end_to_end_tx_per_s": round(len(sent) / (end - started), 1) if end > started else None,
+        "commit_to_visible_ms": summarize(latencies_ms(commit_acks, visible)),
+        "checked_commit_to_visible_ms": summarize(latencies_ms(answer_acks, visible)),
+        "check_timeliness_ms": {
+            "recorded": summarize(first_check_delays_ms(warehouse, f"{run}-", timeout_ms)),
+            "received_by_producer": summarize(received),
+        },
+        "responder": {k: v for k, v in responder.items() if k not in ("answers", "first_checks")},
+        "load_process": {
+            "cpu_seconds": load["cpu_seconds"],
+            "peak_rss_bytes": load["peak_rss_bytes"],
+        },
+        "where_time_went": where_time_went(context.recorder.between(started, end)),
+        "series": _downsample(_relative(driven, started)),
+    }
+
+
+def _downsample(rows: list[tuple[float, int, int]], most: int = 400) -> list[list[float]]:
+    step = max(len(rows) // most, 1)
+    kept = rows[::step]
+    if rows and kept[-1] != rows[-1]:
+        kept.append(rows[-1])
+    return [list(row) for row in kept]

@@ -1,0 +1,332 @@
+"""`txcoord bench`: the benchmark of SPEC section 8 (coordinator/bench/)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from coordinator.bench.context import BenchSettings
+from coordinator.bench.report import write
+from coordinator.bench.runner import Bench
+from coordinator.bench.workload import DEFAULT_MIX, Mix
+from coordinator.config import parse_overrides
+
+#: Without a terminal, progress is printed this often instead of redrawn.
+PLAIN_EVERY_SECONDS = 10.0
+
+
+class ConsoleReporter:
+    """A rich progress bar on a terminal; a plain line now and then elsewhere."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f} decided"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,
+        )
+        self.task: Any = None
+        self._printed = 0.0
+
+    def __enter__(self) -> ConsoleReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def phase(self, name: str, total: float | None) -> None:
+        """Start a new bar for the phase."""
+        if self.task is not None:  # the previous phase is complete, whatever its total was
+            done = self.progress.tasks[-1].completed or 1
+            self.progress.update(self.task, completed=done, total=done)
+        self.task = self.progress.add_task(name, total=total)
+        if not self.console.is_terminal:
+            self.console.print(f"{time.strftime('%H:%M:%S')} {name}", highlight=False)
+            self._printed = time.monotonic()
+
+    def update(self, completed: float, detail: str) -> None:
+        """Advance the current bar."""
+        if self.task is not None:
+            self.progress.update(self.task, completed=completed, description=detail)
+        if not self.console.is_terminal and time.monotonic() - self._printed > PLAIN_EVERY_SECONDS:
+            self.console.print(f"{time.strftime('%H:%M:%S')} {detail}", highlight=False)
+            self._printed = time.monotonic()
+
+    def note(self, text: str) -> None:
+        """Print a line above the bar."""
+        self.console.print(text, highlight=False)
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        return tuple(int(float(part)) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected numbers such as 1e4,1e5, not {text!r}") from None
+
+
+def _summary(result: dict[str, Any], console: Console) -> None:
+    table = Table(title="txcoord bench (medians where repeated; see the markdown for more)")
+    for column in (
+        "path",
+        "decided as expected",
+        "sustained tx/s",
+        "commit→visible ms p50/p95/p99",
+        "first check delay ms p50/p95",
+        "÷ peer",
+        "÷ ceiling",
+    ):
+        table.add_column(column)
+    for path, p in (result.get("paths") or {}).items():
+        t, lat, r = p["transactions"], p["commit_to_visible_ms"], result["ratios"][path]
+        checks = p["check_timeliness_ms"]["recorded"]
+        table.add_row(
+            path,
+            f"{t['as_expected']:,}/{t['sent']:,}",
+            str(p["sustained_tx_per_s"]),
+            f"{lat['p50']}/{lat['p95']}/{lat['p99']}",
+            f"{checks['p50']}/{checks['p95']}",
+            str(r["ours_over_peer"]),
+            str(r["ours_over_ceiling"]),
+        )
+    console.print(table)
+    if result.get("peer"):
+        peer = result["peer"]
+        console.print(
+            f"peer: {peer['tx_per_s']} tx/s ({peer['what']}); visible p50 "
+            f"{peer['visible_latency_ms']['p50']} ms",
+            highlight=False,
+        )
+    if result.get("ceiling"):
+        ceiling = result["ceiling"]
+        console.print(
+            f"ceiling: {ceiling['rows_per_s_median']} records/s raw Kafka→Delta "
+            f"(≈ {ceiling['tx_per_s_equivalent']} tx/s at 2 records per transaction)",
+            highlight=False,
+        )
+    for level in (result.get("pending") or {}).get("levels", []):
+        batch = level["coordinator_batch_ms"]
+        console.print(
+            f"pending {level['pending']:,}: coordinator batch p50 {batch['p50']} ms, "
+            f"p95 {batch['p95']} ms, state rows {level['state_rows_median']}",
+            highlight=False,
+        )
+
+
+@click.command()
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=1),
+    help="Seconds of load per path (default 30 unless --count is given).",
+)
+@click.option("--count", type=click.IntRange(min=1), help="Transactions per path instead.")
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.1),
+    help="Target tx/s (default: as fast as the in-flight window allows).",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Most transactions sent and not yet decided.",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 1000),
+    default=500,
+    show_default=True,
+    help="Transactions per Kafka flush or REST batch request.",
+)
+@click.option(
+    "--path",
+    "path",
+    type=click.Choice(["kafka", "rest", "both"]),
+    default="both",
+    show_default=True,
+    help="Ingress path(s) to drive.",
+)
+@click.option("--mix", default=DEFAULT_MIX, show_default=True, help="Kinds and weights.")
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=200,
+    show_default=True,
+    help="Transactions through the fresh engine before measuring (0: none).",
+)
+@click.option(
+    "--idle-seconds",
+    type=click.FloatRange(min=0),
+    default=10,
+    show_default=True,
+    help="Seconds the idle engine is watched (0: skip).",
+)
+@click.option(
+    "--pending",
+    "pending",
+    default="0,1e4",
+    show_default=True,
+    help="Unresolved-state levels, e.g. 0,1e4,1e5,1e6 (0 is a baseline; 10^6 takes long); "
+    "'none' skips.",
+)
+@click.option(
+    "--pending-window",
+    type=click.FloatRange(min=1),
+    default=15,
+    show_default=True,
+    help="Seconds of steady load measured per pending level.",
+)
+@click.option(
+    "--pending-rate",
+    type=click.FloatRange(min=1),
+    default=50,
+    show_default=True,
+    help="tx/s of that steady load.",
+)
+@click.option("--skip-peer", is_flag=True, help="Do not measure Kafka's transactional producer.")
+@click.option("--peer-seconds", type=click.FloatRange(min=1), default=15, show_default=True)
+@click.option("--peer-producers", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--skip-ceiling", is_flag=True, help="Do not measure the raw Kafka→Delta append.")
+@click.option("--ceiling-records", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--ceiling-repeats", type=click.IntRange(1, 20), default=3, show_default=True)
+@click.option(
+    "--transaction-timeout",
+    default="2s",
+    show_default=True,
+    help="The engine's transaction_timeout for the run (default 6s is RocketMQ's).",
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(min=1),
+    default=180,
+    show_default=True,
+    help="Longest wait for the last decisions after sending.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench/results"),
+    show_default=True,
+    help="Where results go.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the run's broker, warehouse and checkpoints here (default: a "
+    "temporary folder, removed).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="TOML configuration of the engine (the bench sets its own warehouse, "
+    "broker, ports and transaction_timeout).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one configuration key (repeatable).",
+)
+@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+@click.option("--driver-memory", default="4g", show_default=True, help="Spark driver heap.")
+@click.pass_context
+def bench(
+    ctx: click.Context,
+    *,
+    duration: float | None,
+    count: int | None,
+    rate: float | None,
+    window: int,
+    batch: int,
+    path: str,
+    mix: str,
+    warmup: int,
+    idle_seconds: float,
+    pending: str,
+    pending_window: float,
+    pending_rate: float,
+    skip_peer: bool,
+    peer_seconds: float,
+    peer_producers: int,
+    skip_ceiling: bool,
+    ceiling_records: int,
+    ceiling_repeats: int,
+    transaction_timeout: str,
+    drain_timeout: float,
+    out: Path,
+    state_dir: Path | None,
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+    master: str,
+    driver_memory: str,
+) -> None:
+    """Measure txcoord end to end on this machine, with Kafka's transactions as the peer.
+
+    Starts its own broker, Spark, engine and REST ingress; drives transactions of the mix
+    through the Kafka and/or REST ingress; waits for every decision; then measures
+    batch time against unresolved state, the raw Kafka→Delta append rate (the ceiling) and
+    kafka-python's transactional producer (the peer). Writes JSON, markdown and PNG to --out.
+    """
+    try:
+        Mix.parse(mix)
+        settings = BenchSettings(
+            paths=("kafka", "rest") if path == "both" else (path,),
+            duration=duration if duration is not None else (None if count else 30.0),
+            count=count,
+            rate=rate,
+            window=window,
+            batch=batch,
+            mix=mix,
+            warmup=warmup,
+            idle_seconds=idle_seconds,
+            pending=_levels(pending),
+            pending_window=pending_window,
+            pending_rate=pending_rate,
+            peer=not skip_peer,
+            peer_seconds=peer_seconds,
+            peer_producers=peer_producers,
+            ceiling=not skip_ceiling,
+            ceiling_records=ceiling_records,
+            ceiling_repeats=ceiling_repeats,
+            transaction_timeout=transaction_timeout,
+            drain_timeout=drain_timeout,
+            master=master,
+            driver_memory=driver_memory,
+            state_dir=state_dir,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    verbose = bool(ctx.parent and ctx.parent.params.get("verbose"))
+    if not verbose:  # per-batch progress lines would drown the bar; warnings still show
+        for handler in logging.getLogger().handlers:
+            handler.setLevel(logging.WARNING)
+    console = Console()
+    with ConsoleReporter(console) as reporter:
+        result = Bench(
+            settings,
+            reporter,
+            config_file=config_file,
+            environ=os.environ,
+            overrides=parse_overrides(list(overrides)),
+        ).run()
+    written = write(result, out)
+    _summary(result, console)
+    for kind, file in written.items():
+        console.print(f"{kind}: {file}", highlight=False)

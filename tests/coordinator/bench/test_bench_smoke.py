@@ -1,0 +1,98 @@
+"""`txcoord bench` runs end to end with tiny settings and writes a well-formed result.
+
+A smoke test only: it checks the result's shape and that every transaction it sent was
+decided as its kind expects; it never asserts a performance number.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.bench.resources import BENCH, BROKER, SPARK, WORKERS
+from coordinator.local_stack.artifacts import PROJECT_ROOT
+from tests.conftest import unavailable
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+SUMMARY = ("count", "p50", "p95", "p99", "min", "max", "mean")
+
+
+def _is_summary(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == set(SUMMARY)
+
+
+@pytest.mark.timeout(900)
+def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
+    if shutil.which("java") is None:
+        unavailable("the benchmark", RuntimeError("java is not on PATH"))
+    out = tmp_path / "results"
+    command = [
+        sys.executable, "-m", "coordinator", "bench",
+        "--count", "200", "--path", "both", "--window", "1000", "--batch", "50",
+        "--warmup", "20", "--idle-seconds", "2",
+        "--pending", "1000", "--pending-window", "4", "--pending-rate", "20",
+        "--peer-seconds", "3", "--peer-producers", "2",
+        "--ceiling-records", "2000", "--ceiling-repeats", "1",
+        "--drain-timeout", "300", "--driver-memory", "1g",
+        "--state-dir", str(tmp_path / "state"), "--out", str(out),
+    ]  # fmt: skip
+    run = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=880,
+                         check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+
+    [result_file] = out.glob("bench-*.json")
+    assert result_file.with_suffix(".md").exists()
+    assert result_file.with_suffix(".png").exists()
+    result = json.loads(result_file.read_text())
+    assert result["schema"] == "txcoord-bench/1"
+    assert result["configuration"]["transaction_timeout_s"] == 2.0
+
+    assert result["warmup"]["decided"] >= 20
+    assert result["idle"]["seconds"] == 2
+    assert set(result["paths"]) == {"kafka", "rest"}
+    for path in result["paths"].values():
+        sent = path["transactions"]
+        assert sent["sent"] == 200
+        assert sent["as_expected"] == 200, sent  # every transaction decided, as its kind says
+        assert sent["undecided"] == sent["wrong"] == 0
+        assert set(sent["by_kind"]) == {"commit", "rollback", "checked-commit",
+                                        "checked-rollback"}  # fmt: skip
+        assert path["visible_rolled_back"] == 0
+        assert path["commit_to_visible_ms"]["count"] == sent["by_kind"]["commit"]["sent"]
+        assert path["checked_commit_to_visible_ms"]["count"] == 10
+        assert path["check_timeliness_ms"]["recorded"]["count"] >= 20
+        for key in ("commit_to_visible_ms", "checked_commit_to_visible_ms"):
+            assert _is_summary(path[key])
+        for key in ("offered_tx_per_s", "end_to_end_tx_per_s"):
+            assert isinstance(path[key], float) and path[key] > 0
+        assert "txcoord-coordinator" in path["where_time_went"]
+        assert path["series"]
+
+    levels = result["pending"]["levels"]
+    assert [level["pending"] for level in levels] == [1000]
+    assert levels[0]["steady_transactions"] > 0
+    assert levels[0]["state_rows_median"] >= 1000
+    assert levels[0]["coordinator_batch_ms"]["count"] > 0
+    assert result["delta_commits"]["tables"]["system/half_messages"] > 0
+
+    assert result["ceiling"]["repeats"][0]["rows"] == 2000
+    assert result["ceiling"]["rows_per_s_median"] > 0
+    assert result["peer"]["transactions"] > 0
+    assert result["peer"]["not_seen_by_consumer"] == 0
+    assert _is_summary(result["peer"]["visible_latency_ms"])
+    for ratios in result["ratios"].values():
+        assert set(ratios) == {"sustained_tx_per_s", "ours_over_peer", "ours_over_ceiling"}
+    peaks = result["resources"]["peak_rss_bytes"]
+    assert {BROKER, SPARK, BENCH, WORKERS} <= set(peaks)
+    assert all(isinstance(v, int) and v > 0 for v in peaks.values())
+    kafka_phase = result["resources"]["phases"]["kafka path"]["processes"]
+    assert kafka_phase[SPARK]["cpu_seconds"] > 0
+    assert kafka_phase[SPARK]["cpu_seconds"] != kafka_phase[BROKER]["cpu_seconds"]
+    assert result["notes"]

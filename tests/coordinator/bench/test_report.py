@@ -1,0 +1,103 @@
+"""The report writes JSON, a PNG and a markdown summary that names every headline number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from coordinator.bench.outcomes import judge
+from coordinator.bench.report import markdown, write
+from coordinator.bench.runner import notes, ratios
+from coordinator.bench.stats import summarize
+
+
+def _path(name: str) -> dict[str, Any]:
+    latency = summarize([1200.0, 1500.0, 2500.0])
+    batches = {"batches": 3, "batches_with_rows": 2, "rows": 300,
+               "duration_ms": summarize([900, 1100, 1300], 0),
+               "duration_ms_with_rows": summarize([1100, 1300], 0), "busy_ms": 3300,
+               "phase_share": {"addBatch": 0.8, "walCommit": 0.1}, "state_rows_median": 10,
+               "state_rows_max": 12, "dropped_late": 0}  # fmt: skip
+    return {
+        "path": name, "topic": f"Bench{name}",
+        "transactions": judge([f"r-{n:09d}-c" for n in range(10)], {}),
+        "visible_rolled_back": 0, "send_seconds": 10.0, "drain_seconds": 5.0,
+        "offered_tx_per_s": 400.0, "sustained_tx_per_s": 250.5, "sustained_window_s": 8.0,
+        "end_to_end_tx_per_s": 200.0, "commit_to_visible_ms": latency,
+        "checked_commit_to_visible_ms": summarize([]),
+        "check_timeliness_ms": {"recorded": summarize([2100.0]),
+                                "received_by_producer": summarize([2300.0])},
+        "responder": {}, "load_process": {"cpu_seconds": 3.0, "peak_rss_bytes": 10**8},
+        "where_time_went": {"txcoord-coordinator": batches},
+        "series": [[0.0, 0, 0], [2.0, 500, 100], [4.0, 1000, 600], [6.0, 1000, 1000]],
+    }  # fmt: skip
+
+
+def sample_result() -> dict[str, Any]:
+    """Return a result with every section a real run fills."""
+    result: dict[str, Any] = {
+        "schema": "txcoord-bench/1", "started_at": "2025-01-02T03:04:05.678+00:00",
+        "finished_at": "2025-01-02T03:07:05.678+00:00", "wall_seconds": 180.0,
+        "machine": {"cpus": 2, "memory_bytes": 24 * 1024**3, "platform": "Linux",
+                    "python": "3.11", "load_average_at_start": [0.5, 0.5, 0.5],
+                    "load_average_at_end": [1.5, 1.0, 0.7], "versions": {}},
+        "settings": {"duration": 20.0, "count": None, "mix": "commit=80", "window": 10000,
+                     "rate": None},
+        "configuration": {"transaction_timeout_s": 2.0},
+        "paths": {"kafka": _path("kafka"), "rest": _path("rest")},
+        "pending": {"what": "pending", "levels": [
+            {"pending": 0, "steady_transactions": 500, "state_rows_median": 100,
+             "coordinator_batch_ms": summarize([800, 900], 0),
+             "ingest_batch_ms": summarize([700], 0), "where_time_went": {},
+             "commit_to_visible_ms": summarize([1500.0])},
+            {"pending": 10000, "steady_transactions": 500, "state_rows_median": 10100,
+             "coordinator_batch_ms": summarize([1800, 1900], 0),
+             "ingest_batch_ms": summarize([700], 0), "where_time_went": {},
+             "commit_to_visible_ms": summarize([2500.0])}]},
+        "ceiling": {"what": "raw", "records": 1000, "prefill_seconds": 1.0,
+                    "repeats": [{"rows_per_s": 5000.0}], "rows_per_s_median": 5000.0,
+                    "batch_rows_per_s_median": 9000.0, "tx_per_s_equivalent": 2500.0},
+        "peer": {"what": "kafka tx", "producers": 4, "transactions": 1000, "seconds": 10.0,
+                 "tx_per_s": 100.0, "visible_latency_ms": summarize([5.0, 8.0]),
+                 "not_seen_by_consumer": 0, "load_cpu_seconds": 4.0,
+                 "load_peak_rss_bytes": 10**8},
+        "resources": {"phases": {"kafka path": {"seconds": 15.0, "processes": {
+            "spark (JVM)": {"cpu_seconds": 12.0, "cores": 0.8}}}},
+            "peak_rss_bytes": {"spark (JVM)": 2 * 1024**3}},
+    }  # fmt: skip
+    result["ratios"] = ratios(result)
+    result["notes"] = notes(result)
+    return result
+
+
+def test_ratios_divide_our_sustained_rate() -> None:
+    r = ratios(sample_result())["kafka"]
+    assert r == {"sustained_tx_per_s": 250.5, "ours_over_peer": 2.505, "ours_over_ceiling": 0.1}
+
+
+def test_markdown_names_the_headline_numbers() -> None:
+    text = markdown(sample_result(), "plot.png")
+    for expected in ("![throughput and latency](plot.png)", "**250.5**", "2.505", "10,000",
+                     "transaction_timeout 2 s", "1,500 / 2,500 / 2,500"):  # fmt: skip
+        assert expected in text
+
+
+def test_write_puts_json_markdown_and_png_side_by_side(tmp_path: Path) -> None:
+    written = write(sample_result(), tmp_path / "results")
+    assert set(written) == {"json", "md", "png"}
+    assert json.loads(written["json"].read_text())["schema"] == "txcoord-bench/1"
+    assert written["png"].stat().st_size > 10_000
+    assert written["png"].name in written["md"].read_text()
+    assert written["json"].name == "bench-20250102T030405Z.json"
+
+
+def test_judge_counts_expected_wrong_and_undecided() -> None:
+    verdict = judge(["r-000000001-c", "r-000000002-r", "r-000000003-cc", "r-000000004-cr"],
+                    {"r-000000001-c": "COMMITTED", "r-000000002-r": "COMMITTED",
+                     "r-000000003-cc": "COMMITTED"})  # fmt: skip
+    assert verdict["sent"] == 4
+    assert verdict["as_expected"] == 2
+    assert verdict["wrong"] == 1
+    assert verdict["undecided"] == 1
+    assert verdict["by_kind"]["rollback"] == {"sent": 1, "wrong:COMMITTED": 1}
