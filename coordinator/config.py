@@ -98,7 +98,7 @@ class SparkConfig:
     """Spark settings of the coordinator application."""
 
     master: str = "local[2]"
-    shuffle_partitions: int = 4
+    shuffle_partitions: int = 2
     driver_memory: str = "4g"
 
 

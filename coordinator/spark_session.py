@@ -38,7 +38,7 @@ class SparkSettings:
     app_name: str = "txcoord"
     master: str | None = "local[2]"  # None: the master spark-submit was given
     warehouse: str = "warehouse"  # a local folder, or any Hadoop URI (s3a://bucket/path)
-    shuffle_partitions: int = 4
+    shuffle_partitions: int = 2
     driver_memory: str = "4g"
     use_cached_jars: bool = True
     jar_cache_dir: Path | None = None

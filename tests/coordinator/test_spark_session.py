@@ -17,7 +17,7 @@ def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
-    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.jars"] == str(tmp_path / "spark" / "delta.jar")
     assert conf["spark.sql.warehouse.dir"] == str((tmp_path / "wh").resolve())
