@@ -57,11 +57,6 @@ class BatchRecorder(StreamingQueryListener):
                 if start <= b["at"] <= end and (query is None or b["query"] == query)
             ]
 
-    def last(self, query: str) -> dict[str, Any] | None:
-        """Return the newest batch of `query`, if any."""
-        with self._lock:
-            return next((b for b in reversed(self.batches) if b["query"] == query), None)
-
 
 def where_time_went(batches: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Return, per query: batches, rows, batch durations and the share of each phase."""

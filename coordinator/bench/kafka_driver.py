@@ -1,6 +1,7 @@
 """The Kafka path: halves and ops written straight to the ingress topics (SPEC 5.2).
 
-Records are the documented ingress format (streams/ingress_format.py), written by one
+Records are the documented ingress format, built by the SDK's own
+coordinator/sdk/ingress_records.py (as its Kafka transport builds them), written by one
 idempotent producer with acks=all, as the README asks of Kafka producers. Per batch:
 send every half, wait until all are acknowledged (a producer runs its local transaction
 only once its half is stored), then send the batch's ops without waiting; the next batch's
@@ -10,7 +11,6 @@ is the moment the producer knows its decision is durable, where commit-to-visibl
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +18,8 @@ from typing import Any
 from kafka import KafkaProducer
 
 from coordinator.bench.workload import Kind
-from streams import ingress_format as fmt
+from coordinator.sdk.ingress_records import half_headers, op_headers
+from coordinator.sdk.message import Message
 
 
 def now_ms() -> int:
@@ -57,26 +58,6 @@ class KafkaDriver:
             max_request_size=4 * 1024 * 1024,
         )
 
-    def _half_headers(self, transaction_id: str, kind: Kind, born_ms: int) -> list[Any]:
-        headers = [
-            (fmt.PRODUCER_GROUP, self.group.encode()),
-            (fmt.TOPIC, self.topic.encode()),
-            (fmt.KEYS, json.dumps([transaction_id]).encode()),
-            (fmt.BORN_AT, str(born_ms).encode()),
-            (f"{fmt.PROPERTY_PREFIX}bench.kind", kind.name.encode()),
-        ]
-        if self.immunity_seconds is not None:
-            headers.append((fmt.CHECK_IMMUNITY_SECONDS, str(self.immunity_seconds).encode()))
-        return headers
-
-    def _op_headers(self, op: str, born_ms: int) -> list[Any]:
-        return [
-            (fmt.PRODUCER_GROUP, self.group.encode()),
-            (fmt.OP, op.encode()),
-            (fmt.FROM_CHECK, b"false"),
-            (fmt.BORN_AT, str(born_ms).encode()),
-        ]
-
     def _timed(self, future: Any, acks: dict[str, int], transaction_id: str) -> None:
         def acked(_: Any) -> None:
             acks[transaction_id] = now_ms()
@@ -92,11 +73,17 @@ class KafkaDriver:
         """Store the batch's halves (acknowledged on return), then send their ops."""
         born = now_ms()
         for transaction_id, kind in batch:
+            message = Message(
+                topic=self.topic,
+                keys=[transaction_id],
+                properties={"bench.kind": kind.name},
+                check_immunity_seconds=self.immunity_seconds,
+            )
             future = self._producer.send(
                 self.half_topic,
                 key=transaction_id.encode(),
                 value=self.body,
-                headers=self._half_headers(transaction_id, kind, born),
+                headers=half_headers(self.group, message, born),
             )
             self._timed(future, self.half_acks, transaction_id)
         self._wait()
@@ -108,7 +95,7 @@ class KafkaDriver:
                 self.op_topic,
                 key=transaction_id.encode(),
                 value=b"",
-                headers=self._op_headers(kind.first_op, born),
+                headers=op_headers(self.group, kind.first_op, False, born),
             )
             self._timed(future, self.op_acks, transaction_id)
 

@@ -15,7 +15,7 @@ numbers allow, so a short run of 200 transactions has the mix too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -117,11 +117,3 @@ def transaction_id(run: str, number: int, kind: Kind) -> str:
 def kind_of(transaction_id: str) -> Kind | None:
     """Return the kind a bench transaction id carries, or None for another id."""
     return _BY_CODE.get(transaction_id.rsplit("-", 1)[-1])
-
-
-def count_by_kind(kinds: Mapping[str, str]) -> dict[str, int]:
-    """Return how many transactions of each kind name the map id -> kind name holds."""
-    counts: dict[str, int] = {}
-    for name in kinds.values():
-        counts[name] = counts.get(name, 0) + 1
-    return counts
