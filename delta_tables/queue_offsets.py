@@ -2,7 +2,7 @@
 
 One row per (topic, queue), with the batch that last moved it. The table is tiny (one
 row per queue), so each batch that delivers rewrites it whole, after the topic tables and
-with the same idempotent transaction id (txnAppId/txnVersion): a replayed batch reads the
+with the same batch mark (streams/delta_writes.py): a replayed batch reads the
 offsets from before itself and assigns the very same ones (SPEC 6: dense, stable across
 crashes and replays).
 """

@@ -43,7 +43,7 @@ from delta_tables import (
     topics,
     transactions,
 )
-from streams.delta_writes import append_once, overwrite_once
+from streams.delta_writes import BatchLedger
 from streams.lifecycle import Kind
 from streams.tally import FINISH_BUCKETS_S, Tally
 
@@ -101,7 +101,7 @@ class CoordinatorBatchWriter:
 
     def __init__(self, config: Config, app_id: str, tally: Tally | None = None) -> None:
         self.config = config
-        self.app_id = app_id
+        self.ledger = BatchLedger(app_id)
         self.tally = tally or Tally()
         self.warehouse = config.warehouse
         self._topic_tables: set[str] = set()
@@ -208,8 +208,7 @@ class CoordinatorBatchWriter:
             )  # fmt: skip
             for name in names:
                 location = topics.table(name).path(self.warehouse)
-                append_once(delivered.where(F.col("topic") == name), location, self.app_id,
-                            batch_id)  # fmt: skip
+                self.ledger.append(delivered.where(F.col("topic") == name), location, batch_id)
                 failpoint("coordinator.after_topic_append")
             moved = numbered.groupBy("topic", "queue_id").agg(
                 (F.max("queue_offset") + 1).alias("next_offset")
@@ -219,7 +218,7 @@ class CoordinatorBatchWriter:
             updated = untouched.unionByName(moved).select(
                 "topic", "queue_id", "next_offset", F.lit(batch_id).cast("long").alias("batch_id")
             )
-            overwrite_once(updated.coalesce(1), offsets_path, self.app_id, batch_id)
+            self.ledger.overwrite(updated.coalesce(1), offsets_path, batch_id)
             failpoint("coordinator.after_queue_offsets")
         finally:
             numbered.unpersist()
@@ -233,7 +232,7 @@ class CoordinatorBatchWriter:
             _ts("at_ms").alias("requested_at"),
             F.lit(batch_id).cast("long").alias("batch_id"),
         )
-        append_once(requests, check_requests.TABLE.path(self.warehouse), self.app_id, batch_id)
+        self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id)
         failpoint("coordinator.after_check_requests")
         records = [check_record(row) for row in rows.collect()]
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
@@ -272,7 +271,7 @@ class CoordinatorBatchWriter:
             "deciding_op_id", _ts("prepared_ms").alias("prepared_at"),
             _ts("at_ms").alias("resolved_at"), F.lit(batch_id).cast("long").alias("batch_id"),
         )  # fmt: skip
-        append_once(finals, transactions.TABLE.path(self.warehouse), self.app_id, batch_id)
+        self.ledger.append(finals, transactions.TABLE.path(self.warehouse), batch_id)
 
     def _discards(self, rows: DataFrame, batch_id: int) -> None:
         gone = rows.select(
@@ -280,7 +279,7 @@ class CoordinatorBatchWriter:
             "reason", F.coalesce("check_count", F.lit(0)).alias("check_count"),
             _ts("at_ms").alias("discarded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
         )  # fmt: skip
-        append_once(gone, discarded.TABLE.path(self.warehouse), self.app_id, batch_id)
+        self.ledger.append(gone, discarded.TABLE.path(self.warehouse), batch_id)
 
     def _verdicts(self, rows: DataFrame, batch_id: int) -> None:
         verdicts = rows.select(
@@ -288,4 +287,4 @@ class CoordinatorBatchWriter:
             "verdict", "detail", _ts("op_stored_ms").alias("stored_at"),
             _ts("at_ms").alias("recorded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
         )  # fmt: skip
-        append_once(verdicts, op_verdicts.TABLE.path(self.warehouse), self.app_id, batch_id)
+        self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id)

@@ -7,11 +7,11 @@ boundaries) and, per micro-batch, appends:
     valid ops    + the op topic's heartbeat    -> system/op_records      (one file)
     everything else, with the reason           -> system/quarantine
 
-Each append is idempotent (`txnAppId` = this checkpoint's app id, `txnVersion` = batch
-id), so a batch replayed after a crash writes nothing twice. The Kafka source reads every
-partition up to its latest offset each batch (no maxOffsetsPerTrigger): a batch then
-holds everything stored before it was planned, in every partition, and the coordinator
-never sees one partition's rows far ahead of another's. Heartbeats go into the same
+Each append is idempotent (streams/delta_writes.py: marked with this checkpoint's app id
+and the batch id), so a batch replayed after a crash writes nothing twice. The Kafka
+source reads every partition up to its latest offset each batch (no maxOffsetsPerTrigger):
+a batch then holds everything stored before it was planned, in every partition, and the
+coordinator never sees one partition's rows far ahead of another's. Heartbeats go into the same
 commit as the data they follow, and each commit is a single file, which the coordinator
 reads whole: event time can never get ahead of rows still to be read.
 """
@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from coordinator.config import Config
 from coordinator.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
-from streams.delta_writes import append_once, checkpoint_app_id
+from streams.delta_writes import BatchLedger, checkpoint_app_id
 from streams.ingest import IngestRules, classify, halves, ops, quarantined, ticks
 from streams.tally import Tally
 
@@ -69,7 +69,7 @@ class IngestBatchWriter:
         self.config = config
         self.tally = tally or Tally()
         self.rules = rules_of(config)
-        self.app_id = app_id
+        self.ledger = BatchLedger(app_id)
         self.warehouse = config.warehouse
 
     def __call__(self, records: DataFrame, batch_id: int) -> None:
@@ -100,16 +100,11 @@ class IngestBatchWriter:
                     landed = _with_heartbeat(
                         rows(classified, self.rules), ticks(classified, topic), kind
                     )
-                    append_once(
-                        landed.coalesce(1), table.path(self.warehouse), self.app_id, batch_id
-                    )
+                    self.ledger.append(landed.coalesce(1), table.path(self.warehouse), batch_id)
                     failpoint(f"ingest.after_{table.name.rsplit('/', 1)[-1]}")
             if any(bad for _, bad in touched):
-                append_once(
-                    quarantined(classified),
-                    quarantine.TABLE.path(self.warehouse),
-                    self.app_id,
-                    batch_id,
+                self.ledger.append(
+                    quarantined(classified), quarantine.TABLE.path(self.warehouse), batch_id
                 )
             failpoint("ingest.after_batch")
             self.tally.add(

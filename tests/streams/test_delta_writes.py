@@ -1,0 +1,126 @@
+"""streams/delta_writes.py: each batch lands in each table once, across replays and restarts.
+
+Real Delta tables on disk. A "restart" is a fresh BatchLedger, which knows nothing but what
+the table's log says, exactly like a new driver process after a kill -9.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from streams.delta_writes import (
+    BatchLedger,
+    batch_mark,
+    checkpoint_app_id,
+    last_marked_batch,
+    read_mark,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def rows(spark: SparkSession, batch_id: int, n: int = 3) -> DataFrame:
+    return spark.range(n).selectExpr("id", f"cast({batch_id} as long) as batch_id")
+
+
+def batches_in(spark: SparkSession, location: Path) -> list[int]:
+    """Return the batch id of every row of the table, sorted (repeats show duplicates)."""
+    frame = spark.read.format("delta").load(str(location))
+    return sorted(row.batch_id for row in frame.select("batch_id").collect())
+
+
+def test_marks_round_trip_and_foreign_metadata_is_not_a_mark() -> None:
+    assert read_mark(batch_mark("app-1", 42)) == ("app-1", 42)
+    assert read_mark(None) is None
+    assert read_mark("nightly backfill by alice") is None
+    assert read_mark('{"txcoord_app_id": "x"}') is None  # mentions the key, no batch id
+    assert read_mark('{"txcoord_app_id": "x", "txcoord_batch_id": "seven"}') is None
+
+
+def test_a_replayed_batch_is_written_once_in_the_same_process(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    ledger = BatchLedger("app-a")
+    assert ledger.append(rows(spark, 0), str(table), 0)
+    assert ledger.append(rows(spark, 1), str(table), 1)
+    assert not ledger.append(rows(spark, 1), str(table), 1)  # the replay
+    assert not ledger.append(rows(spark, 0), str(table), 0)
+    assert batches_in(spark, table) == [0, 0, 0, 1, 1, 1]
+
+
+def test_a_restarted_writer_learns_its_last_batch_from_the_log(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    first = BatchLedger("app-a")
+    for batch in range(3):
+        first.append(rows(spark, batch), str(table), batch)
+    # A commit of someone else (maintenance, a notebook) in between changes nothing.
+    rows(spark, 99, n=1).write.format("delta").mode("append").save(str(table))
+    assert last_marked_batch(spark, str(table), "app-a") == 2
+
+    restarted = BatchLedger("app-a")
+    assert not restarted.append(rows(spark, 2), str(table), 2)  # replay after the crash
+    assert restarted.append(rows(spark, 3), str(table), 3)
+    assert batches_in(spark, table) == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3 + [99]
+
+
+def test_a_new_checkpoint_writes_from_batch_zero_after_another_app(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    old = BatchLedger("app-old")
+    for batch in range(5):
+        old.append(rows(spark, batch, n=1), str(table), batch)
+    assert last_marked_batch(spark, str(table), "app-new") == -1
+    new = BatchLedger("app-new")
+    assert new.append(rows(spark, 0, n=1), str(table), 0)
+    assert batches_in(spark, table) == [0, 0, 1, 2, 3, 4]
+
+
+def test_a_table_written_with_delta_txn_options_only_is_still_checked(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Tables written before marks existed carry only Delta's own txnAppId record."""
+    table = tmp_path / "t"
+    for batch in range(2):
+        (
+            rows(spark, batch).write.format("delta").mode("append")
+            .option("txnAppId", "app-a").option("txnVersion", batch).save(str(table))
+        )  # fmt: skip
+    assert last_marked_batch(spark, str(table), "app-a") is None
+    ledger = BatchLedger("app-a")
+    assert ledger.append(rows(spark, 1), str(table), 1)  # Delta itself skips the replay
+    assert ledger.append(rows(spark, 2), str(table), 2)
+    assert not ledger.append(rows(spark, 2), str(table), 2)
+    assert batches_in(spark, table) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_overwrite_is_idempotent_too(spark: SparkSession, tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    ledger = BatchLedger("app-a")
+    ledger.overwrite(rows(spark, 0, n=2), str(table), 0)
+    ledger.overwrite(rows(spark, 1, n=1), str(table), 1)
+    assert not BatchLedger("app-a").overwrite(rows(spark, 1, n=5), str(table), 1)
+    assert batches_in(spark, table) == [1]
+
+
+def test_a_failed_write_is_looked_up_again(spark: SparkSession, tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    ledger = BatchLedger("app-a")
+    ledger.append(rows(spark, 0), str(table), 0)
+    bad = spark.range(1).selectExpr("'not a number' as id", "cast(1 as long) as batch_id")
+    with pytest.raises(Exception, match=r"(?i)merge|schema|type"):
+        ledger.append(bad, str(table), 1)
+    assert ledger.append(rows(spark, 1), str(table), 1)
+    assert batches_in(spark, table) == [0, 0, 0, 1, 1, 1]
+
+
+def test_the_app_id_belongs_to_the_checkpoint(spark: SparkSession, tmp_path: Path) -> None:
+    first = checkpoint_app_id(spark, str(tmp_path / "cp"), "ingest")
+    assert checkpoint_app_id(spark, str(tmp_path / "cp"), "ingest") == first
+    assert checkpoint_app_id(spark, str(tmp_path / "other"), "ingest") != first
