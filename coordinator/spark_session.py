@@ -9,6 +9,8 @@ Every session txcoord makes has:
   on a 2-core box dozens of near-empty partitions cost more than they parallelise
   (the number is fixed in a query's checkpoint once it starts, so choose it up front);
 - no web UI, UTC session time, the driver bound to loopback when running locally;
+- with a local warehouse, renames done in-process rather than through a forked
+  `readlink` (LOCAL_FILESYSTEM_CONF);
 - on a local master, the connector jars from the install step's cache as `spark.jars`,
   so no session ever resolves packages over the network.
 
@@ -29,6 +31,20 @@ from pyspark.sql import SparkSession
 from coordinator.local_stack.artifacts import jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+#: On a local filesystem, rename in-process. Hadoop's FileContext.rename (Spark's default
+#: checkpoint manager, and Delta's HDFSLogStore) asks RawLocalFileSystem for the link status
+#: of the target, which forks `readlink` (FileUtil.readLink) on every call: every state-store
+#: changelog, offset and commit file of every batch, and every Delta commit, paid a process
+#: fork. FileSystem.rename is a plain POSIX rename. The Delta log store keeps its
+#: no-overwrite check (LocalLogStore), as HDFSLogStore did on a local disk.
+LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing."
+        "FileSystemBasedCheckpointFileManager"
+    ),
+    "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
+}
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,8 @@ class SparkSettings:
             "spark.ui.showConsoleProgress": "false",
             "spark.driver.memory": self.driver_memory,
         }
+        if local:
+            conf.update(LOCAL_FILESYSTEM_CONF)
         if self.is_local:
             conf["spark.driver.host"] = "127.0.0.1"
             conf["spark.driver.bindAddress"] = "127.0.0.1"

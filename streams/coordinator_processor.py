@@ -194,8 +194,7 @@ class TransactionProcessor(StatefulProcessor):
         self.state = handle.getValueState("transaction", STATE_SCHEMA)
 
     def _load(self) -> TxState | None:
-        if not self.state.exists():
-            return None
+        # get() answers None for a key with no state: one state-server round trip, not two.
         stored = self.state.get()
         return decode_state(stored[0]) if stored else None
 
