@@ -194,7 +194,8 @@ class TransactionProcessor(StatefulProcessor):
         self.state = handle.getValueState("transaction", STATE_SCHEMA)
 
     def _load(self) -> TxState | None:
-        # get() answers None for a key with no state: one state-server round trip, not two.
+        if not self.state.exists():
+            return None
         stored = self.state.get()
         return decode_state(stored[0]) if stored else None
 

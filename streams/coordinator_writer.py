@@ -4,7 +4,9 @@ Per micro-batch, in this order:
 
 1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
    `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
-   and are appended to `topics/<topic>`; then `system/queue_offsets` is rewritten;
+   and are appended to `topics/<topic>`; then `system/queue_offsets` is rewritten. The
+   writer keeps what it last wrote there and reads the table only after a start or a
+   replayed batch (a Delta read of it cost a second a batch here);
 2. CHECK rows go to `system/check_requests`, then to the Kafka check topic;
 3. FINAL, DISCARD and VERDICT rows go to `system/transactions`, `system/discarded` and
    `system/op_verdicts`.
@@ -45,6 +47,7 @@ from delta_tables import (
 )
 from streams.delta_writes import BatchLedger
 from streams.lifecycle import Kind
+from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,9 @@ PUBLISH_ATTEMPTS = 3
 def _ts(column: str) -> Any:
     return F.timestamp_millis(F.col(column))
 
+
+#: The part of system/queue_offsets a batch numbers its deliveries from.
+OFFSETS_SCHEMA = "topic string, queue_id int, next_offset long"
 
 MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
                    "keys", "tags", "properties"]  # fmt: skip
@@ -105,37 +111,46 @@ class CoordinatorBatchWriter:
         self.tally = tally or Tally()
         self.warehouse = config.warehouse
         self._topic_tables: set[str] = set()
+        # The next free offset of every (topic, queue) as this writer last wrote it to
+        # system/queue_offsets; None: read the table (after a start or a replay).
+        self._next_offsets: dict[tuple[str, int], int] | None = None
         self._producer: KafkaProducer | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output."""
+        timer = StepTimer()
         out = frame.persist()
         try:
             # One small job says what this batch holds, for the branches and the tally.
-            summary = out.groupBy(
-                "kind", "state",
-                ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
-                "topic", _finish_bucket().alias("bucket"),
-            ).agg(
-                F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds")
-            ).collect()  # fmt: skip
+            # It runs the stateful part of the query (join and stage): the step "decide".
+            with timer.step("decide"):
+                summary = out.groupBy(
+                    "kind", "state",
+                    ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
+                    "topic", _finish_bucket().alias("bucket"),
+                ).agg(
+                    F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds")
+                ).collect()  # fmt: skip
             counts: Counter[tuple[str, str | None, bool | None]] = Counter()
             for row in summary:
                 counts[row.kind, row.state, row.first] += row["count"]
             present = {kind for kind, _, _ in counts}
-            if Kind.DELIVER in present:
-                self._deliver(out.where(F.col("kind") == Kind.DELIVER.value), batch_id)
-            if Kind.CHECK in present:
-                self._check(out.where(F.col("kind") == Kind.CHECK.value), batch_id)
-            if Kind.FINAL in present:
-                self._finals(out.where(F.col("kind") == Kind.FINAL.value), batch_id)
-            if Kind.DISCARD in present:
-                self._discards(out.where(F.col("kind") == Kind.DISCARD.value), batch_id)
-            if Kind.VERDICT in present:
-                self._verdicts(out.where(F.col("kind") == Kind.VERDICT.value), batch_id)
+            delivered_to = sorted(
+                {row.topic for row in summary if row.kind == Kind.DELIVER.value and row.topic}
+            )
+            for kind, write in (
+                (Kind.DELIVER, lambda rows, batch: self._deliver(rows, batch, delivered_to)),
+                (Kind.CHECK, self._check),
+                (Kind.FINAL, self._finals), (Kind.DISCARD, self._discards),
+                (Kind.VERDICT, self._verdicts),
+            ):  # fmt: skip
+                if kind in present:
+                    with timer.step(kind.value.lower()):
+                        write(out.where(F.col("kind") == kind.value), batch_id)
             failpoint("coordinator.after_batch")
             self._count(counts)
             self._count_by_topic(summary)
+            log.info("coordinator batch %d: %s", batch_id, timer.summary())
         finally:
             out.unpersist()
 
@@ -175,20 +190,29 @@ class CoordinatorBatchWriter:
                 producer.close(timeout=10)
 
     # -- deliveries ----------------------------------------------------------------------
-    def _deliver(self, rows: DataFrame, batch_id: int) -> None:
+    def _deliver(self, rows: DataFrame, batch_id: int, names: list[str]) -> None:
         spark = rows.sparkSession
-        names = sorted(r.topic for r in rows.select("topic").distinct().collect())
         for name in names:
             if name not in self._topic_tables:
                 topics.table(name).create_if_absent(spark, self.warehouse)
                 self._topic_tables.add(name)
         offsets_path = queue_offsets.TABLE.path(self.warehouse)
-        current = (
-            spark.read.format("delta").load(offsets_path).select("topic", "queue_id", "next_offset")
+        before = self._next_offsets
+        if before is None:  # after a start, or a replayed batch: the table says
+            before = {
+                (row.topic, row.queue_id): row.next_offset
+                for row in spark.read.format("delta").load(offsets_path).collect()
+            }
+        # Unknown again until this batch's offsets are in the table (a failure below must
+        # not leave the writer numbering from offsets that were never written).
+        self._next_offsets = None
+        current = spark.createDataFrame(
+            [(topic, queue, offset) for (topic, queue), offset in before.items()],
+            OFFSETS_SCHEMA,
         )
         in_commit_order = Window.partitionBy("topic", "queue_id").orderBy("op_stored_ms", "op_id")
         numbered = (
-            rows.join(current, ["topic", "queue_id"], "left")
+            rows.join(F.broadcast(current), ["topic", "queue_id"], "left")
             .withColumn(
                 "queue_offset",
                 F.coalesce(F.col("next_offset"), F.lit(0))
@@ -210,16 +234,23 @@ class CoordinatorBatchWriter:
                 location = topics.table(name).path(self.warehouse)
                 self.ledger.append(delivered.where(F.col("topic") == name), location, batch_id)
                 failpoint("coordinator.after_topic_append")
-            moved = numbered.groupBy("topic", "queue_id").agg(
-                (F.max("queue_offset") + 1).alias("next_offset")
-            )
-            untouched = current.join(moved.select("topic", "queue_id"), ["topic", "queue_id"],
-                                     "left_anti")  # fmt: skip
-            updated = untouched.unionByName(moved).select(
-                "topic", "queue_id", "next_offset", F.lit(batch_id).cast("long").alias("batch_id")
-            )
-            self.ledger.overwrite(updated.coalesce(1), offsets_path, batch_id)
+            after = dict(before)
+            for row in (
+                numbered.groupBy("topic", "queue_id")
+                .agg((F.max("queue_offset") + 1).alias("next_offset"))
+                .collect()
+            ):
+                after[row.topic, row.queue_id] = row.next_offset
+            updated = spark.createDataFrame(
+                [(topic, queue, offset, batch_id)
+                 for (topic, queue), offset in sorted(after.items())],
+                queue_offsets.SCHEMA,
+            )  # fmt: skip
+            wrote = self.ledger.overwrite(updated.coalesce(1), offsets_path, batch_id)
             failpoint("coordinator.after_queue_offsets")
+            # A replayed batch whose offsets were already written read them *after* itself:
+            # its numbers went unused (every write was skipped), so do not keep them.
+            self._next_offsets = after if wrote else None
         finally:
             numbered.unpersist()
 

@@ -2,10 +2,11 @@
 
 `classify` turns the raw records of one micro-batch (the Kafka source's columns) into one
 frame with every field parsed and a `reason` that is NULL for a valid record and says
-what is wrong otherwise. `halves`, `ops`, `ticks` and `quarantined` select from it. Every
-rule is a Spark SQL expression (no Python UDF): malformed input of any shape becomes a
-reason, never an exception, so the stream keeps running (SPEC 5.2 and 9). With ANSI mode
-on, that means `try_cast`, `get` (NULL when out of range) and `is_valid_utf8` throughout.
+what is wrong otherwise (`parse`, then `stamp` with the ingest time). `halves`, `ops`,
+`ticks` and `quarantined` select from it. Every rule is a Spark SQL expression (no Python
+UDF): malformed input of any shape becomes a reason, never an exception, so the stream
+keeps running (SPEC 5.2 and 9). With ANSI mode on, that means `try_cast`, `get` (NULL
+when out of range) and `is_valid_utf8` throughout.
 
 Store time is the broker's LogAppendTime (`timestampType = 1`); a record stamped with the
 producer's CreateTime is quarantined, because the coordinator must never take its event
@@ -67,6 +68,25 @@ def _first_problem(checks: list[tuple[Column, str]]) -> Column:
     return F.coalesce(*[F.when(failed, F.lit(message)) for failed, message in checks])
 
 
+def parse(records: DataFrame, rules: IngestRules) -> DataFrame:
+    """Return every record parsed, with `reason` NULL when valid, without `ingested_at`.
+
+    Nothing here changes from one batch to the next, so Spark generates the same code for
+    it every batch and compiles it once: a per-batch literal (a timestamp is inlined into
+    the generated Java) would make it compile the largest projection of the system again
+    every batch. `stamp` adds the time afterwards, over the cached rows.
+    """
+    header_map, parse_columns, derive = _expressions(rules)
+    parsed = records.withColumn("_header_map", header_map).select(*parse_columns)
+    return parsed.withColumn("headers", F.col("_headers")).select("*", *derive)
+
+
+def stamp(parsed: DataFrame, ingested_at: Column | None = None) -> DataFrame:
+    """Return `parsed` with `ingested_at` (default: the query's current timestamp)."""
+    landed = ingested_at if ingested_at is not None else F.current_timestamp()
+    return parsed.withColumn("ingested_at", landed)
+
+
 def classify(
     records: DataFrame, rules: IngestRules, ingested_at: Column | None = None
 ) -> DataFrame:
@@ -74,12 +94,7 @@ def classify(
 
     `ingested_at` defaults to the query's current timestamp.
     """
-    header_map, parse, derive = _expressions(rules)
-    parsed = records.withColumn("_header_map", header_map).select(*parse)
-    landed = ingested_at if ingested_at is not None else F.current_timestamp()
-    return parsed.withColumn("headers", F.col("_headers")).select(
-        "*", *derive, landed.alias("ingested_at")
-    )
+    return stamp(parse(records, rules), ingested_at)
 
 
 @functools.lru_cache(maxsize=8)
