@@ -1,14 +1,18 @@
 """`system/queue_offsets`: the next free queue offset of every (topic, queue).
 
-One row per (topic, queue), with the batch that last moved it. The table is tiny (one
-row per queue), so each batch that delivers rewrites it whole, after the topic tables and
-with the same batch mark (streams/delta_writes.py): a replayed batch reads the
-offsets from before itself and assigns the very same ones (SPEC 6: dense, stable across
-crashes and replays).
+Append-only: each batch that delivers appends one row per (topic, queue) it moved, with
+the batch id, after the topic tables and with the same batch mark (streams/delta_writes.py).
+Offsets only grow, so a queue's next offset is the largest `next_offset` of its rows
+(`next_offsets`). Rewriting one row per queue instead would make every batch rebuild the
+table's file list to remove it (measured: 1.3-2.4 s a batch); an append does not. A
+replayed batch reads the offsets from before itself and assigns the very same ones (SPEC 6:
+dense, stable across crashes and replays); `txcoord maintain` compacts the small files.
 """
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from delta_tables.table import TableSpec
@@ -25,5 +29,10 @@ SCHEMA = StructType(
 TABLE = TableSpec(
     name="system/queue_offsets",
     schema=SCHEMA,
-    description="Next queue offset per (topic, queue)",
+    description="Next queue offset per (topic, queue): one row per batch that moved it",
 )
+
+
+def next_offsets(rows: DataFrame) -> DataFrame:
+    """Return (topic, queue_id, next_offset): each queue's next free offset, from its rows."""
+    return rows.groupBy("topic", "queue_id").agg(F.max("next_offset").alias("next_offset"))

@@ -4,9 +4,10 @@ Per micro-batch, in this order:
 
 1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
    `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
-   and are appended to `topics/<topic>`; then `system/queue_offsets` is rewritten. The
-   writer keeps what it last wrote there and reads the table only after a start or a
-   replayed batch (a Delta read of it cost a second a batch here);
+   and are appended to `topics/<topic>`; then the queues' new next offsets are appended
+   to `system/queue_offsets`. The writer keeps what it last wrote there and reads the
+   table only after a start or a replayed batch (a Delta read of it cost a second a
+   batch here);
 2. CHECK rows go to `system/check_requests`, then to the Kafka check topic;
 3. FINAL, DISCARD and VERDICT rows go to `system/transactions`, `system/discarded` and
    `system/op_verdicts`.
@@ -199,9 +200,10 @@ class CoordinatorBatchWriter:
         offsets_path = queue_offsets.TABLE.path(self.warehouse)
         before = self._next_offsets
         if before is None:  # after a start, or a replayed batch: the table says
+            table = spark.read.format("delta").load(offsets_path)
             before = {
                 (row.topic, row.queue_id): row.next_offset
-                for row in spark.read.format("delta").load(offsets_path).collect()
+                for row in queue_offsets.next_offsets(table).collect()
             }
         # Unknown again until this batch's offsets are in the table (a failure below must
         # not leave the writer numbering from offsets that were never written).
@@ -234,23 +236,22 @@ class CoordinatorBatchWriter:
                 location = topics.table(name).path(self.warehouse)
                 self.ledger.append(delivered.where(F.col("topic") == name), location, batch_id)
                 failpoint("coordinator.after_topic_append")
-            after = dict(before)
-            for row in (
-                numbered.groupBy("topic", "queue_id")
+            moved = {
+                (row.topic, row.queue_id): row.next_offset
+                for row in numbered.groupBy("topic", "queue_id")
                 .agg((F.max("queue_offset") + 1).alias("next_offset"))
                 .collect()
-            ):
-                after[row.topic, row.queue_id] = row.next_offset
+            }
             updated = spark.createDataFrame(
                 [(topic, queue, offset, batch_id)
-                 for (topic, queue), offset in sorted(after.items())],
+                 for (topic, queue), offset in sorted(moved.items())],
                 queue_offsets.SCHEMA,
             )  # fmt: skip
-            wrote = self.ledger.overwrite(updated.coalesce(1), offsets_path, batch_id)
+            wrote = self.ledger.append(updated.coalesce(1), offsets_path, batch_id)
             failpoint("coordinator.after_queue_offsets")
             # A replayed batch whose offsets were already written read them *after* itself:
             # its numbers went unused (every write was skipped), so do not keep them.
-            self._next_offsets = after if wrote else None
+            self._next_offsets = {**before, **moved} if wrote else None
         finally:
             numbered.unpersist()
 

@@ -119,13 +119,6 @@ class BatchLedger:
 
     def append(self, frame: DataFrame, location: str, batch_id: int) -> bool:
         """Append `frame` unless this batch already did; return True when it wrote."""
-        return self._write(frame, location, batch_id, "append")
-
-    def overwrite(self, frame: DataFrame, location: str, batch_id: int) -> bool:
-        """Replace the table with `frame` unless this batch already did; True when it wrote."""
-        return self._write(frame, location, batch_id, "overwrite")
-
-    def _write(self, frame: DataFrame, location: str, batch_id: int, mode: str) -> bool:
         if location not in self._last:
             self._last[location] = last_marked_batch(frame.sparkSession, location, self.app_id)
         known = self._last[location]
@@ -134,7 +127,7 @@ class BatchLedger:
             return False
         writer = (
             frame.write.format("delta")
-            .mode(mode)
+            .mode("append")
             .option("userMetadata", batch_mark(self.app_id, batch_id))
         )
         if known is None:  # no mark to go by: Delta checks (and records) the batch itself
@@ -143,4 +136,6 @@ class BatchLedger:
         del self._last[location]
         writer.save(location)
         self._last[location] = batch_id
+        if known is None:  # Delta may have skipped it: our mark in the log says whether not
+            return last_marked_batch(frame.sparkSession, location, self.app_id) == batch_id
         return True
