@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.spark_session import ROCKSDB_PROVIDER, SparkSettings
+from coordinator.spark_session import LOCAL_FILESYSTEM_CONF, ROCKSDB_PROVIDER, SparkSettings
 
 
 def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
@@ -31,6 +31,15 @@ def test_cluster_settings_leave_jars_and_addresses_to_spark_submit() -> None:
     assert "spark.jars" not in conf
     assert "spark.driver.bindAddress" not in conf
     assert conf["spark.sql.warehouse.dir"] == "s3a://lake/wh"
+    # An object store keeps Spark's and Delta's own choices (S3 needs its own log store).
+    assert not LOCAL_FILESYSTEM_CONF.keys() & conf.keys()
+
+
+def test_a_local_warehouse_renames_in_process(tmp_path: Path) -> None:
+    conf = SparkSettings(warehouse=str(tmp_path / "wh"), use_cached_jars=False).conf()
+    for key, value in LOCAL_FILESYSTEM_CONF.items():
+        assert conf[key] == value
+    assert conf["spark.delta.logStore.file.impl"] == "io.delta.storage.LocalLogStore"
 
 
 def test_extra_conf_wins() -> None:
