@@ -26,6 +26,9 @@ SCHEMA = StructType(
     ]
 )
 
+#: What `next_offsets` returns: each queue's next free offset, without the batch.
+NEXT_OFFSETS_SCHEMA = StructType(SCHEMA.fields[:3])
+
 TABLE = TableSpec(
     name="system/queue_offsets",
     schema=SCHEMA,

@@ -61,9 +61,6 @@ def _ts(column: str) -> Any:
     return F.timestamp_millis(F.col(column))
 
 
-#: The part of system/queue_offsets a batch numbers its deliveries from.
-OFFSETS_SCHEMA = "topic string, queue_id int, next_offset long"
-
 MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
                    "keys", "tags", "properties"]  # fmt: skip
 
@@ -210,7 +207,7 @@ class CoordinatorBatchWriter:
         self._next_offsets = None
         current = spark.createDataFrame(
             [(topic, queue, offset) for (topic, queue), offset in before.items()],
-            OFFSETS_SCHEMA,
+            queue_offsets.NEXT_OFFSETS_SCHEMA,
         )
         in_commit_order = Window.partitionBy("topic", "queue_id").orderBy("op_stored_ms", "op_id")
         numbered = (
