@@ -23,6 +23,7 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
+    ValueState,
 )
 from pyspark.sql.types import (
     BooleanType,
@@ -36,7 +37,18 @@ from pyspark.sql.types import (
 from coordinator.state_machine import TransactionState
 from delta_tables.columns import MESSAGE
 from delta_tables.half_messages import HEARTBEAT_ID
-from streams.lifecycle import Emit, Half, Op, Rules, Step, TxState, on_input, on_timer
+from streams.lifecycle import (
+    Emit,
+    Half,
+    Op,
+    Rules,
+    Step,
+    TxState,
+    is_resolved,
+    on_input,
+    on_timer,
+    resolved_memory,
+)
 
 #: What the stage receives: a half (matched, or given up on by the join), an op, or both.
 INPUT_SCHEMA = StructType(
@@ -183,35 +195,66 @@ def decode_state(text: str) -> TxState:
 
 
 class TransactionProcessor(StatefulProcessor):
-    """transformWithState processor: one `lifecycle` transaction per grouping key."""
+    """transformWithState processor: one `lifecycle` transaction per grouping key.
+
+    Two state variables hold a transaction, never both at once:
+
+    - `transaction`: a live one (waiting for its half, a decision, a check or an operator),
+      with its one processing-time timer; no expiry, however long the engine was stopped;
+    - `resolved`: a committed or rolled-back one, as `lifecycle.resolved_memory`, forgotten
+      by Spark's TTL `resolved_retention` after its last change. A timer would cost a
+      registration now and, when it fires, a state-server round trip per call to load,
+      clear and delete it: more than the decision itself. A TTL expires in the JVM alone.
+
+    Every state call is a round trip to the JVM, so the processor makes as few as it can:
+    `get` without `exists` (an absent value reads as None), and no write of an unchanged
+    state.
+    """
 
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        """Declare the one state variable: the transaction as JSON."""
+        """Declare the state variables: live and resolved transactions, as JSON."""
         self.handle = handle
-        self.state = handle.getValueState("transaction", STATE_SCHEMA)
+        self.live = handle.getValueState("transaction", STATE_SCHEMA)
+        self.resolved = handle.getValueState(
+            "resolved", STATE_SCHEMA, ttlDurationMs=self.rules.resolved_retention_ms
+        )
 
-    def _load(self) -> TxState | None:
-        if not self.state.exists():
-            return None
-        stored = self.state.get()
-        return decode_state(stored[0]) if stored else None
+    def _load(self) -> tuple[TxState | None, ValueState | None]:
+        """Return the transaction's state and the variable that holds it (None: neither)."""
+        for variable in (self.live, self.resolved):
+            stored = variable.get()
+            if stored:
+                return decode_state(stored[0]), variable
+        return None, None
 
-    def _save(self, before: TxState | None, step: Step) -> Iterator[Row]:
+    def _save(
+        self, before: TxState | None, held_in: ValueState | None, step: Step
+    ) -> Iterator[Row]:
         """Persist the new state, move the timer, and return the rows to emit."""
+        after = step.state
+        if after is not None and is_resolved(after):
+            after = replace(resolved_memory(after), timer_ms=None)  # the TTL forgets it
         old_timer = before.timer_ms if before is not None else None
-        new_timer = step.state.timer_ms if step.state is not None else None
+        new_timer = after.timer_ms if after is not None else None
         if old_timer is not None and old_timer != new_timer:
             self.handle.deleteTimer(old_timer)
         if new_timer is not None and new_timer != old_timer:
             self.handle.registerTimer(new_timer)
-        if step.state is None:
-            self.state.clear()
-        else:
-            self.state.update((encode_state(step.state),))
+        target = self._home(after)
+        if held_in is not None and held_in is not target:
+            held_in.clear()
+        if target is not None and after is not None and (after != before or held_in is not target):
+            target.update((encode_state(after),))
         return iter([row_of(emit) for emit in step.emits])
+
+    def _home(self, state: TxState | None) -> ValueState | None:
+        """Return the variable that keeps `state` (None: nothing is kept)."""
+        if state is None:
+            return None
+        return self.resolved if is_resolved(state) else self.live
 
     # Spark's method and argument names (camelCase) are part of the interface.
     def handleInputRows(  # noqa: N802
@@ -229,9 +272,9 @@ class TransactionProcessor(StatefulProcessor):
                 halves.append(half)
             if (op := op_of(row)) is not None:
                 ops.append(op)
-        before = self._load()
+        before, held_in = self._load()
         now = timerValues.getCurrentProcessingTimeInMs()
-        return self._save(before, on_input(before, halves, ops, now, self.rules))
+        return self._save(before, held_in, on_input(before, halves, ops, now, self.rules))
 
     def handleExpiredTimer(  # noqa: N802
         self,
@@ -240,13 +283,13 @@ class TransactionProcessor(StatefulProcessor):
         expiredTimerInfo: ExpiredTimerInfo,  # noqa: N803
     ) -> Iterator[Row]:
         """Act on the transaction's timer."""
-        before = self._load()
+        before, held_in = self._load()
         if before is None or before.timer_ms != expiredTimerInfo.getExpiryTimeInMs():
             return iter([])  # a timer this transaction no longer uses
         # The fired timer is gone: do not delete it again when the state moves on.
         fired = replace(before, timer_ms=None)
         now = timerValues.getCurrentProcessingTimeInMs()
-        return self._save(fired, on_timer(before, now, self.rules))
+        return self._save(fired, held_in, on_timer(before, now, self.rules))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -25,7 +25,9 @@ Timer, one per transaction, in processing time:
   RocketMQ's CHECK_IMMUNITY_TIME_IN_SECONDS; later: last check + check interval); a due
   transaction past `check_max` checks, or older than `file_reserved_time`, is DISCARDED;
 - COMMITTED / ROLLED_BACK: forgotten after `resolved_retention` (until then a later op is
-  recorded as DUPLICATE or CONFLICT; afterwards as ORPHAN, still deciding nothing);
+  recorded as DUPLICATE or CONFLICT; afterwards as ORPHAN, still deciding nothing). Such a
+  transaction only judges later ops: `resolved_memory` is all of it worth keeping, and the
+  stateful stage may forget it by an expiry of its own instead of this timer;
 - DISCARDED: forgotten once the half is older than `file_reserved_time` (until then a
   producer's op is recorded as LATE, and an operator may still commit, roll back or RESUME
   it: checked again at once, its count reset).
@@ -148,6 +150,22 @@ class Step:
 
     state: TxState | None
     emits: list[Emit] = field(default_factory=list)
+
+
+def is_resolved(state: TxState) -> bool:
+    """Return True once the transaction is committed or rolled back: nothing moves it again."""
+    return state.state in (TransactionState.COMMITTED, TransactionState.ROLLED_BACK)
+
+
+def resolved_memory(state: TxState) -> TxState:
+    """Return what a resolved transaction must remember to judge later ops the same way.
+
+    Nothing moves it again, so nothing it emits needs the half's body, keys or properties:
+    its verdicts need the group (WRONG_GROUP), the state (DUPLICATE / CONFLICT) and the ops
+    already judged.
+    """
+    assert is_resolved(state) and state.half is not None
+    return replace(state, half=replace(state.half, body=b"", keys=(), properties=()))
 
 
 def first_check_due_ms(half: Half, rules: Rules) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from coordinator.state_machine import TransactionState
 from streams.lifecycle import (
     Emit,
@@ -14,8 +16,10 @@ from streams.lifecycle import (
     Step,
     TxState,
     first_check_due_ms,
+    is_resolved,
     on_input,
     on_timer,
+    resolved_memory,
 )
 
 S = 1000
@@ -203,6 +207,30 @@ def test_a_resolved_transaction_is_forgotten_after_the_retention() -> None:
     assert on_timer(done, done.timer_ms, RULES) == Step(None)
     after = on_input(None, [], [op("COMMIT", T0 + 9999 * S)], T0 + 9999 * S, RULES)
     assert after.state is not None and after.state.pending_ops  # waits, then an orphan
+
+
+@pytest.mark.parametrize("decision", ["COMMIT", "ROLLBACK"])
+def test_a_resolved_transaction_judges_every_later_op_the_same_from_its_memory(
+    decision: str,
+) -> None:
+    """The stage keeps only `resolved_memory` of a committed or rolled-back transaction."""
+    done = on_input(None, [half()], [op(decision, T0 + S, "first")], T0 + S, RULES).state
+    assert done is not None and is_resolved(done)
+    memory = resolved_memory(done)
+    assert memory.half is not None and memory.half.body == b"" and memory.half.properties == ()
+    later = [
+        op("COMMIT", T0 + 5 * S), op("ROLLBACK", T0 + 6 * S), op("UNKNOWN", T0 + 7 * S),
+        op("COMMIT", T0 + 8 * S, group="payments"), op(decision, T0 + S, "first"),
+        op("COMMIT", T0 + 10 * S, operator="alice"), op("ROLLBACK", T0 + 11 * S, operator="bob"),
+        op("RESUME", T0 + 12 * S, operator="carol"),
+    ]  # fmt: skip
+    for one in later:
+        full = on_input(done, [half(at=T0 + 4 * S)], [one], T0 + 20 * S, RULES)
+        slim = on_input(memory, [half(at=T0 + 4 * S)], [one], T0 + 20 * S, RULES)
+        assert slim.emits == full.emits, one
+        assert [e.kind for e in full.emits] == [Kind.VERDICT] or full.emits == [], one
+        assert full.state is not None and slim.state is not None
+        assert slim.state == resolved_memory(full.state), one
 
 
 def test_no_check_after_the_op_is_processed() -> None:

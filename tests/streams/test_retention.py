@@ -1,0 +1,84 @@
+"""A resolved transaction is remembered for `resolved_retention`, then forgotten (real Spark).
+
+The stage keeps committed and rolled-back transactions in a state variable with Spark's
+TTL (streams/coordinator_processor.py): within the retention a later op is judged against
+the decision; after it, the transaction is gone and the op is an orphan that decides
+nothing (SPEC 3). Nothing is delivered twice either way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from coordinator.config import Config
+from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.streams.conftest import ConfigFactory
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+#: Long enough for an op sent after the decision to reach the stage (ingest and coordinator
+#: batches, a few seconds each under CI load), short enough for a test.
+RETENTION_S = 30
+
+
+@pytest.fixture
+def config(make_config: ConfigFactory) -> Config:
+    return make_config(
+        transaction_timeout="2s",
+        **{
+            "streams.trigger_interval": "1s",
+            "streams.tick_interval": "1s",
+            "streams.resolved_retention": f"{RETENTION_S}s",
+        },
+    )
+
+
+@pytest.fixture
+def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
+    running = Engine(spark, config)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def verdicts(spark: SparkSession, config: Config) -> list[tuple[str, str]]:
+    rows = table(spark, config, "system/op_verdicts").collect()
+    return sorted((r.op, r.verdict) for r in rows if r.transaction_id == "kept")
+
+
+def test_a_resolved_transaction_is_judged_within_the_retention_and_forgotten_after(
+    spark: SparkSession, config: Config, engine: Engine
+) -> None:
+    producer = Producer(config)
+    try:
+        producer.half("kept")
+        producer.op("kept", "COMMIT")
+        producer.flush()
+        wait_for(lambda: len(verdicts(spark, config)) == 1, 120, "the commit to be applied")
+
+        producer.op("kept", "ROLLBACK")  # within the retention: judged against the commit
+        producer.flush()
+        wait_for(lambda: len(verdicts(spark, config)) == 2, 120, "the rollback to be judged")
+        judged_at = time.monotonic()
+
+        time.sleep(max(0.0, judged_at + RETENTION_S + 3 - time.monotonic()))
+        producer.op("kept", "ROLLBACK")  # after it: forgotten, an orphan
+        producer.flush()
+        wait_for(lambda: len(verdicts(spark, config)) == 3, 180, "the late op to be an orphan")
+    finally:
+        producer.close()
+
+    assert verdicts(spark, config) == [
+        ("COMMIT", "APPLIED"),
+        ("ROLLBACK", "CONFLICT"),
+        ("ROLLBACK", "ORPHAN"),
+    ]
+    finals = [r.state for r in table(spark, config, "system/transactions").collect()]
+    assert finals == ["COMMITTED"]
+    delivered = [r.transaction_id for r in table(spark, config, f"topics/{TOPIC}").collect()]
+    assert delivered == ["kept"]
