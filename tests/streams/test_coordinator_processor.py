@@ -19,14 +19,9 @@ from streams.coordinator_processor import (
     decode_state,
     encode_state,
 )
-from streams.lifecycle import Half, Rules, TxState
+from streams.lifecycle import TxState
+from tests.streams.test_lifecycle import RULES, T0, S, half
 
-S = 1000
-RULES = Rules(
-    timeout_ms=6 * S, check_interval_ms=30 * S, check_max=15, file_reserved_ms=72 * 3600 * S,
-    resolved_retention_ms=1800 * S, orphan_wait_ms=22 * S,
-)  # fmt: skip
-T0 = 1_800_000_000_000
 HALF = {
     "h_msg_id": "m-1", "h_producer_group": "orders", "h_topic": "OrderPaid", "h_queue_id": 1,
     "h_body": b"the body", "h_keys": ["k"], "h_tags": None, "h_properties": {"a": "b"},
@@ -102,9 +97,8 @@ def test_a_resolved_transaction_from_a_timer_era_checkpoint_moves_to_the_resolve
     None
 ):
     """Earlier versions kept it live with a retention timer: it still works, then moves."""
-    half = Half("tx", "m-1", "orders", "OrderPaid", 1, b"x", (), None, (), None, T0)
     forget_at = T0 + RULES.resolved_retention_ms
-    old = TxState(TransactionState.COMMITTED, half, 0, "op-1", (), forget_at, ("op-1",))
+    old = TxState(TransactionState.COMMITTED, half(), 0, "op-1", (), forget_at, ("op-1",))
     tws = stage(T0 + 3 * S)
     tws.updateValueState("transaction", "tx", (encode_state(old),))
     tws.handle.setGroupingKey("tx")
