@@ -18,6 +18,7 @@ message that names the key and where it came from.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -29,9 +30,9 @@ from typing import Any
 from coordinator.errors import ConfigurationError
 
 ENV_PREFIX = "TXCOORD_"
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_SIZE = re.compile(r"\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*")
 _SIZE_UNITS = {
     "B": 1, None: 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
     "KB": 1000, "MB": 1000**2, "GB": 1000**3,
@@ -39,7 +40,19 @@ _SIZE_UNITS = {
 #: Room in a REST request for the fields around a base64 body (topic, keys, properties, ...).
 REST_REQUEST_ALLOWANCE = 256 * 1024
 #: Kafka topic names (also the broker's own rule); ingress topics must not clash.
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+#: A Hadoop URI (`s3a://bucket/path`, `file:/tmp/w`): a scheme, then a colon.
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def absolute_location(location: str) -> str:
+    """Return `location` as an absolute path when it is local; a URI (`s3a://b/p`) as is.
+
+    An empty string stays empty (the configuration refuses it where a path is required).
+    """
+    if not location or _URI.match(location):
+        return location
+    return os.path.abspath(os.path.expanduser(location))
 
 
 def parse_duration(value: Any, key: str = "duration") -> timedelta:
@@ -48,7 +61,7 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
         raise ConfigurationError(f"{key}: expected a duration such as '6s', not {value!r}")
     if isinstance(value, int | float):
         return timedelta(seconds=value)
-    match = _DURATION.match(value) if isinstance(value, str) else None
+    match = _DURATION.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise ConfigurationError(
             f"{key}: expected a duration such as '500ms', '6s', '30m', '72h' or '1d', not {value!r}"
@@ -60,7 +73,7 @@ def parse_size(value: Any, key: str = "size") -> int:
     """Return `value` ("4MiB", 1024, ...) in bytes, or raise ConfigurationError."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    match = _SIZE.match(value) if isinstance(value, str) else None
+    match = _SIZE.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise ConfigurationError(f"{key}: expected a size such as '4MiB' or 1024, not {value!r}")
     return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
@@ -134,6 +147,9 @@ class Config:
     transaction_timeout: timedelta = timedelta(seconds=6)
     transaction_check_interval: timedelta = timedelta(seconds=30)
     transaction_check_max: int = 15
+    # Largest per-message check_immunity_seconds (RocketMQ proxy's maxTransactionRecoverySecond):
+    # a larger one is refused (4xx at the REST ingress, quarantine on the Kafka path).
+    max_check_immunity: timedelta = timedelta(hours=1)
     file_reserved_time: timedelta = timedelta(hours=72)
     max_message_size: int = 4 * 1024 * 1024
     default_queue_count: int = 4
@@ -145,6 +161,14 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
+        # A relative local path means relative to the working directory at start (SPEC 4):
+        # Delta refuses a relative table location, and a later chdir must not move the data.
+        object.__setattr__(self, "warehouse", absolute_location(self.warehouse))
+        streams = replace(self.streams, checkpoint_dir=absolute_location(self.streams.checkpoint_dir))
+        object.__setattr__(self, "streams", streams)
+        if self.rest.auth_file:
+            rest = replace(self.rest, auth_file=absolute_location(self.rest.auth_file))
+            object.__setattr__(self, "rest", rest)
         problems = list(_problems(self))
         if problems:
             raise ConfigurationError("invalid configuration:\n  - " + "\n  - ".join(problems))
@@ -157,6 +181,7 @@ def _problems(c: Config) -> list[str]:
         "transaction_timeout": c.transaction_timeout,
         "transaction_check_interval": c.transaction_check_interval,
         "file_reserved_time": c.file_reserved_time,
+        "max_check_immunity": c.max_check_immunity,
         "streams.trigger_interval": c.streams.trigger_interval,
         "streams.tick_interval": c.streams.tick_interval,
         "streams.resolved_retention": c.streams.resolved_retention,
@@ -185,7 +210,7 @@ def _problems(c: Config) -> list[str]:
               "check_topic": c.kafka.check_topic}  # fmt: skip
     found += [
         f"kafka.{k} {v!r} is not a valid Kafka topic name" for k, v in topics.items()
-        if not _TOPIC.match(v)
+        if not _TOPIC.fullmatch(v)
     ]  # fmt: skip
     if len(set(topics.values())) < len(topics):
         found.append("kafka.half_topic, kafka.op_topic and kafka.check_topic must differ")
@@ -193,6 +218,11 @@ def _problems(c: Config) -> list[str]:
         found.append(
             f"file_reserved_time ({c.file_reserved_time}) must exceed transaction_timeout "
             f"({c.transaction_timeout}): every half would expire before its first check"
+        )
+    if c.max_check_immunity > c.file_reserved_time:
+        found.append(
+            f"max_check_immunity ({c.max_check_immunity}) must not exceed file_reserved_time "
+            f"({c.file_reserved_time}): such a half would expire before its first check"
         )
     if c.streams.tick_interval * 2 > c.transaction_timeout:
         found.append(

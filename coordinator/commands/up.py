@@ -125,6 +125,7 @@ def up(
     broker storage, checkpoints and warehouse).
     """
     console = Console(soft_wrap=True)
+    state_dir = state_dir.resolve()  # relative: to the working directory (SPEC 4)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     chosen = {"streams.checkpoint_dir": str(state_dir / "checkpoints")}
     if warehouse is not None:
