@@ -164,7 +164,9 @@ class Config:
         # A relative local path means relative to the working directory at start (SPEC 4):
         # Delta refuses a relative table location, and a later chdir must not move the data.
         object.__setattr__(self, "warehouse", absolute_location(self.warehouse))
-        streams = replace(self.streams, checkpoint_dir=absolute_location(self.streams.checkpoint_dir))
+        streams = replace(
+            self.streams, checkpoint_dir=absolute_location(self.streams.checkpoint_dir)
+        )
         object.__setattr__(self, "streams", streams)
         if self.rest.auth_file:
             rest = replace(self.rest, auth_file=absolute_location(self.rest.auth_file))

@@ -25,7 +25,48 @@ def test_defaults_are_rocketmqs() -> None:
     assert config.file_reserved_time == timedelta(hours=72)
     assert config.max_message_size == 4 * 1024 * 1024
     assert config.default_queue_count == 4
-    assert config.warehouse == "warehouse"
+    assert config.max_check_immunity == timedelta(hours=1)  # RocketMQ proxy's cap
+    assert config.warehouse == str(Path.cwd() / "warehouse")
+
+
+def test_relative_paths_are_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = load_config(
+        overrides={"warehouse": "wh", "streams.checkpoint_dir": "var/cp",
+                   "rest.auth_file": "tokens.toml"},
+    )  # fmt: skip
+    assert config.warehouse == str(tmp_path / "wh")
+    assert config.streams.checkpoint_dir == str(tmp_path / "var" / "cp")
+    assert config.rest.auth_file == str(tmp_path / "tokens.toml")
+    # Fixed at start: a later change of directory does not move the data.
+    monkeypatch.chdir("/")
+    assert config.warehouse == str(tmp_path / "wh")
+    # Hadoop URIs and absolute paths are taken as they are.
+    remote = load_config(
+        overrides={"warehouse": "s3a://bucket/wh", "streams.checkpoint_dir": "/cp"}
+    )
+    assert (remote.warehouse, remote.streams.checkpoint_dir) == ("s3a://bucket/wh", "/cp")
+    assert load_config(overrides={"warehouse": "file:/tmp/wh"}).warehouse == "file:/tmp/wh"
+    assert load_config().rest.auth_file == ""  # empty: open mode, not a path
+
+
+def test_max_check_immunity_is_a_positive_duration_within_file_reserved_time() -> None:
+    assert load_config(overrides={"max_check_immunity": "10m"}).max_check_immunity == timedelta(
+        minutes=10
+    )
+    with pytest.raises(ConfigurationError, match="max_check_immunity must be positive"):
+        load_config(overrides={"max_check_immunity": "0s"})
+    with pytest.raises(ConfigurationError, match="must not exceed file_reserved_time"):
+        load_config(overrides={"max_check_immunity": "2h", "file_reserved_time": "90m"})
+
+
+def test_names_with_a_trailing_newline_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="not a valid Kafka topic name"):
+        load_config(overrides={"kafka.half_topic": "txcoord.half\n"})
+    with pytest.raises(ConfigurationError, match="expected a duration"):
+        parse_duration("6s\nx")
 
 
 def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
