@@ -28,6 +28,7 @@ from coordinator.rest.limits import RequestLimits
 from coordinator.rest.lookup import DeltaRows, TransactionLookup
 from coordinator.rest.metrics import Metrics, MetricsMiddleware
 from coordinator.rest.openapi import install_openapi
+from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.routes import build_router
 from coordinator.rest.services import Lookup, Poller, Services, Writer, epoch_ms
 
@@ -48,6 +49,7 @@ def create_app(
     writer: Writer | None = None,
     lookup: Lookup | None = None,
     poller: Poller | None = None,
+    poll_slots: PollSlots | None = None,
     clock: Callable[[], int] = epoch_ms,
 ) -> FastAPI:
     """Return the REST app of `config`; every part not given is the real one."""
@@ -69,6 +71,7 @@ def create_app(
         poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.check_topic),
         metrics=Metrics(),
         clock=clock,
+        poll_slots=poll_slots or PollSlots(),
     )  # fmt: skip
 
     @asynccontextmanager

@@ -43,6 +43,7 @@ _HTTP_CODES = {
     405: "method_not_allowed",
     413: "too_large",
     415: "unsupported_media_type",
+    429: "too_many_polls",
 }
 
 

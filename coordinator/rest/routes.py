@@ -18,6 +18,8 @@ from deltalake.exceptions import DeltaError
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from coordinator.config import Config
 from coordinator.rest.auth import Principal, require_admin, require_group
@@ -38,13 +40,13 @@ from coordinator.rest.models import (
     SendRequest,
     SendResult,
     TransactionState,
+    matching,
 )
+from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
 from streams import ingress_format as fmt
 
-#: Most long polls waiting at once (each holds a thread while it waits).
-MAX_WAITING_POLLS = 64
 DEFAULT_WAIT_SECONDS = 10.0
 
 _bearer = HTTPBearer(auto_error=False, description="A token of the auth file (rest.auth_file)")
@@ -66,8 +68,28 @@ def _caller(
 Svc = Annotated[Services, Depends(_services)]
 Caller = Annotated[Principal, Depends(_caller)]
 TransactionIdPath = Annotated[
-    str, Path(pattern=fmt.TRANSACTION_ID_PATTERN, description="percent-encode '/', '?', '#'")
+    str,
+    Path(description="percent-encode '/', '?', '#'"),
+    AfterValidator(matching(fmt.TRANSACTION_ID_PATTERN, "a transaction id")),
 ]
+ProducerGroupQuery = Annotated[
+    str, Query(), AfterValidator(matching(fmt.GROUP_PATTERN, "a producer group"))
+]
+
+
+class _AnyPath(PathConvertor):
+    """Starlette's `path` without its blind spot: `.*` stops at a newline, so an id with one
+    would be 'no such endpoint'; this matches it, and TransactionIdPath refuses it by name."""
+
+    regex = "(?s:.*)"
+
+
+#: The convertor of {transaction_id:any_path} in the routes below.
+ANY_PATH = "any_path"
+
+
+def _max_immunity(svc: Services) -> int:
+    return int(svc.config.max_check_immunity.total_seconds())
 
 
 def _sent(transaction_id: str, stored: Stored) -> SendResult:
@@ -94,7 +116,10 @@ def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     """Store one half message; answer once it is durable in the half topic."""
     require_group(who, body.producer_group, "producer_group")
     transaction_id = body.transaction_id or new_transaction_id()
-    record = half_record(body, transaction_id, svc.config.max_message_size, svc.clock())
+    record = half_record(
+        body, transaction_id, svc.config.max_message_size, svc.clock(),
+        max_immunity=_max_immunity(svc),
+    )  # fmt: skip
     stored = svc.writer.send_half(record)
     svc.metrics.records.labels("half").inc()
     return _sent(transaction_id, stored)
@@ -110,7 +135,14 @@ def send_halves(body: SendBatchRequest, svc: Svc, who: Caller) -> SendBatchResul
         transaction_id = message.transaction_id or new_transaction_id()
         ids.append(transaction_id)
         records.append(
-            half_record(message, transaction_id, svc.config.max_message_size, received, field)
+            half_record(
+                message,
+                transaction_id,
+                svc.config.max_message_size,
+                received,
+                field,
+                max_immunity=_max_immunity(svc),
+            )
         )
     stored = svc.writer.send_halves(records)
     svc.metrics.records.labels("half").inc(len(records))
@@ -147,10 +179,33 @@ def send_ops(body: OpBatchRequest, svc: Svc, who: Caller) -> OpBatchResult:
     )
 
 
-def get_transaction(transaction_id: TransactionIdPath, svc: Svc, who: Caller) -> TransactionState:
-    """Return the transaction's state from the Delta tables."""
+def get_transaction(
+    transaction_id: TransactionIdPath,
+    svc: Svc,
+    who: Caller,
+    producer_group: Annotated[
+        ProducerGroupQuery | None, Query(description="implied by a group token")
+    ] = None,
+) -> TransactionState:
+    """Return the state of the group's transaction `transaction_id` (SPEC 3: the pair is the key).
+
+    Whether the caller may ask is decided before any lookup, and a lookup sees only the
+    group's own rows: another group's id answers exactly as an id nobody has (404).
+    """
+    group = producer_group if producer_group is not None else who.group
+    if group is not None:
+        require_group(who, group, "producer_group")
     try:
-        state = svc.lookup.state(transaction_id)
+        if group is None:  # an admin who named no group: fine while the id has one owner
+            owners = svc.lookup.producer_groups(transaction_id)
+            if len(owners) > 1:
+                raise ApiError(
+                    400, "invalid_request",
+                    f"producer_group (query): transaction {transaction_id!r} exists in "
+                    f"{len(owners)} producer groups ({', '.join(sorted(owners))}); name one",
+                )  # fmt: skip
+            group = next(iter(owners), None)
+        state = svc.lookup.state(transaction_id, group) if group is not None else None
     except (OSError, DeltaError) as exc:
         message = f"the warehouse cannot be read: {exc}"
         raise ApiError(503, "warehouse_unavailable", message) from exc
@@ -159,8 +214,6 @@ def get_transaction(transaction_id: TransactionIdPath, svc: Svc, who: Caller) ->
             404, "not_found",
             f"transaction {transaction_id!r} is unknown (never sent, or not ingested yet)",
         )  # fmt: skip
-    if not who.admin and state.producer_group != who.group:
-        raise ApiError(403, "forbidden", "this transaction belongs to another producer group")
     return state
 
 
@@ -176,24 +229,36 @@ def metrics(svc: Svc) -> Response:
 
 def build_router(config: Config) -> APIRouter:
     """Return every endpoint, with the bounds that come from `config`."""
+    register_url_convertor(ANY_PATH, _AnyPath())
     router = APIRouter()
     max_wait = config.rest.check_poll_max_wait.total_seconds()
-    limiter = anyio.CapacityLimiter(MAX_WAITING_POLLS)
 
     async def check_requests(
         svc: Svc,
         who: Caller,
-        producer_group: Annotated[str, Query(pattern=fmt.GROUP_PATTERN)],
+        producer_group: ProducerGroupQuery,
         max_records: Annotated[int, Query(alias="max", ge=1, le=500)] = 100,
         wait_seconds: Annotated[float, Query(ge=0, le=max_wait, allow_inf_nan=False)] = min(
             DEFAULT_WAIT_SECONDS, max_wait
         ),
     ) -> CheckRequests:
-        """Long-poll the group's check requests: answer as soon as any, or after the wait."""
+        """Long-poll the group's check requests: answer as soon as any, or after the wait.
+
+        A group holds at most its share of the long-poll slots (poll_slots.py); past it, or
+        with every slot taken, the answer is 429 at once, never a place in a queue.
+        """
         require_group(who, producer_group, "producer_group")
-        found = await anyio.to_thread.run_sync(
-            svc.poller.poll, producer_group, max_records, wait_seconds, limiter=limiter
-        )
+        try:
+            slot = svc.poll_slots.take(producer_group)
+        except PollSlotsFullError as exc:
+            raise ApiError(429, "too_many_polls", str(exc), {"Retry-After": "1"}) from exc
+        try:
+            found = await anyio.to_thread.run_sync(
+                svc.poller.poll, producer_group, max_records, wait_seconds,
+                limiter=svc.poll_limiter,
+            )  # fmt: skip
+        finally:
+            slot.release()
         svc.metrics.checks_delivered.inc(len(found))
         return CheckRequests(check_requests=found)
 
@@ -201,11 +266,13 @@ def build_router(config: Config) -> APIRouter:
     router.add_api_route("/v1/transactions/batch", send_halves, methods=["POST"], status_code=201)
     for op in fmt.OPS:
         router.add_api_route(
-            f"/v1/transactions/{{transaction_id:path}}/{op.lower()}", _op_handler(op),
+            f"/v1/transactions/{{transaction_id:{ANY_PATH}}}/{op.lower()}", _op_handler(op),
             methods=["POST"], status_code=202,
         )  # fmt: skip
     router.add_api_route("/v1/ops/batch", send_ops, methods=["POST"], status_code=202)
-    router.add_api_route("/v1/transactions/{transaction_id:path}", get_transaction, methods=["GET"])
+    router.add_api_route(
+        f"/v1/transactions/{{transaction_id:{ANY_PATH}}}", get_transaction, methods=["GET"]
+    )
     router.add_api_route("/v1/check-requests", check_requests, methods=["GET"])
     router.add_api_route("/healthz", health, methods=["GET"])
     router.add_api_route(
