@@ -225,6 +225,13 @@ class OpBatchRequest(BaseModel):
     ops: Annotated[list[OpItem], Field(min_length=1, max_length=MAX_BATCH)]
 
 
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: str = Field(description="a stable code: invalid_request, forbidden, ...")
+    message: str = Field(description="what is wrong, naming the field")
+
+
 class SendResult(BaseModel):
     """A half message durable in the half topic."""
 
@@ -236,10 +243,29 @@ class SendResult(BaseModel):
     offset: int
 
 
-class SendBatchResult(BaseModel):
-    """The results of a batch send, in request order."""
+_ITEM_STATUS = (
+    "this item's own status: {ok} = durable in Kafka (`result`); 413 = refused as too large, "
+    "503 = not acknowledged (`error`), send it again"
+)
 
-    results: list[SendResult]
+
+class SendBatchItem(BaseModel):
+    """One message of a batch send: durable (`result`) or not (`error`)."""
+
+    status: int = Field(description=_ITEM_STATUS.format(ok=201))
+    transaction_id: str
+    result: SendResult | None
+    error: ErrorBody | None
+
+
+class SendBatchResult(BaseModel):
+    """The outcome of every message of a batch send, in request order.
+
+    201 when every item is durable, 207 when some are not (each item says which); a batch
+    none of whose items is durable is answered as a single send would be (503, 413).
+    """
+
+    results: list[SendBatchItem]
 
 
 class OpResult(BaseModel):
@@ -251,10 +277,20 @@ class OpResult(BaseModel):
     stored_at: str = Field(description="the broker's LogAppendTime, RFC 3339 UTC")
 
 
-class OpBatchResult(BaseModel):
-    """The results of a batch of ops, in request order."""
+class OpBatchItem(BaseModel):
+    """One op of a batch: durable (`result`) or not (`error`)."""
 
-    results: list[OpResult]
+    status: int = Field(description=_ITEM_STATUS.format(ok=202))
+    transaction_id: str
+    op: OPS
+    result: OpResult | None
+    error: ErrorBody | None
+
+
+class OpBatchResult(BaseModel):
+    """The outcome of every op of a batch, in request order (202, or 207 when some failed)."""
+
+    results: list[OpBatchItem]
 
 
 class TransactionState(BaseModel):
@@ -295,13 +331,6 @@ class CheckRequests(BaseModel):
     """The answer of a long poll (GET /v1/check-requests)."""
 
     check_requests: list[CheckRequest]
-
-
-class ErrorBody(BaseModel):
-    """Every error answer."""
-
-    error: str = Field(description="a stable code: invalid_request, forbidden, ...")
-    message: str = Field(description="what is wrong, naming the field")
 
 
 class Health(BaseModel):

@@ -3,14 +3,18 @@
 Each handler checks who may act (auth.py), turns the validated request into records
 (records.py) and returns only after Kafka acknowledged them. A batch is validated and
 authorised item by item before anything is written: one bad item refuses the whole batch,
-naming its index. Sends, ops and lookups are plain functions (FastAPI runs them on its
-thread pool); the long poll runs on a pool of its own so waiting pollers never starve sends.
+naming its index. Once written, a batch is answered item by item (SPEC 5.1): 201/202 when
+every item is durable, 207 when some are not, each item with its own status and either its
+result or its error, so a client resends exactly the items that failed. A batch none of
+whose items is durable gets the error a single call would get (503, 413). Sends, ops
+and lookups are plain functions (FastAPI runs them on its thread pool); the long poll runs
+on a pool of its own so waiting pollers never starve sends.
 
 (No `from __future__ import annotations` here: FastAPI must see the parameter types that
 build_router makes from the configuration.)
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, cast
 
 import anyio
@@ -23,18 +27,21 @@ from starlette.convertors import PathConvertor, register_url_convertor
 
 from coordinator.config import Config
 from coordinator.rest.auth import Principal, require_admin, require_group
-from coordinator.rest.errors import ApiError
+from coordinator.rest.errors import ApiError, printable, write_failure
 from coordinator.rest.gate import principal_of
-from coordinator.rest.kafka_writer import Stored
+from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import CONTENT_TYPE
 from coordinator.rest.models import (
     OPS,
     CheckRequests,
+    ErrorBody,
     Health,
+    OpBatchItem,
     OpBatchRequest,
     OpBatchResult,
     OpRequest,
     OpResult,
+    SendBatchItem,
     SendBatchRequest,
     SendBatchResult,
     SendRequest,
@@ -47,6 +54,9 @@ from coordinator.rest.records import half_record, new_transaction_id, op_record,
 from coordinator.rest.services import Services
 from streams import ingress_format as fmt
 
+#: A batch of which some items are durable and some are not (WebDAV's Multi-Status).
+MULTI_STATUS = 207
+_PARTLY = "Some items are durable, some are not: each item's status, result or error says"
 DEFAULT_WAIT_SECONDS = 10.0
 
 _bearer = HTTPBearer(auto_error=False, description="A token of the auth file (rest.auth_file)")
@@ -125,7 +135,9 @@ def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     return _sent(transaction_id, stored)
 
 
-def send_halves(body: SendBatchRequest, svc: Svc, who: Caller) -> SendBatchResult:
+def send_halves(
+    body: SendBatchRequest, svc: Svc, who: Caller, response: Response
+) -> SendBatchResult:
     """Store several half messages; all are checked before any is written."""
     received = svc.clock()
     ids, records = [], []
@@ -144,9 +156,37 @@ def send_halves(body: SendBatchRequest, svc: Svc, who: Caller) -> SendBatchResul
                 max_immunity=_max_immunity(svc),
             )
         )
-    stored = svc.writer.send_halves(records)
-    svc.metrics.records.labels("half").inc(len(records))
-    return SendBatchResult(results=[_sent(t, s) for t, s in zip(ids, stored, strict=True)])
+    outcomes = svc.writer.send_halves(records)
+    items = []
+    for transaction_id, outcome in zip(ids, outcomes, strict=True):
+        if isinstance(outcome, Stored):
+            done = _sent(transaction_id, outcome)
+            items.append(SendBatchItem(status=201, transaction_id=transaction_id,
+                                       result=done, error=None))  # fmt: skip
+        else:
+            status, error = _item_error(outcome)
+            items.append(SendBatchItem(status=status, transaction_id=transaction_id,
+                                       result=None, error=error))  # fmt: skip
+    _answer_batch(response, outcomes, svc, "half")
+    return SendBatchResult(results=items)
+
+
+def _item_error(failure: WriteFailure) -> tuple[int, ErrorBody]:
+    status, code = write_failure(failure)
+    return status, ErrorBody(error=code, message=printable(str(failure)))
+
+
+def _answer_batch(
+    response: Response, outcomes: Sequence[Stored | WriteFailure], svc: Services, kind: str
+) -> None:
+    """Count the durable records and set the batch's status; raise if none is durable."""
+    durable = sum(isinstance(outcome, Stored) for outcome in outcomes)
+    svc.metrics.records.labels(kind).inc(durable)
+    if durable == 0:
+        failure = next(o for o in outcomes if not isinstance(o, Stored))
+        raise failure  # nothing acknowledged: the single call's answer (errors.py)
+    if durable < len(outcomes):
+        response.status_code = MULTI_STATUS
 
 
 def _op_handler(op: str) -> Callable[..., OpResult]:
@@ -163,20 +203,25 @@ def _op_handler(op: str) -> Callable[..., OpResult]:
     return send_op
 
 
-def send_ops(body: OpBatchRequest, svc: Svc, who: Caller) -> OpBatchResult:
+def send_ops(body: OpBatchRequest, svc: Svc, who: Caller, response: Response) -> OpBatchResult:
     """Record several ops; all are checked before any is written."""
     received = svc.clock()
     for index, item in enumerate(body.ops):
         _authorize_op(who, item, f"ops[{index}].")
     records = [op_record(item.transaction_id, item.op, item, received) for item in body.ops]
-    stored = svc.writer.send_ops(records)
-    svc.metrics.records.labels("op").inc(len(records))
-    return OpBatchResult(
-        results=[
-            _op_done(item.transaction_id, item.op, s)
-            for item, s in zip(body.ops, stored, strict=True)
-        ]
-    )
+    outcomes = svc.writer.send_ops(records)
+    items = []
+    for item, outcome in zip(body.ops, outcomes, strict=True):
+        if isinstance(outcome, Stored):
+            done = _op_done(item.transaction_id, item.op, outcome)
+            items.append(OpBatchItem(status=202, transaction_id=item.transaction_id,
+                                     op=item.op, result=done, error=None))  # fmt: skip
+        else:
+            status, error = _item_error(outcome)
+            items.append(OpBatchItem(status=status, transaction_id=item.transaction_id,
+                                     op=item.op, result=None, error=error))  # fmt: skip
+    _answer_batch(response, outcomes, svc, "op")
+    return OpBatchResult(results=items)
 
 
 def get_transaction(
@@ -263,13 +308,19 @@ def build_router(config: Config) -> APIRouter:
         return CheckRequests(check_requests=found)
 
     router.add_api_route("/v1/transactions", send_half, methods=["POST"], status_code=201)
-    router.add_api_route("/v1/transactions/batch", send_halves, methods=["POST"], status_code=201)
+    router.add_api_route(
+        "/v1/transactions/batch", send_halves, methods=["POST"], status_code=201,
+        responses={MULTI_STATUS: {"model": SendBatchResult, "description": _PARTLY}},
+    )  # fmt: skip
     for op in fmt.OPS:
         router.add_api_route(
             f"/v1/transactions/{{transaction_id:{ANY_PATH}}}/{op.lower()}", _op_handler(op),
             methods=["POST"], status_code=202,
         )  # fmt: skip
-    router.add_api_route("/v1/ops/batch", send_ops, methods=["POST"], status_code=202)
+    router.add_api_route(
+        "/v1/ops/batch", send_ops, methods=["POST"], status_code=202,
+        responses={MULTI_STATUS: {"model": OpBatchResult, "description": _PARTLY}},
+    )  # fmt: skip
     router.add_api_route(
         f"/v1/transactions/{{transaction_id:{ANY_PATH}}}", get_transaction, methods=["GET"]
     )
