@@ -79,11 +79,16 @@ Svc = Annotated[Services, Depends(_services)]
 Caller = Annotated[Principal, Depends(_caller)]
 TransactionIdPath = Annotated[
     str,
-    Path(description="percent-encode '/', '?', '#'"),
+    Path(
+        description="percent-encode '/', '?', '#'",
+        json_schema_extra={"pattern": fmt.TRANSACTION_ID_PATTERN},
+    ),
     AfterValidator(matching(fmt.TRANSACTION_ID_PATTERN, "a transaction id")),
 ]
 ProducerGroupQuery = Annotated[
-    str, Query(), AfterValidator(matching(fmt.GROUP_PATTERN, "a producer group"))
+    str,
+    Query(json_schema_extra={"pattern": fmt.GROUP_PATTERN}),
+    AfterValidator(matching(fmt.GROUP_PATTERN, "a producer group")),
 ]
 
 
