@@ -8,6 +8,8 @@ One module per job:
     kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
     lookup.py       a transaction's state, read from the Delta tables (no Spark)
     check_poll.py   long polls on the check topic, one consumer per producer group
+    poll_slots.py   long-poll slots shared fairly between groups (429 past a group's share)
+    gate.py         authentication from the Authorization header, before any body is read
     limits.py       request size and content type, checked before any parsing
     errors.py       every failure -> {"error": code, "message": text} with its status
     metrics.py      Prometheus counters and latencies, one registry per app

@@ -19,14 +19,16 @@ from fastapi import FastAPI
 
 from coordinator.config import Config
 from coordinator.errors import TxcoordError
-from coordinator.rest.auth import Authenticator
+from coordinator.rest.auth import Authenticator, require_safe_listen
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.errors import install_error_handlers
+from coordinator.rest.gate import AuthGate
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.limits import RequestLimits
 from coordinator.rest.lookup import DeltaRows, TransactionLookup
 from coordinator.rest.metrics import Metrics, MetricsMiddleware
 from coordinator.rest.openapi import install_openapi
+from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.routes import build_router
 from coordinator.rest.services import Lookup, Poller, Services, Writer, epoch_ms
 
@@ -47,14 +49,16 @@ def create_app(
     writer: Writer | None = None,
     lookup: Lookup | None = None,
     poller: Poller | None = None,
+    poll_slots: PollSlots | None = None,
     clock: Callable[[], int] = epoch_ms,
 ) -> FastAPI:
     """Return the REST app of `config`; every part not given is the real one."""
     auth = auth if auth is not None else Authenticator.from_auth_file(config.rest.auth_file)
+    require_safe_listen(auth, config.rest.host)
     if auth.open_mode:
         log.warning(
             "REST ingress in open mode (rest.auth_file is empty): every caller may act for "
-            "every producer group; keep it on %s", config.rest.host,
+            "every producer group; it listens on loopback (%s) only", config.rest.host,
         )  # fmt: skip
     services = Services(
         config=config,
@@ -67,6 +71,7 @@ def create_app(
         poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.check_topic),
         metrics=Metrics(),
         clock=clock,
+        poll_slots=poll_slots or PollSlots(),
     )  # fmt: skip
 
     @asynccontextmanager
@@ -89,6 +94,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(build_router(config))
     app.add_middleware(RequestLimits, max_request_size=config.rest.max_request_size)
+    app.add_middleware(AuthGate, auth=auth)  # before RequestLimits reads any body
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)  # outermost: sees all
     install_openapi(app)
     return app

@@ -14,16 +14,28 @@ The file (config key `rest.auth_file`) is TOML::
 A token may act only for its own producer group (SPEC 5.1): 401 without a valid token, 403
 for another group's transactions and check requests. An admin token may act for every group
 and is the only one that may send an operator's op. Without a file the API is in open mode:
-every caller acts as admin. Only digests are kept; a presented token is hashed and compared
-with every digest with hmac.compare_digest, so neither timing nor logs reveal tokens.
+every caller acts as admin, so it must listen on loopback only (`require_safe_listen`).
+Only digests are kept; a presented token is hashed and compared with every digest with
+hmac.compare_digest, so neither timing nor logs reveal tokens.
+
+Hygiene, refused at start with a message that says how to fix it:
+
+- the file must be readable by its owner only (`mode & 0o077 == 0`: `chmod 600`), as ssh
+  demands of a private key: a token file that others may read is a shared secret;
+- a token must be at least MIN_TOKEN_LENGTH characters. Only a plaintext `token = ...` entry
+  can be measured; a `sha256` entry stores a digest, whose length says nothing about the
+  token, so the rule is on whoever makes the token: `python -c "import secrets;
+  print(secrets.token_urlsafe(32))"` gives 43 characters, and `sha256_hex` its digest.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
 import re
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +48,9 @@ from streams import ingress_format as fmt
 
 log = logging.getLogger("txcoord.rest.auth")
 
+#: Shortest token accepted (a plaintext entry of the file; digests cannot be measured).
+MIN_TOKEN_LENGTH = 16
+_GROUP = re.compile(fmt.GROUP_PATTERN)
 _HEX_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 _ENTRY_KEYS = frozenset({"group", "admin", "sha256", "token", "name"})
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="txcoord"'}
@@ -85,7 +100,7 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
         raise ConfigurationError(f"{label}: admin must be true or false")
     if admin == (group is not None):
         raise ConfigurationError(f"{label} needs exactly one of group and admin = true")
-    if group is not None and not (isinstance(group, str) and re.match(fmt.GROUP_PATTERN, group)):
+    if group is not None and not (isinstance(group, str) and _GROUP.fullmatch(group)):
         raise ConfigurationError(f"{label}: group must match {fmt.GROUP_PATTERN}")
     if ("sha256" in raw) == ("token" in raw):
         raise ConfigurationError(f"{label} needs exactly one of sha256 and token (discouraged)")
@@ -97,6 +112,11 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
         token = raw["token"]
         if not (isinstance(token, str) and token.strip()):
             raise ConfigurationError(f"{label}: token must be a non-empty string")
+        if len(token) < MIN_TOKEN_LENGTH:
+            raise ConfigurationError(
+                f"{label}: the token is {len(token)} characters; tokens must be at least "
+                f"{MIN_TOKEN_LENGTH} characters (make one with secrets.token_urlsafe(32))"
+            )
         log.warning("%s keeps a plaintext token; store its sha256 instead", label)
         digest = sha256_hex(token)
     name = raw.get("name", "admin" if admin else f"group {group}")
@@ -105,9 +125,20 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
     return TokenEntry(bytes.fromhex(digest), Principal(group=group, admin=admin, name=name))
 
 
+def _require_private(path: Path) -> None:
+    """Refuse an auth file that the group or others may read or write."""
+    mode = path.stat().st_mode
+    if mode & 0o077:
+        raise ConfigurationError(
+            f"rest.auth_file {path} is readable by group or others (mode "
+            f"{stat.S_IMODE(mode):o}): its tokens would be everyone's; run chmod 600 {path}"
+        )
+
+
 def load_token_file(path: Path) -> list[TokenEntry]:
     """Return the entries of the auth file at `path`, or raise ConfigurationError."""
     try:
+        _require_private(Path(path))
         raw = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigurationError(f"rest.auth_file {path} does not exist") from None
@@ -160,6 +191,27 @@ class Authenticator:
         if found is None:
             raise ApiError(401, "unauthorized", "the bearer token is not valid", _CHALLENGE)
         return found
+
+
+def is_loopback(host: str) -> bool:
+    """Return True if `host` names only this machine: 127.0.0.0/8, ::1 or localhost."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # another host name: it may resolve to anything
+
+
+def require_safe_listen(auth: Authenticator, host: str) -> None:
+    """Refuse open mode (no tokens: every caller is admin) on an address others can reach."""
+    if auth.open_mode and not is_loopback(host):
+        raise ConfigurationError(
+            "the REST ingress in open mode (no rest.auth_file: every caller may act for every "
+            "producer group) listens on a loopback address only (127.0.0.0/8, ::1, localhost), "
+            f"not rest.host={host!r}: set rest.auth_file to a token file, or rest.host to "
+            "127.0.0.1"
+        )
 
 
 def require_group(principal: Principal, group: str, what: str) -> None:

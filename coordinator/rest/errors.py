@@ -6,6 +6,7 @@
     HTTPException (Starlette routing)      400 bad_json, 404 not_found, 405 method_not_allowed
     KafkaUnavailableError                  503 kafka_unavailable (retry; nothing acknowledged)
     RecordTooLargeError                    413 too_large
+    (both also per item of a batch: `write_failure`, see routes.py)
     anything else                          500 internal_error: always a bug, logged
 
 A message never repeats a token and never carries a lone surrogate (it could not be encoded
@@ -43,6 +44,7 @@ _HTTP_CODES = {
     405: "method_not_allowed",
     413: "too_large",
     415: "unsupported_media_type",
+    429: "too_many_polls",
 }
 
 
@@ -121,13 +123,20 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, code, message, exc.headers)
 
 
-async def _kafka_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    log.warning("kafka unavailable during %s %s: %s", request.method, request.url.path, exc)
-    return error_response(503, "kafka_unavailable", str(exc), {"Retry-After": "1"})
+def write_failure(exc: KafkaUnavailableError | RecordTooLargeError) -> tuple[int, str]:
+    """Return the (status, code) of a record Kafka did not acknowledge."""
+    if isinstance(exc, RecordTooLargeError):
+        return 413, "too_large"
+    return 503, "kafka_unavailable"
 
 
-async def _record_too_large(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(413, "too_large", str(exc))
+async def _write_failed(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KafkaUnavailableError | RecordTooLargeError)
+    status, code = write_failure(exc)
+    if status == 503:
+        log.warning("kafka unavailable during %s %s: %s", request.method, request.url.path, exc)
+        return error_response(status, code, str(exc), {"Retry-After": "1"})
+    return error_response(status, code, str(exc))
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -140,6 +149,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(KafkaUnavailableError, _kafka_unavailable)
-    app.add_exception_handler(RecordTooLargeError, _record_too_large)
+    app.add_exception_handler(KafkaUnavailableError, _write_failed)
+    app.add_exception_handler(RecordTooLargeError, _write_failed)
     app.add_exception_handler(Exception, _internal_error)

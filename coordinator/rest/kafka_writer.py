@@ -2,7 +2,9 @@
 
 `acks="all"` with `enable_idempotence=True` (SPEC 7.7): a 201/202 is sent after the broker
 has written the record to every in-sync replica, and the producer's own retries never
-duplicate or reorder it. The producer is created on first use, so the REST starts (and
+duplicate or reorder it. A batch is answered record by record (`send_halves`, `send_ops`):
+each record's outcome is its own broker acknowledgement or failure, so the caller can say
+exactly which records are durable. The producer is created on first use, so the REST starts (and
 answers 503) while Kafka is down, and recovers once it is back; a producer that failed
 for good is dropped and the next request builds a new one.
 """
@@ -33,6 +35,10 @@ _TOO_LARGE = tuple(
     for name in ("MessageSizeTooLargeError", "RecordListTooLargeError")
     if hasattr(kafka_errors, name)
 )
+
+
+#: Why one record was not acknowledged: Kafka unreachable (retry) or refused as too large.
+WriteFailure = KafkaUnavailableError | RecordTooLargeError
 
 
 @dataclass(frozen=True)
@@ -68,19 +74,19 @@ class KafkaWriter:
 
     def send_half(self, record: Record) -> Stored:
         """Write one half message; return where it was stored once acknowledged."""
-        return self._send_all(self.half_topic, [record])[0]
+        return _stored_or_raise(self._send_each(self.half_topic, [record])[0])
 
     def send_op(self, record: Record) -> Stored:
         """Write one op record; return where it was stored once acknowledged."""
-        return self._send_all(self.op_topic, [record])[0]
+        return _stored_or_raise(self._send_each(self.op_topic, [record])[0])
 
-    def send_halves(self, records: Sequence[Record]) -> list[Stored]:
-        """Write several half messages; return where each was stored, in order."""
-        return self._send_all(self.half_topic, records)
+    def send_halves(self, records: Sequence[Record]) -> list[Stored | WriteFailure]:
+        """Write several half messages; return each one's outcome, in order."""
+        return self._send_each(self.half_topic, records)
 
-    def send_ops(self, records: Sequence[Record]) -> list[Stored]:
-        """Write several op records; return where each was stored, in order."""
-        return self._send_all(self.op_topic, records)
+    def send_ops(self, records: Sequence[Record]) -> list[Stored | WriteFailure]:
+        """Write several op records; return each one's outcome, in order."""
+        return self._send_each(self.op_topic, records)
 
     def close(self) -> None:
         """Flush and close the producer, if one was made."""
@@ -124,20 +130,57 @@ class KafkaWriter:
         except Exception:  # closing a broken producer is best effort
             log.debug("closing a failed producer", exc_info=True)
 
-    def _send_all(self, topic: str, records: Sequence[Record]) -> list[Stored]:
+    @staticmethod
+    def _failure(topic: str, exc: Exception) -> WriteFailure:
+        """Return what `exc` means for one record."""
+        if isinstance(exc, _TOO_LARGE):
+            return RecordTooLargeError(f"the broker refused the record as too large: {exc}")
+        return KafkaUnavailableError(f"Kafka did not acknowledge the write to {topic}: {exc}")
+
+    def _send_each(self, topic: str, records: Sequence[Record]) -> list[Stored | WriteFailure]:
+        """Send every record, then wait for each acknowledgement; one outcome per record.
+
+        Raises KafkaUnavailableError only when no producer can be made (nothing was sent).
+        Once a send fails before reaching the producer's buffer, the rest are not tried:
+        they would fail alike, each after max_block_ms.
+        """
         producer = self._producer_or_new()
         wait = self.ack_timeout.total_seconds() + 5
-        try:
-            futures = [
-                producer.send(topic, key=r.key, value=r.value, headers=r.headers) for r in records
-            ]
-            results = [future.get(timeout=wait) for future in futures]
-        except _TOO_LARGE as exc:
-            raise RecordTooLargeError(f"the broker refused the record as too large: {exc}") from exc
-        except kafka_errors.KafkaError as exc:
-            if not exc.retriable:
-                self._discard(producer)
-            raise KafkaUnavailableError(
-                f"Kafka did not acknowledge the write to {topic}: {exc}"
-            ) from exc
-        return [Stored(md.partition, md.offset, md.timestamp) for md in results]
+        pending: list[Any] = []
+        failed: WriteFailure | None = None
+        fatal = False
+        for r in records:
+            if failed is None:
+                try:
+                    pending.append(
+                        producer.send(topic, key=r.key, value=r.value, headers=r.headers)
+                    )
+                    continue
+                except kafka_errors.KafkaError as exc:
+                    fatal = fatal or not exc.retriable
+                    failed = self._failure(topic, exc)
+            pending.append(failed)
+        outcomes: list[Stored | WriteFailure] = []
+        for future in pending:
+            if isinstance(future, KafkaUnavailableError | RecordTooLargeError):
+                outcomes.append(future)
+                continue
+            try:
+                md = future.get(timeout=wait)
+            except kafka_errors.KafkaError as exc:
+                fatal = fatal or not exc.retriable
+                outcomes.append(self._failure(topic, exc))
+            else:
+                outcomes.append(Stored(md.partition, md.offset, md.timestamp))
+        if fatal:
+            # Fatal for an idempotent producer, too-large included (kafka-python then aborts
+            # every later batch with that error): the next request gets a new producer. Only
+            # now, once every record of this call has its outcome.
+            self._discard(producer)
+        return outcomes
+
+
+def _stored_or_raise(outcome: Stored | WriteFailure) -> Stored:
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome

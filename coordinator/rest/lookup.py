@@ -6,6 +6,12 @@ resumed by an operator (RocketMQ's resumeCheckHalfMessage): it is CHECKING again
 restarted. Without a final row, check requests make it CHECKING (count = the highest check
 number) and a half in `system/half_messages` makes it PREPARED. A table that does not exist
 yet (nothing has run) reads as empty, so an unknown transaction is a 404, never an error.
+
+A transaction is identified by (producer group, transaction id) (SPEC 3): given a group,
+only that group's rows are read, so another group's transaction with the same id is as
+invisible as one that does not exist. Without a group (an admin's question, or the admin
+commands' inventory) every row of the id counts, as before the pair was the key;
+`producer_groups` says whether that question has one answer.
 """
 
 from __future__ import annotations
@@ -84,21 +90,43 @@ class DeltaRows:
 _MESSAGE = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "prepared_at"]
 
 
+_FINAL = [*_MESSAGE, "state", "reason", "check_count", "resolved_at", "batch_id"]
+_CHECK = [*_MESSAGE, "check_number", "requested_at"]
+_HALF = ["kind", *_MESSAGE[:5], "stored_at"]
+
+
 class TransactionLookup:
     """Answer GET /v1/transactions/{id} from the Delta tables."""
 
     def __init__(self, read: RowReader) -> None:
         self.read = read
 
-    def state(self, transaction_id: str) -> TransactionState | None:
-        """Return the transaction's state, or None when no table knows it."""
-        finals = self.read(
-            transactions.TABLE.name, transaction_id,
-            [*_MESSAGE, "state", "reason", "check_count", "resolved_at", "batch_id"],
-        )  # fmt: skip
-        checks = self.read(
-            check_requests.TABLE.name, transaction_id, [*_MESSAGE, "check_number", "requested_at"]
-        )
+    def _rows(self, table: str, transaction_id: str, columns: list[str],
+              producer_group: str | None) -> list[Row]:  # fmt: skip
+        rows = self.read(table, transaction_id, columns)
+        if producer_group is None:
+            return rows
+        return [row for row in rows if row["producer_group"] == producer_group]
+
+    def producer_groups(self, transaction_id: str) -> set[str]:
+        """Return the producer groups that have a transaction `transaction_id`."""
+        tables = [(transactions.TABLE.name, _FINAL), (check_requests.TABLE.name, _CHECK),
+                  (half_messages.TABLE.name, _HALF)]  # fmt: skip
+        return {
+            row["producer_group"]
+            for table, columns in tables
+            for row in self.read(table, transaction_id, columns)
+            if row["producer_group"] is not None
+            and (table != half_messages.TABLE.name or row["kind"] == half_messages.KIND_HALF)
+        }
+
+    def state(
+        self, transaction_id: str, producer_group: str | None = None
+    ) -> TransactionState | None:
+        """Return the state of `producer_group`'s transaction (any group's when None), or
+        None when no table knows it."""
+        finals = self._rows(transactions.TABLE.name, transaction_id, _FINAL, producer_group)
+        checks = self._rows(check_requests.TABLE.name, transaction_id, _CHECK, producer_group)
         if finals:
             last = max(finals, key=lambda r: (r["resolved_at"], r["batch_id"]))
             resumed = [c for c in checks if c["requested_at"] > last["resolved_at"]]
@@ -110,8 +138,7 @@ class TransactionLookup:
             )  # fmt: skip
         if checks:
             return self._checking(checks[0], checks)
-        columns = ["kind", *_MESSAGE[:5], "stored_at"]
-        rows = self.read(half_messages.TABLE.name, transaction_id, columns)
+        rows = self._rows(half_messages.TABLE.name, transaction_id, _HALF, producer_group)
         halves = [row for row in rows if row["kind"] == half_messages.KIND_HALF]
         if halves:
             first = min(halves, key=lambda r: r["stored_at"])

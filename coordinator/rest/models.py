@@ -7,7 +7,14 @@ accepts is quarantined later:
 
     producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup)
     transaction_id   TRANSACTION_ID_PATTERN (printable ASCII, 1..128)
-    topic            delta_tables.topics.topic_name_problem (refused as `invalid_topic`)
+    topic            TOPIC_NAME, then delta_tables.topics.topic_name_problem (refused as
+                     `invalid_topic`)
+
+Every name rule matches the whole string (`re.fullmatch`): `re.match` with a `$` anchor
+accepts a trailing newline ("OrderPaid\n"), which would then travel in a Kafka header.
+Pydantic's `pattern` is not used for them: it searches (an unanchored pattern matches part
+of a string) and its engine depends on the pattern; `matching()` is the one rule, shared
+with the query and path parameters of routes.py.
     queue_id         0..MAX_QUEUE_ID
     body_base64      must decode (standard alphabet, padded)
     every string     valid UTF-8: JSON may carry a lone surrogate (\\ud800), which no UTF-8
@@ -23,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -46,7 +54,8 @@ INVALID_TOPIC = "invalid_topic"
 INVALID_TEXT = "invalid_text"
 
 #: The ingest reads check_immunity_seconds with `try_cast(... as int)`: a larger value
-#: would silently fall back to the timeout, so it is refused here.
+#: would silently fall back to the timeout, so it is refused here; the configured bound
+#: (max_check_immunity, smaller) is applied by records.py.
 MAX_IMMUNITY_SECONDS = 2**31 - 1
 MAX_BATCH = 1000
 #: Property names become header keys `prop.<name>`; control characters have no business
@@ -67,8 +76,29 @@ def _utf8(value: str) -> str:
     return value
 
 
+def matching(pattern: str, what: str) -> Callable[[str], str]:
+    """Return a validator that accepts a string only if `pattern` matches all of it."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError(
+                "invalid_name", "{what} must match {pattern} (the whole string)",
+                {"what": what, "pattern": pattern},
+            )  # fmt: skip
+        return value
+
+    return check
+
+
 def _topic(value: str) -> str:
-    problem = topic_name_problem(_utf8(value))
+    if not TOPIC_NAME.fullmatch(_utf8(value)):
+        raise PydanticCustomError(
+            INVALID_TOPIC,
+            "topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-' "
+            "(RocketMQ's rule), with no newline or control character",
+        )
+    problem = topic_name_problem(value)
     if problem:
         raise PydanticCustomError(INVALID_TOPIC, "{problem}", {"problem": problem})
     return value
@@ -84,8 +114,16 @@ def _property_name(value: str) -> str:
 
 
 Text = Annotated[StrictStr, AfterValidator(_utf8)]
-ProducerGroup = Annotated[StrictStr, Field(pattern=fmt.GROUP_PATTERN)]
-TransactionId = Annotated[StrictStr, Field(pattern=fmt.TRANSACTION_ID_PATTERN)]
+ProducerGroup = Annotated[
+    StrictStr,
+    AfterValidator(matching(fmt.GROUP_PATTERN, "a producer group")),
+    Field(json_schema_extra={"pattern": fmt.GROUP_PATTERN}),
+]
+TransactionId = Annotated[
+    StrictStr,
+    AfterValidator(matching(fmt.TRANSACTION_ID_PATTERN, "a transaction id")),
+    Field(json_schema_extra={"pattern": fmt.TRANSACTION_ID_PATTERN}),
+]
 Topic = Annotated[
     StrictStr,
     AfterValidator(_topic),
@@ -187,6 +225,13 @@ class OpBatchRequest(BaseModel):
     ops: Annotated[list[OpItem], Field(min_length=1, max_length=MAX_BATCH)]
 
 
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: str = Field(description="a stable code: invalid_request, forbidden, ...")
+    message: str = Field(description="what is wrong, naming the field")
+
+
 class SendResult(BaseModel):
     """A half message durable in the half topic."""
 
@@ -198,10 +243,29 @@ class SendResult(BaseModel):
     offset: int
 
 
-class SendBatchResult(BaseModel):
-    """The results of a batch send, in request order."""
+_ITEM_STATUS = (
+    "this item's own status: {ok} = durable in Kafka (`result`); 413 = refused as too large, "
+    "503 = not acknowledged (`error`), send it again"
+)
 
-    results: list[SendResult]
+
+class SendBatchItem(BaseModel):
+    """One message of a batch send: durable (`result`) or not (`error`)."""
+
+    status: int = Field(description=_ITEM_STATUS.format(ok=201))
+    transaction_id: str
+    result: SendResult | None
+    error: ErrorBody | None
+
+
+class SendBatchResult(BaseModel):
+    """The outcome of every message of a batch send, in request order.
+
+    201 when every item is durable, 207 when some are not (each item says which); a batch
+    none of whose items is durable is answered as a single send would be (503, 413).
+    """
+
+    results: list[SendBatchItem]
 
 
 class OpResult(BaseModel):
@@ -213,10 +277,20 @@ class OpResult(BaseModel):
     stored_at: str = Field(description="the broker's LogAppendTime, RFC 3339 UTC")
 
 
-class OpBatchResult(BaseModel):
-    """The results of a batch of ops, in request order."""
+class OpBatchItem(BaseModel):
+    """One op of a batch: durable (`result`) or not (`error`)."""
 
-    results: list[OpResult]
+    status: int = Field(description=_ITEM_STATUS.format(ok=202))
+    transaction_id: str
+    op: OPS
+    result: OpResult | None
+    error: ErrorBody | None
+
+
+class OpBatchResult(BaseModel):
+    """The outcome of every op of a batch, in request order (202, or 207 when some failed)."""
+
+    results: list[OpBatchItem]
 
 
 class TransactionState(BaseModel):
@@ -257,13 +331,6 @@ class CheckRequests(BaseModel):
     """The answer of a long poll (GET /v1/check-requests)."""
 
     check_requests: list[CheckRequest]
-
-
-class ErrorBody(BaseModel):
-    """Every error answer."""
-
-    error: str = Field(description="a stable code: invalid_request, forbidden, ...")
-    message: str = Field(description="what is wrong, naming the field")
 
 
 class Health(BaseModel):

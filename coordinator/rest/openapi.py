@@ -21,6 +21,8 @@ _DESCRIPTIONS = {
     404: "Unknown transaction",
     413: "A body larger than max_message_size, or a request larger than rest.max_request_size",
     415: "The request body is not JSON",
+    429: "The producer group holds its share of the long-poll slots (or all are taken); "
+    "retry after Retry-After seconds",
     503: "Kafka (or the warehouse) cannot be reached; nothing was acknowledged, retry",
 }
 
@@ -34,6 +36,8 @@ def _statuses(path: str, method: str) -> list[int]:
         statuses += [413, 415]
     elif path.startswith("/v1/transactions/"):
         statuses += [404]
+    elif path == "/v1/check-requests":
+        statuses += [429]
     return sorted(statuses)
 
 

@@ -3,6 +3,8 @@
 Pure functions. The rules that need the configuration or the whole record live here:
 
 - the body (decoded bytes) must be at most `max_message_size`, as the ingest requires;
+- check_immunity_seconds must be at most `max_check_immunity` (SPEC 4; RocketMQ proxy's
+  maxTransactionRecoverySecond): a producer cannot park a half for days;
 - keys, tags and properties together must fit HEADER_BUDGET bytes. RocketMQ keeps a
   message's properties (keys and tags among them) behind a 2-byte length (MessageDecoder,
   at most Short.MAX_VALUE); the same budget keeps every record inside the ingress topics'
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from coordinator.rest.errors import ApiError
-from coordinator.rest.models import OpRequest, SendRequest
+from coordinator.rest.models import MAX_IMMUNITY_SECONDS, OpRequest, SendRequest
 from coordinator.sdk.ingress_records import op_headers
 from streams import ingress_format as fmt
 
@@ -51,11 +53,21 @@ def half_record(
     max_message_size: int,
     received_ms: int,
     field: str = "",
+    *,
+    max_immunity: int = MAX_IMMUNITY_SECONDS,
 ) -> Record:
-    """Return the half-topic record of `request`; refuse a body or headers that are too large.
+    """Return the half-topic record of `request`; refuse a body or headers that are too
+    large, or a check immunity above `max_immunity` seconds (config max_check_immunity).
 
     `field` prefixes the names in error messages (`messages[3].` in a batch).
     """
+    immunity = request.check_immunity_seconds
+    if immunity is not None and immunity > max_immunity:
+        raise ApiError(
+            400, "invalid_request",
+            f"{field}check_immunity_seconds: {immunity} is more than max_check_immunity "
+            f"({max_immunity} seconds)",
+        )  # fmt: skip
     body = request.body_bytes
     if len(body) > max_message_size:
         which = "body_base64" if request.body_base64 is not None else "body"

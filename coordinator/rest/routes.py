@@ -3,14 +3,18 @@
 Each handler checks who may act (auth.py), turns the validated request into records
 (records.py) and returns only after Kafka acknowledged them. A batch is validated and
 authorised item by item before anything is written: one bad item refuses the whole batch,
-naming its index. Sends, ops and lookups are plain functions (FastAPI runs them on its
-thread pool); the long poll runs on a pool of its own so waiting pollers never starve sends.
+naming its index. Once written, a batch is answered item by item (SPEC 5.1): 201/202 when
+every item is durable, 207 when some are not, each item with its own status and either its
+result or its error, so a client resends exactly the items that failed. A batch none of
+whose items is durable gets the error a single call would get (503, 413). Sends, ops
+and lookups are plain functions (FastAPI runs them on its thread pool); the long poll runs
+on a pool of its own so waiting pollers never starve sends.
 
 (No `from __future__ import annotations` here: FastAPI must see the parameter types that
 build_router makes from the configuration.)
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, cast
 
 import anyio
@@ -18,32 +22,41 @@ from deltalake.exceptions import DeltaError
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator
+from starlette.convertors import PathConvertor, register_url_convertor
 
 from coordinator.config import Config
 from coordinator.rest.auth import Principal, require_admin, require_group
-from coordinator.rest.errors import ApiError
-from coordinator.rest.kafka_writer import Stored
+from coordinator.rest.errors import ApiError, printable, write_failure
+from coordinator.rest.gate import principal_of
+from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import CONTENT_TYPE
 from coordinator.rest.models import (
     OPS,
     CheckRequests,
+    ErrorBody,
     Health,
+    OpBatchItem,
     OpBatchRequest,
     OpBatchResult,
     OpRequest,
     OpResult,
+    SendBatchItem,
     SendBatchRequest,
     SendBatchResult,
     SendRequest,
     SendResult,
     TransactionState,
+    matching,
 )
+from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
 from streams import ingress_format as fmt
 
-#: Most long polls waiting at once (each holds a thread while it waits).
-MAX_WAITING_POLLS = 64
+#: A batch of which some items are durable and some are not (WebDAV's Multi-Status).
+MULTI_STATUS = 207
+_PARTLY = "Some items are durable, some are not: each item's status, result or error says"
 DEFAULT_WAIT_SECONDS = 10.0
 
 _bearer = HTTPBearer(auto_error=False, description="A token of the auth file (rest.auth_file)")
@@ -55,17 +68,43 @@ def _services(request: Request) -> Services:
 
 def _caller(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    token = credentials.credentials if credentials is not None else None
-    return _services(request).auth.authenticate(token)
+    # The gate (gate.py) authenticated the caller before the body was read; the bearer
+    # dependency above only documents the scheme in the OpenAPI document.
+    return principal_of(request.scope)
 
 
 Svc = Annotated[Services, Depends(_services)]
 Caller = Annotated[Principal, Depends(_caller)]
 TransactionIdPath = Annotated[
-    str, Path(pattern=fmt.TRANSACTION_ID_PATTERN, description="percent-encode '/', '?', '#'")
+    str,
+    Path(
+        description="percent-encode '/', '?', '#'",
+        json_schema_extra={"pattern": fmt.TRANSACTION_ID_PATTERN},
+    ),
+    AfterValidator(matching(fmt.TRANSACTION_ID_PATTERN, "a transaction id")),
 ]
+ProducerGroupQuery = Annotated[
+    str,
+    Query(json_schema_extra={"pattern": fmt.GROUP_PATTERN}),
+    AfterValidator(matching(fmt.GROUP_PATTERN, "a producer group")),
+]
+
+
+class _AnyPath(PathConvertor):
+    """Starlette's `path` without its blind spot: `.*` stops at a newline, so an id with one
+    would be 'no such endpoint'; this matches it, and TransactionIdPath refuses it by name."""
+
+    regex = "(?s:.*)"
+
+
+#: The convertor of {transaction_id:any_path} in the routes below.
+ANY_PATH = "any_path"
+
+
+def _max_immunity(svc: Services) -> int:
+    return int(svc.config.max_check_immunity.total_seconds())
 
 
 def _sent(transaction_id: str, stored: Stored) -> SendResult:
@@ -92,13 +131,18 @@ def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     """Store one half message; answer once it is durable in the half topic."""
     require_group(who, body.producer_group, "producer_group")
     transaction_id = body.transaction_id or new_transaction_id()
-    record = half_record(body, transaction_id, svc.config.max_message_size, svc.clock())
+    record = half_record(
+        body, transaction_id, svc.config.max_message_size, svc.clock(),
+        max_immunity=_max_immunity(svc),
+    )  # fmt: skip
     stored = svc.writer.send_half(record)
     svc.metrics.records.labels("half").inc()
     return _sent(transaction_id, stored)
 
 
-def send_halves(body: SendBatchRequest, svc: Svc, who: Caller) -> SendBatchResult:
+def send_halves(
+    body: SendBatchRequest, svc: Svc, who: Caller, response: Response
+) -> SendBatchResult:
     """Store several half messages; all are checked before any is written."""
     received = svc.clock()
     ids, records = [], []
@@ -108,11 +152,46 @@ def send_halves(body: SendBatchRequest, svc: Svc, who: Caller) -> SendBatchResul
         transaction_id = message.transaction_id or new_transaction_id()
         ids.append(transaction_id)
         records.append(
-            half_record(message, transaction_id, svc.config.max_message_size, received, field)
+            half_record(
+                message,
+                transaction_id,
+                svc.config.max_message_size,
+                received,
+                field,
+                max_immunity=_max_immunity(svc),
+            )
         )
-    stored = svc.writer.send_halves(records)
-    svc.metrics.records.labels("half").inc(len(records))
-    return SendBatchResult(results=[_sent(t, s) for t, s in zip(ids, stored, strict=True)])
+    outcomes = svc.writer.send_halves(records)
+    items = []
+    for transaction_id, outcome in zip(ids, outcomes, strict=True):
+        if isinstance(outcome, Stored):
+            done = _sent(transaction_id, outcome)
+            items.append(SendBatchItem(status=201, transaction_id=transaction_id,
+                                       result=done, error=None))  # fmt: skip
+        else:
+            status, error = _item_error(outcome)
+            items.append(SendBatchItem(status=status, transaction_id=transaction_id,
+                                       result=None, error=error))  # fmt: skip
+    _answer_batch(response, outcomes, svc, "half")
+    return SendBatchResult(results=items)
+
+
+def _item_error(failure: WriteFailure) -> tuple[int, ErrorBody]:
+    status, code = write_failure(failure)
+    return status, ErrorBody(error=code, message=printable(str(failure)))
+
+
+def _answer_batch(
+    response: Response, outcomes: Sequence[Stored | WriteFailure], svc: Services, kind: str
+) -> None:
+    """Count the durable records and set the batch's status; raise if none is durable."""
+    durable = sum(isinstance(outcome, Stored) for outcome in outcomes)
+    svc.metrics.records.labels(kind).inc(durable)
+    if durable == 0:
+        failure = next(o for o in outcomes if not isinstance(o, Stored))
+        raise failure  # nothing acknowledged: the single call's answer (errors.py)
+    if durable < len(outcomes):
+        response.status_code = MULTI_STATUS
 
 
 def _op_handler(op: str) -> Callable[..., OpResult]:
@@ -129,26 +208,54 @@ def _op_handler(op: str) -> Callable[..., OpResult]:
     return send_op
 
 
-def send_ops(body: OpBatchRequest, svc: Svc, who: Caller) -> OpBatchResult:
+def send_ops(body: OpBatchRequest, svc: Svc, who: Caller, response: Response) -> OpBatchResult:
     """Record several ops; all are checked before any is written."""
     received = svc.clock()
     for index, item in enumerate(body.ops):
         _authorize_op(who, item, f"ops[{index}].")
     records = [op_record(item.transaction_id, item.op, item, received) for item in body.ops]
-    stored = svc.writer.send_ops(records)
-    svc.metrics.records.labels("op").inc(len(records))
-    return OpBatchResult(
-        results=[
-            _op_done(item.transaction_id, item.op, s)
-            for item, s in zip(body.ops, stored, strict=True)
-        ]
-    )
+    outcomes = svc.writer.send_ops(records)
+    items = []
+    for item, outcome in zip(body.ops, outcomes, strict=True):
+        if isinstance(outcome, Stored):
+            done = _op_done(item.transaction_id, item.op, outcome)
+            items.append(OpBatchItem(status=202, transaction_id=item.transaction_id,
+                                     op=item.op, result=done, error=None))  # fmt: skip
+        else:
+            status, error = _item_error(outcome)
+            items.append(OpBatchItem(status=status, transaction_id=item.transaction_id,
+                                     op=item.op, result=None, error=error))  # fmt: skip
+    _answer_batch(response, outcomes, svc, "op")
+    return OpBatchResult(results=items)
 
 
-def get_transaction(transaction_id: TransactionIdPath, svc: Svc, who: Caller) -> TransactionState:
-    """Return the transaction's state from the Delta tables."""
+def get_transaction(
+    transaction_id: TransactionIdPath,
+    svc: Svc,
+    who: Caller,
+    producer_group: Annotated[
+        ProducerGroupQuery | None, Query(description="implied by a group token")
+    ] = None,
+) -> TransactionState:
+    """Return the state of the group's transaction `transaction_id` (SPEC 3: the pair is the key).
+
+    Whether the caller may ask is decided before any lookup, and a lookup sees only the
+    group's own rows: another group's id answers exactly as an id nobody has (404).
+    """
+    group = producer_group if producer_group is not None else who.group
+    if group is not None:
+        require_group(who, group, "producer_group")
     try:
-        state = svc.lookup.state(transaction_id)
+        if group is None:  # an admin who named no group: fine while the id has one owner
+            owners = svc.lookup.producer_groups(transaction_id)
+            if len(owners) > 1:
+                raise ApiError(
+                    400, "invalid_request",
+                    f"producer_group (query): transaction {transaction_id!r} exists in "
+                    f"{len(owners)} producer groups ({', '.join(sorted(owners))}); name one",
+                )  # fmt: skip
+            group = next(iter(owners), None)
+        state = svc.lookup.state(transaction_id, group) if group is not None else None
     except (OSError, DeltaError) as exc:
         message = f"the warehouse cannot be read: {exc}"
         raise ApiError(503, "warehouse_unavailable", message) from exc
@@ -157,8 +264,6 @@ def get_transaction(transaction_id: TransactionIdPath, svc: Svc, who: Caller) ->
             404, "not_found",
             f"transaction {transaction_id!r} is unknown (never sent, or not ingested yet)",
         )  # fmt: skip
-    if not who.admin and state.producer_group != who.group:
-        raise ApiError(403, "forbidden", "this transaction belongs to another producer group")
     return state
 
 
@@ -174,36 +279,56 @@ def metrics(svc: Svc) -> Response:
 
 def build_router(config: Config) -> APIRouter:
     """Return every endpoint, with the bounds that come from `config`."""
+    register_url_convertor(ANY_PATH, _AnyPath())
     router = APIRouter()
     max_wait = config.rest.check_poll_max_wait.total_seconds()
-    limiter = anyio.CapacityLimiter(MAX_WAITING_POLLS)
 
     async def check_requests(
         svc: Svc,
         who: Caller,
-        producer_group: Annotated[str, Query(pattern=fmt.GROUP_PATTERN)],
+        producer_group: ProducerGroupQuery,
         max_records: Annotated[int, Query(alias="max", ge=1, le=500)] = 100,
         wait_seconds: Annotated[float, Query(ge=0, le=max_wait, allow_inf_nan=False)] = min(
             DEFAULT_WAIT_SECONDS, max_wait
         ),
     ) -> CheckRequests:
-        """Long-poll the group's check requests: answer as soon as any, or after the wait."""
+        """Long-poll the group's check requests: answer as soon as any, or after the wait.
+
+        A group holds at most its share of the long-poll slots (poll_slots.py); past it, or
+        with every slot taken, the answer is 429 at once, never a place in a queue.
+        """
         require_group(who, producer_group, "producer_group")
-        found = await anyio.to_thread.run_sync(
-            svc.poller.poll, producer_group, max_records, wait_seconds, limiter=limiter
-        )
+        try:
+            slot = svc.poll_slots.take(producer_group)
+        except PollSlotsFullError as exc:
+            raise ApiError(429, "too_many_polls", str(exc), {"Retry-After": "1"}) from exc
+        try:
+            found = await anyio.to_thread.run_sync(
+                svc.poller.poll, producer_group, max_records, wait_seconds,
+                limiter=svc.poll_limiter,
+            )  # fmt: skip
+        finally:
+            slot.release()
         svc.metrics.checks_delivered.inc(len(found))
         return CheckRequests(check_requests=found)
 
     router.add_api_route("/v1/transactions", send_half, methods=["POST"], status_code=201)
-    router.add_api_route("/v1/transactions/batch", send_halves, methods=["POST"], status_code=201)
+    router.add_api_route(
+        "/v1/transactions/batch", send_halves, methods=["POST"], status_code=201,
+        responses={MULTI_STATUS: {"model": SendBatchResult, "description": _PARTLY}},
+    )  # fmt: skip
     for op in fmt.OPS:
         router.add_api_route(
-            f"/v1/transactions/{{transaction_id:path}}/{op.lower()}", _op_handler(op),
+            f"/v1/transactions/{{transaction_id:{ANY_PATH}}}/{op.lower()}", _op_handler(op),
             methods=["POST"], status_code=202,
         )  # fmt: skip
-    router.add_api_route("/v1/ops/batch", send_ops, methods=["POST"], status_code=202)
-    router.add_api_route("/v1/transactions/{transaction_id:path}", get_transaction, methods=["GET"])
+    router.add_api_route(
+        "/v1/ops/batch", send_ops, methods=["POST"], status_code=202,
+        responses={MULTI_STATUS: {"model": OpBatchResult, "description": _PARTLY}},
+    )  # fmt: skip
+    router.add_api_route(
+        f"/v1/transactions/{{transaction_id:{ANY_PATH}}}", get_transaction, methods=["GET"]
+    )
     router.add_api_route("/v1/check-requests", check_requests, methods=["GET"])
     router.add_api_route("/healthz", health, methods=["GET"])
     router.add_api_route(

@@ -7,11 +7,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import anyio
+
 from coordinator.config import Config
 from coordinator.rest.auth import Authenticator
-from coordinator.rest.kafka_writer import Stored
+from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import Metrics
 from coordinator.rest.models import CheckRequest, TransactionState
+from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.records import Record
 
 
@@ -20,15 +23,18 @@ class Writer(Protocol):
 
     def send_half(self, record: Record) -> Stored: ...
     def send_op(self, record: Record) -> Stored: ...
-    def send_halves(self, records: Sequence[Record]) -> list[Stored]: ...
-    def send_ops(self, records: Sequence[Record]) -> list[Stored]: ...
+    def send_halves(self, records: Sequence[Record]) -> list[Stored | WriteFailure]: ...
+    def send_ops(self, records: Sequence[Record]) -> list[Stored | WriteFailure]: ...
     def close(self) -> None: ...
 
 
 class Lookup(Protocol):
     """Finds a transaction's state (lookup.TransactionLookup)."""
 
-    def state(self, transaction_id: str) -> TransactionState | None: ...
+    def state(
+        self, transaction_id: str, producer_group: str | None = None
+    ) -> TransactionState | None: ...
+    def producer_groups(self, transaction_id: str) -> set[str]: ...
 
 
 class Poller(Protocol):
@@ -57,3 +63,10 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     #: The REST's clock, recorded as txcoord.born_at (never used as event time).
     clock: Callable[[], int] = epoch_ms
+    #: Long polls per group and in all (SPEC 5.1: shared fairly between groups).
+    poll_slots: PollSlots = field(default_factory=PollSlots)
+    #: The threads waiting polls run on: one per slot, so a sent poll never waits for one.
+    poll_limiter: anyio.CapacityLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.poll_limiter = anyio.CapacityLimiter(self.poll_slots.total)

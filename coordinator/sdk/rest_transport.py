@@ -2,9 +2,11 @@
 
 Errors: a 4xx becomes `RequestRejectedError` with the contract's `error` code and
 `message`; a 5xx other than 503 becomes `ServerError` (the contract calls it a bug).
-Only failures that cannot have reached the server (connection refused, connect timeout)
-and 503 (the ingress cannot reach Kafka) are retried here, with exponential backoff and
-jitter; anything else is raised at once so the caller decides. The token is sent as
+Only failures that cannot have reached the server (connection refused, connect timeout),
+503 (the ingress cannot reach Kafka; nothing acknowledged) and 429 (the group holds its
+share of the ingress's long polls) are retried here, with exponential backoff and jitter,
+never sooner than the answer's Retry-After; anything else is raised at once so the caller
+decides. The token is sent as
 `Authorization: Bearer` and never logged.
 """
 
@@ -29,6 +31,8 @@ from coordinator.sdk.transport import HalfReceipt, OpReceipt
 
 log = logging.getLogger(__name__)
 
+#: Answers that mean "nothing done, try again later" (Kafka unavailable, too many polls).
+_RETRIABLE_STATUSES = frozenset({429, 503})
 #: The contract's bounds of GET /v1/check-requests.
 MAX_CHECKS_PER_POLL = 500
 MAX_WAIT_SECONDS = 30
@@ -44,6 +48,15 @@ def _error_of(response: httpx.Response) -> tuple[str, str]:
     if isinstance(payload, dict) and isinstance(payload.get("error"), str):
         return payload["error"], str(payload.get("message", ""))
     return f"http_{response.status_code}", response.text[:500]
+
+
+def _retry_after(response: httpx.Response | None) -> float:
+    """Return the seconds an answer's Retry-After asks for (0 when absent or not seconds)."""
+    value = response.headers.get("retry-after", "") if response is not None else ""
+    try:
+        return min(float(value), MAX_WAIT_SECONDS)
+    except ValueError:
+        return 0.0
 
 
 def _stored_at(payload: dict[str, Any], path: str) -> datetime:
@@ -101,6 +114,7 @@ class RestTransport:
         """Send one request, retrying connection failures and 503; return the JSON answer."""
         backoff = Backoff(self._backoff[0], self._backoff[1], rand=self._rand)
         for attempt in range(1, self.attempts + 1):
+            response = None
             try:
                 response = (client or self._client).request(
                     method, path, json=body, params=params,
@@ -114,13 +128,14 @@ class RestTransport:
                     f"{method} {path} failed: {type(exc).__name__}: {exc}"
                 ) from exc
             else:
-                if response.status_code != 503:
+                if response.status_code not in _RETRIABLE_STATUSES:
                     return self._result(method, path, response)
                 code, message = _error_of(response)
-                failure = TransportError(f"{method} {path}: HTTP 503 {code}: {message}")
+                status = response.status_code
+                failure = TransportError(f"{method} {path}: HTTP {status} {code}: {message}")
             if attempt == self.attempts:
                 raise failure
-            delay = backoff.next_delay()
+            delay = max(backoff.next_delay(), _retry_after(response))
             log.warning("%s (attempt %d of %d); retrying in %.2fs", failure, attempt,
                         self.attempts, delay)  # fmt: skip
             self._sleep(delay)

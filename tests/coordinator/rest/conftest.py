@@ -64,7 +64,10 @@ def client(rest_config: Config) -> Iterator[TestClient]:
 
 
 def write_auth_file(path: Path) -> Path:
-    """Write an auth file: orders (sha256), billing (plaintext, discouraged) and an admin."""
+    """Write an auth file (owner-only, as required): orders (sha256), billing (plaintext,
+    discouraged) and an admin."""
+    path.touch(mode=0o600)
+    path.chmod(0o600)
     digest = hashlib.sha256(ORDERS_TOKEN.encode()).hexdigest()
     admin = hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest()
     path.write_text(

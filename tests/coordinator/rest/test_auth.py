@@ -60,7 +60,8 @@ def test_without_a_file_every_caller_is_trusted() -> None:
     assert auth.authenticate(None).may_act_for("any-group")
 
 
-DIGEST = sha256_hex("s")
+LONG = "s" * 16
+DIGEST = sha256_hex(LONG)
 
 
 @pytest.mark.parametrize(
@@ -78,14 +79,15 @@ DIGEST = sha256_hex("s")
         ('[[token]]\ngroup = "g"\n', "exactly one of sha256 and token"),
         (f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\ntoken = "s"\n', "exactly one of sha256"),
         ('[[token]]\ngroup = "g"\ntoken = " "\n', "non-empty"),
-        (f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\n[[token]]\nadmin = true\ntoken = "s"\n',
-         "same token"),
+        (f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\n[[token]]\nadmin = true\n'
+         f'token = "{LONG}"\n', "same token"),
         ("[[token\n", "not valid TOML"),
     ],
 )  # fmt: skip
 def test_a_bad_token_file_is_refused_at_start(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "tokens.toml"
     path.write_text(text)
+    path.chmod(0o600)
     with pytest.raises(ConfigurationError, match=message):
         load_token_file(path)
 

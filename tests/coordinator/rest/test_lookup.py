@@ -158,21 +158,80 @@ def test_a_resumed_discarded_transaction_is_checking_again(
     assert (state["state"], state["check_count"], state["resolved_at"]) == ("CHECKING", 1, None)
 
 
-def test_another_groups_transaction_is_403(config: Config, tmp_path: Path) -> None:
-    append(config.warehouse, half_messages.TABLE, [half("tx-o"), half("tx-b", group="billing")])
-    secured = load_config(overrides={
+def final_of(tx: str, group: str, state: str, resolved: datetime) -> dict[str, Any]:
+    return {**final(tx, state, resolved, "op"), "producer_group": group}
+
+
+@pytest.fixture
+def secured(config: Config, tmp_path: Path) -> Iterator[TestClient]:
+    """The app with the tokens of write_auth_file (orders, billing, admin)."""
+    with_tokens = load_config(overrides={
         "warehouse": config.warehouse,
         "rest.auth_file": str(write_auth_file(tmp_path / "tokens.toml")),
     })  # fmt: skip
-    with TestClient(create_app(secured), raise_server_exceptions=False) as client:
-        orders, billing = bearer(ORDERS_TOKEN), bearer(BILLING_TOKEN)
-        assert client.get("/v1/transactions/tx-o", headers=orders).status_code == 200
-        answer = client.get("/v1/transactions/tx-b", headers=orders)
-        assert answer.status_code == 403
-        assert answer.json()["error"] == "forbidden"
-        assert client.get("/v1/transactions/tx-b", headers=billing).status_code == 200
-        assert client.get("/v1/transactions/tx-o", headers=billing).status_code == 403
-        for tx in ("tx-o", "tx-b"):
-            assert client.get(f"/v1/transactions/{tx}", headers=bearer(ADMIN_TOKEN)).is_success
-        assert client.get("/v1/transactions/tx-o").status_code == 401
-        assert client.get("/v1/transactions/unknown", headers=orders).status_code == 404
+    with TestClient(create_app(with_tokens), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+def test_a_group_sees_its_own_transactions_only(secured: TestClient, config: Config) -> None:
+    append(config.warehouse, half_messages.TABLE, [half("tx-o"), half("tx-b", group="billing")])
+    orders, billing = bearer(ORDERS_TOKEN), bearer(BILLING_TOKEN)
+    assert secured.get("/v1/transactions/tx-o", headers=orders).json()["producer_group"] == "orders"
+    assert secured.get("/v1/transactions/tx-b", headers=billing).status_code == 200
+    for tx in ("tx-o", "tx-b"):
+        assert secured.get(f"/v1/transactions/{tx}", headers=bearer(ADMIN_TOKEN)).is_success
+    assert secured.get("/v1/transactions/tx-o").status_code == 401
+
+
+def test_another_groups_id_answers_exactly_like_an_id_nobody_has(
+    secured: TestClient, config: Config
+) -> None:
+    """SPEC 3: nothing one group sends may reveal another group's transaction."""
+    append(config.warehouse, half_messages.TABLE, [half("tx-b", group="billing")])
+    append(config.warehouse, check_requests.TABLE,
+           [check("tx-c", 1, T0, group="billing")])  # fmt: skip
+    append(config.warehouse, transactions.TABLE,
+           [final_of("tx-f", "billing", "COMMITTED", T0)])  # fmt: skip
+    orders = bearer(ORDERS_TOKEN)
+
+    def answer(path: str) -> tuple[int, dict[str, Any]]:
+        response = secured.get(path, headers=orders)
+        body = response.json()
+        return response.status_code, {**body, "message": body["message"].replace(path, "")}
+
+    for tx in ("tx-b", "tx-c", "tx-f"):
+        nobody = answer("/v1/transactions/nobody-has-it")
+        theirs = answer(f"/v1/transactions/{tx}")
+        assert theirs[0] == nobody[0] == 404
+        assert theirs[1]["error"] == nobody[1]["error"] == "not_found"
+        # The texts differ only by the id they repeat.
+        assert theirs[1]["message"].replace(tx, "X") == nobody[1]["message"].replace(
+            "nobody-has-it", "X"
+        )
+        # Naming the other group is refused before any lookup: the same 403 either way.
+        named = secured.get(f"/v1/transactions/{tx}?producer_group=billing", headers=orders)
+        unknown = secured.get("/v1/transactions/zz?producer_group=billing", headers=orders)
+        assert named.status_code == unknown.status_code == 403
+        assert named.json() == unknown.json()
+    # Billing's own token sees them; a group token naming its own group is fine.
+    assert secured.get("/v1/transactions/tx-b?producer_group=billing",
+                       headers=bearer(BILLING_TOKEN)).status_code == 200  # fmt: skip
+    assert secured.get("/v1/transactions/tx-f", headers=bearer(BILLING_TOKEN)).json()[
+        "state"] == "COMMITTED"  # fmt: skip
+
+
+def test_one_id_in_two_groups_is_two_transactions(secured: TestClient, config: Config) -> None:
+    append(config.warehouse, half_messages.TABLE, [half("same"), half("same", group="billing")])
+    append(config.warehouse, transactions.TABLE,
+           [final_of("same", "billing", "ROLLED_BACK", T0 + timedelta(seconds=5))])  # fmt: skip
+    orders = secured.get("/v1/transactions/same", headers=bearer(ORDERS_TOKEN)).json()
+    billing = secured.get("/v1/transactions/same", headers=bearer(BILLING_TOKEN)).json()
+    assert (orders["producer_group"], orders["state"]) == ("orders", "PREPARED")
+    assert (billing["producer_group"], billing["state"]) == ("billing", "ROLLED_BACK")
+    admin = bearer(ADMIN_TOKEN)
+    named = secured.get("/v1/transactions/same?producer_group=billing", headers=admin)
+    assert named.json()["state"] == "ROLLED_BACK"
+    # Without a group an admin's question has two answers: it must name one.
+    ambiguous = secured.get("/v1/transactions/same", headers=admin)
+    assert ambiguous.status_code == 400
+    assert "producer_group" in ambiguous.json()["message"]

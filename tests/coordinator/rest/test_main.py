@@ -25,6 +25,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         (["--set", "rest.prot=1"], "did you mean 'rest.port'"),
         (["--set", "rest.auth_file=/nonexistent/tokens.toml"], "does not exist"),
         (["--config", "/nonexistent/txcoord.toml"], "does not exist"),
+        (["--set", "rest.host=0.0.0.0"], "open mode (no rest.auth_file"),
     ],
 )
 def test_a_bad_start_exits_2_with_the_reason(args: list[str], message: str) -> None:

@@ -165,7 +165,9 @@ def test_a_batch_of_halves_is_written_in_request_order(
     ]
     answer = client.post("/v1/transactions/batch", json={"messages": messages})
     assert answer.status_code == 201, answer.text
-    results = answer.json()["results"]
+    items = answer.json()["results"]
+    assert [item["status"] for item in items] == [201] * 25
+    results = [item["result"] for item in items]
     assert [r["transaction_id"] for r in results] == [f"b-{i}" for i in range(25)]
     records = by_position(rest_config, rest_config.kafka.half_topic)
     assert len(records) == 25
@@ -187,7 +189,9 @@ def test_a_batch_of_ops_is_written_in_request_order(
     ]  # fmt: skip
     answer = client.post("/v1/ops/batch", json={"ops": ops})
     assert answer.status_code == 202, answer.text
-    results = answer.json()["results"]
+    items = answer.json()["results"]
+    assert [item["status"] for item in items] == [202] * 12
+    results = [item["result"] for item in items]
     records = {r.key.decode(): r for r in read_all(rest_config.kafka.bootstrap_servers,
                                                    rest_config.kafka.op_topic)}  # fmt: skip
     assert len(records) == 12

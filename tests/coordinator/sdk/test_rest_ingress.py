@@ -26,8 +26,8 @@ from .test_kafka_transport import check_of, headers_of
 
 pytestmark = pytest.mark.kafka
 
-OUR_TOKEN = "our-group-token"
-OTHER_TOKEN = "other-group-token"
+OUR_TOKEN = "our-group-token-0123"
+OTHER_TOKEN = "other-group-token-0123"
 
 
 @pytest.fixture
@@ -40,6 +40,7 @@ def ingress(sdk_topics: SdkTopics, tmp_path: Path) -> Iterator[str]:
         f'[[token]]\ngroup = "{sdk_topics.group}"\nsha256 = "{ours}"\n\n'
         f'[[token]]\ngroup = "payments"\nsha256 = "{other}"\n'
     )
+    auth_file.chmod(0o600)  # the ingress refuses a token file others may read
     config = load_config(
         overrides={
             "warehouse": str(tmp_path / "warehouse"),

@@ -2,7 +2,7 @@
 
 These pin the client side of notes/rest-contract.md: paths, bodies, the bearer token, error
 mapping (4xx -> RequestRejectedError with the contract's code) and the retry policy (only
-connection failures and 503, with backoff). test_rest_ingress.py runs the SDK against the
+connection failures, 503 and 429, with backoff). test_rest_ingress.py runs the SDK against the
 real REST app.
 """
 
@@ -183,6 +183,18 @@ def test_503_every_time_gives_a_retriable_transport_error(
     assert caught.value.retriable
     assert len(script.received) == 3
     assert len(sleeps) == 2
+
+
+def test_429_is_retried_no_sooner_than_retry_after(
+    script: Script, transport: RestTransport, sleeps: list[float]
+) -> None:
+    """The ingress answers 429 to a group over its share of long polls (SPEC 5.1)."""
+    busy = error(429, "too_many_polls", "producer group 'orders' already has 8 long polls")
+    busy.headers["Retry-After"] = "2"
+    script.responses = [busy, JSONResponse({"check_requests": []})]
+    assert transport.poll_checks(10, 1) == []
+    assert len(script.received) == 2
+    assert sleeps == [2.0]  # the backoff (0.2 s) is shorter than what the ingress asked
 
 
 def test_a_500_is_a_server_error_and_is_not_retried(

@@ -1,0 +1,87 @@
+"""Long-poll slots shared fairly between producer groups (SPEC 5.1).
+
+Each waiting long poll holds a thread for up to rest.check_poll_max_wait. Without a bound per
+group, one group's pollers could take every slot and others would queue behind them. So:
+
+    total       slots for every group together (each is a thread while it waits)
+    per_group   slots one group may hold at once: total // GROUPS_AT_FULL_SHARE, so at
+                least that many groups can poll at full share whatever one group does
+
+A poll that would pass its group's share, or find every slot taken, is refused at once
+(429, Retry-After) instead of queued: queueing is bounded by construction (it is zero), and a
+client's retry is the queue. More pollers of one group than its share would gain nothing
+anyway: a group's pollers take turns on its one consumer (check_poll.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+#: Slots of one REST process (threads of the long-poll pool).
+DEFAULT_TOTAL = 64
+#: The share is sized so that at least this many groups can poll at full share at once.
+GROUPS_AT_FULL_SHARE = 8
+
+
+class PollSlotsFullError(Exception):
+    """No slot for this poll: its group holds its share, or every slot is taken."""
+
+
+class PollSlot:
+    """One taken slot; release() gives it back (twice is harmless)."""
+
+    def __init__(self, owner: PollSlots, group: str) -> None:
+        self._owner = owner
+        self._group = group
+        self._released = False
+
+    def release(self) -> None:
+        """Give the slot back."""
+        if not self._released:
+            self._released = True
+            self._owner._give_back(self._group)
+
+
+class PollSlots:
+    """Count long polls per group and in all; thread-safe."""
+
+    def __init__(self, total: int = DEFAULT_TOTAL, per_group: int | None = None) -> None:
+        share = per_group if per_group is not None else max(1, total // GROUPS_AT_FULL_SHARE)
+        if total < 1 or not 1 <= share <= total:
+            raise ValueError(f"need total >= 1 and 1 <= per_group <= total, not {total}, {share}")
+        self.total = total
+        self.per_group = share
+        self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def take(self, group: str) -> PollSlot:
+        """Take a slot for a poll of `group`, or raise PollSlotsFullError at once."""
+        with self._lock:
+            if self._held[group] >= self.per_group:
+                raise PollSlotsFullError(
+                    f"producer group {group!r} already has {self.per_group} long polls waiting "
+                    "(its share of this ingress); retry when one has answered"
+                )
+            if sum(self._held.values()) >= self.total:
+                raise PollSlotsFullError(
+                    f"all {self.total} long-poll slots are taken by other groups; retry shortly"
+                )
+            self._held[group] += 1
+        return PollSlot(self, group)
+
+    def held(self, group: str) -> int:
+        """Return how many slots `group` holds now."""
+        with self._lock:
+            return self._held[group]
+
+    def total_held(self) -> int:
+        """Return how many slots are held now, by every group."""
+        with self._lock:
+            return sum(self._held.values())
+
+    def _give_back(self, group: str) -> None:
+        with self._lock:
+            self._held[group] -= 1
+            if self._held[group] <= 0:
+                del self._held[group]

@@ -1,0 +1,154 @@
+"""SPEC 5.1 auth hygiene: auth before the body, open mode on loopback only, safe token files."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.config import Config, load_config
+from coordinator.errors import ConfigurationError
+from coordinator.rest.app import create_app
+from coordinator.rest.auth import MIN_TOKEN_LENGTH, load_token_file, sha256_hex
+from tests.coordinator.rest.conftest import ORDERS_TOKEN, write_auth_file
+from tests.coordinator.sdk.http_server import serving
+
+# -- authentication before the body -----------------------------------------------------
+
+
+def _scope(path: str, token: str, length: int) -> dict[str, Any]:
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+        "query_string": b"", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 5000),
+        "headers": [(b"authorization", f"Bearer {token}".encode()),
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(length).encode())],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/transactions", "/v1/transactions/batch", "/v1/ops/batch",
+             "/v1/transactions/t/commit"],
+)  # fmt: skip
+def test_a_bad_token_is_401_before_one_byte_of_the_body_is_read(
+    auth_config: Config, path: str
+) -> None:
+    """The app never calls receive(): the 16 MiB the client announces stay on the wire."""
+    app = create_app(auth_config)
+    size = auth_config.rest.max_request_size
+    received: list[int] = []
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        received.append(1024 * 1024)
+        return {"type": "http.request", "body": b" " * (1024 * 1024), "more_body": True}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(_scope(path, "not-a-token-of-the-file", size), receive, send))
+    assert sent[0]["type"] == "http.response.start"
+    assert sent[0]["status"] == 401
+    assert received == [], f"{sum(received)} bytes of the body were read before the 401"
+
+
+def test_a_real_server_answers_401_while_the_body_is_still_unsent(auth_config: Config) -> None:
+    """Announce 16 MiB, send none of it: a server that reads first would wait for ever."""
+    with serving(create_app(auth_config)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(
+                b"POST /v1/transactions/batch HTTP/1.1\r\nHost: x\r\n"
+                b"Authorization: Bearer wrong-token-wrong-token\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {auth_config.rest.max_request_size}\r\n\r\n".encode()
+                + b'{"messages": ['
+            )
+            try:
+                head = conn.recv(4096)
+            except TimeoutError:
+                pytest.fail("no answer in 10 s: the server waits for the body before auth")
+    assert head.startswith(b"HTTP/1.1 401"), head[:200]
+    assert b'"unauthorized"' in head or b"www-authenticate" in head.lower()
+
+
+# -- open mode listens on loopback only -------------------------------------------------
+
+
+def _open(rest_config: Config, host: str) -> Config:
+    return load_config(overrides={
+        "warehouse": rest_config.warehouse,
+        "kafka.bootstrap_servers": rest_config.kafka.bootstrap_servers,
+        "rest.host": host,
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "example.com", "192.168.0.1"])
+def test_open_mode_refuses_a_host_that_is_not_loopback(tmp_path: Path, host: str) -> None:
+    config = load_config(overrides={"warehouse": str(tmp_path), "rest.host": host})
+    with pytest.raises(ConfigurationError, match=r"open mode.*loopback.*rest\.auth_file"):
+        create_app(config)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_open_mode_starts_on_loopback_and_says_so(
+    tmp_path: Path, host: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    create_app(load_config(overrides={"warehouse": str(tmp_path), "rest.host": host}))
+    assert "open mode" in caplog.text
+    assert "0.0.0.0" not in caplog.text
+    assert "loopback" in caplog.text
+
+
+def test_with_tokens_any_host_is_allowed(tmp_path: Path) -> None:
+    auth_file = write_auth_file(tmp_path / "tokens.toml")
+    create_app(load_config(overrides={
+        "warehouse": str(tmp_path), "rest.host": "0.0.0.0", "rest.auth_file": str(auth_file),
+    }))  # fmt: skip
+
+
+# -- the token file ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o606])
+def test_a_token_file_others_may_read_is_refused(tmp_path: Path, mode: int) -> None:
+    path = write_auth_file(tmp_path / "tokens.toml")
+    path.chmod(mode)
+    with pytest.raises(ConfigurationError, match=r"readable by group or others.*chmod 600"):
+        load_token_file(path)
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400])
+def test_a_token_file_of_its_owner_only_is_accepted(tmp_path: Path, mode: int) -> None:
+    path = write_auth_file(tmp_path / "tokens.toml")
+    path.chmod(mode)
+    assert len(load_token_file(path)) == 3
+
+
+def test_a_short_plaintext_token_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.toml"
+    short = "x" * (MIN_TOKEN_LENGTH - 1)
+    path.write_text(f'[[token]]\ngroup = "g"\ntoken = "{short}"\n')
+    path.chmod(0o600)
+    with pytest.raises(ConfigurationError, match=f"at least {MIN_TOKEN_LENGTH} characters"):
+        load_token_file(path)
+    path.write_text(f'[[token]]\ngroup = "g"\ntoken = "{short}y"\n')
+    assert len(load_token_file(path)) == 1
+
+
+def test_a_digest_cannot_be_measured_but_the_fixture_tokens_are_long_enough(
+    tmp_path: Path,
+) -> None:
+    """Only sha256 digests are stored: the length rule applies where a token is written down."""
+    assert len(ORDERS_TOKEN) >= MIN_TOKEN_LENGTH
+    path = tmp_path / "tokens.toml"
+    path.write_text(f'[[token]]\ngroup = "g"\nsha256 = "{sha256_hex("short")}"\n')
+    path.chmod(0o600)
+    assert len(load_token_file(path)) == 1
