@@ -30,6 +30,9 @@ from typing import Any
 from coordinator.errors import ConfigurationError
 
 ENV_PREFIX = "TXCOORD_"
+#: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
+#: (coordinator/local_stack/artifacts.py) and a notebook parameter (notebooks/).
+ENV_NOT_CONFIGURATION = frozenset({"TXCOORD_JAR_CACHE", "TXCOORD_TOPIC"})
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _SIZE = re.compile(r"\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*")
@@ -339,7 +342,7 @@ def load_config(
             raise ConfigurationError(message) from None
         flat.update(_flatten(raw, str(path)))
     for name, value in (environ or {}).items():
-        if name.startswith(ENV_PREFIX):
+        if name.startswith(ENV_PREFIX) and name not in ENV_NOT_CONFIGURATION:
             key = name[len(ENV_PREFIX):].lower().replace("__", ".")  # fmt: skip
             flat[key] = (value, f"${name}")
     for key, value in (overrides or {}).items():

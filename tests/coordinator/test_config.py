@@ -15,6 +15,7 @@ from coordinator.config import (
     parse_size,
 )
 from coordinator.errors import ConfigurationError
+from coordinator.local_stack.artifacts import JAR_CACHE_ENV
 
 
 def test_defaults_are_rocketmqs() -> None:
@@ -60,6 +61,13 @@ def test_max_check_immunity_is_a_positive_duration_within_file_reserved_time() -
         load_config(overrides={"max_check_immunity": "0s"})
     with pytest.raises(ConfigurationError, match="must not exceed file_reserved_time"):
         load_config(overrides={"max_check_immunity": "2h", "file_reserved_time": "90m"})
+
+
+def test_variables_of_other_parts_are_not_configuration_keys() -> None:
+    # The documented jar cache override must not make every txcoord command refuse to start.
+    assert load_config(environ={JAR_CACHE_ENV: "/opt/jars", "TXCOORD_TOPIC": "T"}) == load_config()
+    with pytest.raises(ConfigurationError, match="unknown configuration key 'jar_caches'"):
+        load_config(environ={"TXCOORD_JAR_CACHES": "/opt/jars"})
 
 
 def test_names_with_a_trailing_newline_are_refused() -> None:
