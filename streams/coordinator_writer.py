@@ -269,7 +269,7 @@ class CoordinatorBatchWriter:
                 log.warning("batch %d: publishing checks failed (%s); retrying", batch_id, exc)
         log.info("batch %d: %d check request(s) sent", batch_id, len(records))
 
-    def _publish(self, records: list[tuple[Row, Record]]) -> None:
+    def _publish(self, records: list[tuple[Any, Record]]) -> None:
         """Publish every record (acks=all); one Kafka refuses as too large goes out slim."""
         refused = [
             (row, f"Kafka refused the {len(record[1])}-byte check record: {error}")
@@ -285,7 +285,7 @@ class CoordinatorBatchWriter:
         for _, _, error in self._send_all([(r, slim_check_record(r, why)) for r, why in refused]):
             raise error
 
-    def _send_all(self, records: list[tuple[Row, Record]]) -> list[tuple[Row, Record, Exception]]:
+    def _send_all(self, records: list[tuple[Any, Record]]) -> list[tuple[Any, Record, Exception]]:
         """Send and flush `records`; return those refused as too large; raise on other errors."""
         if not records:
             return []

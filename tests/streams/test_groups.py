@@ -61,14 +61,25 @@ def test_two_groups_with_the_same_transaction_id_never_touch(
         producer.op("lone", "ROLLBACK")
         producer.flush()
 
-        def settled() -> bool:
-            finals = {(r.producer_group, r.transaction_id)
-                      for r in rows(spark, config, "system/transactions")}  # fmt: skip
-            orphans = [r for r in rows(spark, config, "system/op_verdicts")
-                       if r.verdict == "ORPHAN"]  # fmt: skip
-            return ("payments", "shared") in finals and len(finals) >= 3 and bool(orphans)
+        seen: list[Any] = []
 
-        wait_for(settled, 300, "both groups' transactions to end and the orphan to be judged")
+        def settled() -> bool:
+            finals = {(r.producer_group, r.transaction_id, r.state)
+                      for r in rows(spark, config, "system/transactions")}  # fmt: skip
+            verdicts = {(r.producer_group, r.transaction_id, r.op, r.verdict)
+                        for r in rows(spark, config, "system/op_verdicts")}  # fmt: skip
+            seen[:] = [finals, verdicts]
+            orphans = [v for v in verdicts if v[3] == "ORPHAN"]
+            return (
+                ("payments", "shared", "ROLLED_BACK") in finals
+                and len(finals) >= 3
+                and (bool(orphans))
+            )
+
+        try:
+            wait_for(settled, 480, "both groups' transactions to end and the orphan to be judged")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last seen finals, verdicts: {seen}") from None
     finally:
         producer.close()
         payments.stop()
@@ -108,3 +119,21 @@ def test_two_groups_with_the_same_transaction_id_never_touch(
     }
     discarded = rows(spark, config, "system/discarded")
     assert discarded == []
+
+
+def test_every_table_that_names_a_transaction_names_its_group() -> None:
+    """A reader finds a transaction by (group, id) in each of them (the REST lookup does)."""
+    from delta_tables import (  # noqa: PLC0415
+        check_requests,
+        discarded,
+        half_messages,
+        op_records,
+        op_verdicts,
+        topics,
+        transactions,
+    )
+
+    specs = [check_requests.TABLE, discarded.TABLE, half_messages.TABLE, op_records.TABLE,
+             op_verdicts.TABLE, transactions.TABLE, topics.table("OrderPaid")]  # fmt: skip
+    for spec in specs:
+        assert {"producer_group", "transaction_id"} <= set(spec.schema.fieldNames()), spec.name
