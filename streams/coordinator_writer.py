@@ -75,6 +75,9 @@ MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue
 
 __all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check topic's codec
 
+#: Check records that were not acknowledged: (row, record, error).
+Failures = list[tuple[Any, Record, Exception]]
+
 
 def _finish_seconds() -> Column:
     """Return, for a COMMITTED or ROLLED_BACK final row, seconds from stored half to record."""
@@ -271,24 +274,35 @@ class CoordinatorBatchWriter:
 
     def _publish(self, records: list[tuple[Any, Record]]) -> None:
         """Publish every record (acks=all); one Kafka refuses as too large goes out slim."""
-        refused = [
-            (row, f"Kafka refused the {len(record[1])}-byte check record: {error}")
-            for row, record, error in self._send_all(records)
-        ]
-        if refused:
-            # An idempotent producer treats a refused batch as fatal: use a fresh one.
+        too_large, failed = self._send_all(records)
+        if not too_large:
+            for _, _, error in failed:
+                raise error
+            return
+        # An idempotent producer treats a refused batch as fatal and fails the records in
+        # flight with it, as too large as well: try each again alone, with a fresh producer,
+        # and slim only one refused on its own (a rare path: the topic is smaller than
+        # streams/check_topic.py sized it).
+        for row, record, _ in [*too_large, *failed]:
             self.close()
-        for row, reason in refused:
-            log.warning("check %s of %s/%s published without its message: %s",
-                        row["check_number"], row["producer_group"], row["transaction_id"],
-                        reason)  # fmt: skip
-        for _, _, error in self._send_all([(r, slim_check_record(r, why)) for r, why in refused]):
-            raise error
+            alone_large, alone_failed = self._send_all([(row, record)])
+            for _, _, error in alone_failed:
+                raise error
+            if alone_large:
+                error = alone_large[0][2]
+                reason = f"Kafka refused the {len(record[1])}-byte check record: {error}"
+                log.warning("check %s of %s/%s published without its message: %s",
+                            row["check_number"], row["producer_group"], row["transaction_id"],
+                            reason)  # fmt: skip
+                self.close()
+                slim_large, slim_failed = self._send_all([(row, slim_check_record(row, reason))])
+                for _, _, error in slim_large + slim_failed:
+                    raise error
 
-    def _send_all(self, records: list[tuple[Any, Record]]) -> list[tuple[Any, Record, Exception]]:
-        """Send and flush `records`; return those refused as too large; raise on other errors."""
+    def _send_all(self, records: list[tuple[Any, Record]]) -> tuple[Failures, Failures]:
+        """Send and flush `records`; return those refused as too large, and other failures."""
         if not records:
-            return []
+            return [], []
         if self._producer is None:
             self._producer = KafkaProducer(
                 bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5,
@@ -302,13 +316,16 @@ class CoordinatorBatchWriter:
             for row, record in records
         ]  # fmt: skip
         self._producer.flush(timeout=30)
-        too_large = []
+        too_large: Failures = []
+        failed: Failures = []
         for row, record, future in futures:
             try:
                 future.get(timeout=0)  # raise if one was not acknowledged
             except MessageSizeTooLargeError as exc:
                 too_large.append((row, record, exc))
-        return too_large
+            except Exception as exc:
+                failed.append((row, record, exc))
+        return too_large, failed
 
     # -- outcomes ------------------------------------------------------------------------
     def _finals(self, rows: DataFrame, batch_id: int) -> None:

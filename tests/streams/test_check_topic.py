@@ -161,15 +161,20 @@ def test_a_check_kafka_refuses_as_too_large_goes_out_slim(config: Config) -> Non
         small = {"max.message.bytes": str(64 * 1024)}
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, config.kafka.check_topic,
                                             small)])  # fmt: skip
-    big, fits = check_row("big", os.urandom(MIB)), check_row("fits", b"small")
+    # Small checks in the same call, before and after: a refused batch aborts what is in
+    # flight with it in an idempotent producer; they must still arrive, once published.
+    rows = [check_row(f"fits-{i}", b"small") for i in range(3)]
+    rows.insert(1, check_row("big", os.urandom(MIB)))
     writer = CoordinatorBatchWriter(config, "test-app")
     try:
-        writer._publish([(row, check_record(row)) for row in (big, fits)])  # no exception
+        writer._publish([(row, check_record(row)) for row in rows])  # no exception
     finally:
         writer.close()
-    values = {v["transaction_id"]: v for v in (json.loads(r.value) for r in consume_all(config, 2))}
+    values = {v["transaction_id"]: v for v in (json.loads(r.value) for r in consume_all(config, 4))}
+    assert sorted(values) == ["big", "fits-0", "fits-1", "fits-2"]
     assert values["big"]["omitted"] == ["body", "keys", "tags", "properties"]
     assert values["big"]["body_size"] == MIB
     assert "refused" in values["big"]["omitted_reason"]
-    assert base64.b64decode(values["fits"]["body_base64"]) == b"small"
-    assert "omitted" not in values["fits"]
+    for name in ("fits-0", "fits-1", "fits-2"):
+        assert base64.b64decode(values[name]["body_base64"]) == b"small"
+        assert "omitted" not in values[name]
