@@ -2,12 +2,27 @@
 
     system/half_messages ──withWatermark(stored_at, T)──┐
                                                         ├─ LEFT OUTER JOIN ─┐
-    system/op_records (COMMIT/ROLLBACK + heartbeats) ───┘  (window ±T)      │
-                       withWatermark(stored_at, T)                          ├─ union ─► groupBy(tx)
-    system/op_records (every op, "raw") ────────────────────────────────────┘   .transformWithState
-                                                                                 (ProcessingTime)
+    system/op_records (COMMIT/ROLLBACK + heartbeats) ───┘  (group, id,      │
+                       withWatermark(stored_at, T)          window ±T)      ├─ union ─► groupBy
+    system/op_records (every op, "raw") ────────────────────────────────────┘  (group, id)
+                                                                                .transformWithState
+                                                                                (ProcessingTime)
                                                                                    │ foreachBatch
                                        topics/<topic>, system/* tables, check topic ◄┘
+
+A transaction is identified by (producer group, transaction id) (SPEC 3): the join matches a
+half only with an op of its own group, and the stage is keyed by both, so two groups may use
+the same id without touching each other; an op whose group sent no half with that id is that
+group's orphan.
+
+**Upgrade note: a checkpoint written by a version keyed by transaction id alone cannot be
+resumed.** The join's and the stage's state keys changed, and Spark refuses the old state at
+start with a state-schema-incompatibility error. A fresh coordinator checkpoint
+(`<checkpoint_dir>/coordinator` moved aside) reads both tables from their start as a new
+writer (streams/delta_writes.py) and would deliver already committed messages again, so it
+is only right for a warehouse whose topic tables may be rebuilt (move `topics/*`,
+`system/queue_offsets` and the coordinator's output tables aside with it); there is no
+in-place migration of the old state.
 
 T = transaction_timeout. The join matches a half with a decisive op stored within T of it
 (either side first: ops may arrive before their half); a matched pair leaves at once, and the
@@ -57,7 +72,12 @@ from pyspark.sql import functions as F
 
 from coordinator.config import Config
 from delta_tables import half_messages, op_records
-from streams.coordinator_processor import INPUT_SCHEMA, OUTPUT_SCHEMA, TransactionProcessor
+from streams.coordinator_processor import (
+    INPUT_SCHEMA,
+    KEY,
+    OUTPUT_SCHEMA,
+    TransactionProcessor,
+)
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.delta_writes import checkpoint_app_id
 from streams.lifecycle import Rules
@@ -87,6 +107,7 @@ def rules_of(config: Config) -> Rules:
         # An op may precede its half by up to one ingest batch, and a half the join has not
         # matched reaches the stage ~2T after it was stored: wait that long, and a margin.
         orphan_wait_ms=2 * timeout + 10_000,
+        max_check_immunity_ms=ms(config.max_check_immunity),
     )
 
 
@@ -112,11 +133,15 @@ def stage_input(halves: DataFrame, ops: DataFrame, timeout_seconds: float) -> Da
         (F.col("kind") == op_records.KIND_TICK) | F.col("op").isin("COMMIT", "ROLLBACK")
     )
     right = decisive.withWatermark("stored_at", interval).alias("o")
+    # A transaction is (group, id): a half matches only its own group's ops. The group is
+    # compared null-safely (<=>): heartbeat rows have no group, and a plain `=` would let
+    # Spark infer `producer_group IS NOT NULL` and push it below the watermark, hiding the
+    # heartbeats from the very operator they exist to move (see HEARTBEAT_ID).
     joined = left.join(
         right,
         F.expr(
-            f"h.transaction_id = o.transaction_id AND o.stored_at BETWEEN "
-            f"h.stored_at - {interval} AND h.stored_at + {interval}"
+            f"h.transaction_id = o.transaction_id AND h.producer_group <=> o.producer_group "
+            f"AND o.stored_at BETWEEN h.stored_at - {interval} AND h.stored_at + {interval}"
         ),
         "leftOuter",
     )
@@ -124,13 +149,13 @@ def stage_input(halves: DataFrame, ops: DataFrame, timeout_seconds: float) -> Da
     # heartbeats from it. Heartbeat rows (transaction id HEARTBEAT_ID) reach the stateful
     # stage as one group per batch, which ignores it.
     matched = joined.select(
-        F.col("h.transaction_id").alias("transaction_id"), *_side("h"), *_side("o")
+        *[F.col(f"h.{key}").alias(key) for key in KEY], *_side("h"), *_side("o")
     )
     raw = (
         ops.alias("o")
         .where(F.col("o.kind") == op_records.KIND_OP)
         .select(
-            F.col("o.transaction_id").alias("transaction_id"),
+            *[F.col(f"o.{key}").alias(key) for key in KEY],
             *[F.lit(None).cast(INPUT_SCHEMA[name].dataType).alias(name)
               for name in INPUT_SCHEMA.fieldNames() if name.startswith("h_")],
             *_side("o"),
@@ -141,7 +166,7 @@ def stage_input(halves: DataFrame, ops: DataFrame, timeout_seconds: float) -> Da
 
 def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
     """Return the stateful stage's output for the stage input."""
-    return stage_rows.groupBy("transaction_id").transformWithState(
+    return stage_rows.groupBy(*KEY).transformWithState(
         TransactionProcessor(rules),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",

@@ -1,6 +1,7 @@
 """The stateful stage of the coordinator: Spark's transformWithState around `lifecycle`.
 
-Keyed by transaction id, in processing time (its timers fire with no new input, so checks
+Keyed by (producer group, transaction id), the identity of a transaction (SPEC 3), in
+processing time (its timers fire with no new input, so checks
 go out in a quiet system). This module only converts: Spark rows to `lifecycle` values,
 the state to and from one JSON value, the one timer of a transaction to and from Spark's
 timer API, and emitted values back to rows. All decisions live in streams/lifecycle.py.
@@ -50,10 +51,14 @@ from streams.lifecycle import (
     resolved_memory,
 )
 
+#: The grouping key of the stage: what identifies a transaction (SPEC 3). A checkpoint of an
+#: earlier version, keyed by transaction id alone, cannot be resumed (streams/coordinator_job.py).
+KEY = ("producer_group", "transaction_id")
+
 #: What the stage receives: a half (matched, or given up on by the join), an op, or both.
 INPUT_SCHEMA = StructType(
     [
-        StructField("transaction_id", StringType()),
+        *[StructField(key, StringType()) for key in KEY],
         # the half: h_<column of the half message>, its store time in milliseconds
         *[StructField(f"h_{f.name}", f.dataType) for f in MESSAGE[1:]],
         StructField("h_check_immunity_seconds", IntegerType()),
@@ -264,7 +269,7 @@ class TransactionProcessor(StatefulProcessor):
         timerValues: TimerValues,  # noqa: N803
     ) -> Iterator[Row]:
         """Take this batch's rows for one transaction."""
-        if key[0] == HEARTBEAT_ID:  # heartbeats moved the watermark; nothing to decide
+        if HEARTBEAT_ID in key:  # (no group, HEARTBEAT_ID): heartbeats moved the watermark
             return iter([])
         halves, ops = [], []
         for row in rows:

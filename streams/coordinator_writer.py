@@ -20,19 +20,20 @@ same rows, and because the offsets table is written after the topic tables, a re
 the offsets the first attempt read and numbers the messages the same way.
 
 The check topic is written after `system/check_requests`, at least once: a replay may send a
-check again, with the same transaction id and check number, which the SDK ignores.
+check again, with the same transaction id and check number, which the SDK ignores. A check
+record too large to publish is published slim instead of failing the batch for ever
+(streams/check_topic.py).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import logging
 from collections import Counter
 from typing import Any
 
 from kafka import KafkaProducer
+from kafka.errors import MessageSizeTooLargeError
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
@@ -45,6 +46,14 @@ from delta_tables import (
     queue_offsets,
     topics,
     transactions,
+)
+from streams.check_topic import (
+    Record,
+    check_record,
+    check_record_limit,
+    check_topic_max_bytes,
+    publishable_record,
+    slim_check_record,
 )
 from streams.delta_writes import BatchLedger
 from streams.lifecycle import Kind
@@ -64,25 +73,10 @@ def _ts(column: str) -> Any:
 MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
                    "keys", "tags", "properties"]  # fmt: skip
 
+__all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check topic's codec
 
-def check_record(row: Any) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
-    """Return (key, value, headers) of the check-topic record for one CHECK row."""
-    value = {
-        "transaction_id": row["transaction_id"],
-        "msg_id": row["msg_id"],
-        "producer_group": row["producer_group"],
-        "topic": row["topic"],
-        "queue_id": row["queue_id"],
-        "body_base64": base64.b64encode(bytes(row["body"] or b"")).decode(),
-        "keys": list(row["keys"] or []),
-        "tags": row["tags"],
-        "properties": dict(row["properties"] or {}),
-        "check_number": row["check_number"],
-        "prepared_at_ms": row["prepared_ms"],
-        "requested_at_ms": row["at_ms"],
-    }
-    headers = [("txcoord.producer_group", row["producer_group"].encode())]
-    return row["transaction_id"].encode(), json.dumps(value).encode(), headers
+#: Check records that were not acknowledged: (row, record, error).
+Failures = list[tuple[Any, Record, Exception]]
 
 
 def _finish_seconds() -> Column:
@@ -263,7 +257,8 @@ class CoordinatorBatchWriter:
         )
         self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id)
         failpoint("coordinator.after_check_requests")
-        records = [check_record(row) for row in rows.collect()]
+        limit = check_record_limit(self.config.max_message_size)
+        records = [(row, publishable_record(row, limit)) for row in rows.collect()]
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
                 self._publish(records)
@@ -277,20 +272,60 @@ class CoordinatorBatchWriter:
                 log.warning("batch %d: publishing checks failed (%s); retrying", batch_id, exc)
         log.info("batch %d: %d check request(s) sent", batch_id, len(records))
 
-    def _publish(self, records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]]) -> None:
+    def _publish(self, records: list[tuple[Any, Record]]) -> None:
+        """Publish every record (acks=all); one Kafka refuses as too large goes out slim."""
+        too_large, failed = self._send_all(records)
+        if not too_large:
+            for _, _, error in failed:
+                raise error
+            return
+        # An idempotent producer treats a refused batch as fatal and fails the records in
+        # flight with it, as too large as well: try each again alone, with a fresh producer,
+        # and slim only one refused on its own (a rare path: the topic is smaller than
+        # streams/check_topic.py sized it).
+        for row, record, _ in [*too_large, *failed]:
+            self.close()
+            alone_large, alone_failed = self._send_all([(row, record)])
+            for _, _, error in alone_failed:
+                raise error
+            if alone_large:
+                error = alone_large[0][2]
+                reason = f"Kafka refused the {len(record[1])}-byte check record: {error}"
+                log.warning("check %s of %s/%s published without its message: %s",
+                            row["check_number"], row["producer_group"], row["transaction_id"],
+                            reason)  # fmt: skip
+                self.close()
+                slim_large, slim_failed = self._send_all([(row, slim_check_record(row, reason))])
+                for _, _, error in slim_large + slim_failed:
+                    raise error
+
+    def _send_all(self, records: list[tuple[Any, Record]]) -> tuple[Failures, Failures]:
+        """Send and flush `records`; return those refused as too large, and other failures."""
+        if not records:
+            return [], []
         if self._producer is None:
             self._producer = KafkaProducer(
                 bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5,
                 max_block_ms=30_000,
+                # A check carries a body of up to max_message_size (streams/check_topic.py).
+                max_request_size=check_topic_max_bytes(self.config.max_message_size),
             )  # fmt: skip
         futures = [
-            self._producer.send(self.config.kafka.check_topic, key=key, value=value,
-                                headers=headers)
-            for key, value, headers in records
+            (row, record, self._producer.send(self.config.kafka.check_topic, key=record[0],
+                                              value=record[1], headers=record[2]))
+            for row, record in records
         ]  # fmt: skip
         self._producer.flush(timeout=30)
-        for future in futures:
-            future.get(timeout=0)  # raise if one was not acknowledged
+        too_large: Failures = []
+        failed: Failures = []
+        for row, record, future in futures:
+            try:
+                future.get(timeout=0)  # raise if one was not acknowledged
+            except MessageSizeTooLargeError as exc:
+                too_large.append((row, record, exc))
+            except Exception as exc:
+                failed.append((row, record, exc))
+        return too_large, failed
 
     # -- outcomes ------------------------------------------------------------------------
     def _finals(self, rows: DataFrame, batch_id: int) -> None:

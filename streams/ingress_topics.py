@@ -9,6 +9,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from coordinator.config import Config
 from coordinator.errors import ConfigurationError
 from coordinator.kafka_topics import admin_client, ensure_topic
+from streams.check_topic import ensure_check_topic
 
 #: Room for headers (group, topic, keys, properties) on top of the body.
 HEADER_ALLOWANCE_BYTES = 256 * 1024
@@ -31,7 +32,7 @@ def ensure_ingress_topics(config: Config) -> None:
     settings = ingress_topic_config(config)
     for topic in (config.kafka.half_topic, config.kafka.op_topic):
         ensure_topic(bootstrap, topic, config.kafka.partitions, settings)
-    ensure_topic(bootstrap, config.kafka.check_topic, config.kafka.partitions)
+    ensure_check_topic(config)  # sized for checks of max_message_size bodies
     with admin_client(bootstrap) as admin:
         for topic in (config.kafka.half_topic, config.kafka.op_topic):
             described: Any = admin.describe_configs(

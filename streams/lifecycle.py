@@ -1,7 +1,11 @@
 """What happens to one transaction, given what arrived for it and the time: pure logic.
 
 The coordinator's stateful stage calls `on_input` with the rows of one micro-batch for one
-transaction id, and `on_timer` when that transaction's single timer fires. Both take the
+transaction, and `on_timer` when that transaction's single timer fires. A transaction is
+identified by (producer group, transaction id) (SPEC 3): the stage is keyed by both, so every
+half and op given to these functions belongs to one group, and another group's half or op
+with the same id is a transaction of its own that can neither decide, reveal nor block this
+one (an op whose group sent no half with that id is that group's orphan). Both take the
 state as it was and the batch's processing time, and return the new state, the rows to
 emit and the next timer. No Spark, no clock of its own: the tests drive it with plain
 values, and a replayed batch (same input, same batch timestamp) emits the same rows.
@@ -21,9 +25,12 @@ id): the first decisive op wins (SPEC 3).
 
 Timer, one per transaction, in processing time:
 - no half yet: the ops wait `orphan_wait` for it, then are recorded as ORPHAN;
-- PREPARED / CHECKING: the next check is due (first: stored + max(timeout, immunity),
-  RocketMQ's CHECK_IMMUNITY_TIME_IN_SECONDS; later: last check + check interval); a due
-  transaction past `check_max` checks, or older than `file_reserved_time`, is DISCARDED;
+- PREPARED / CHECKING: the earlier of the next check (first: stored + max(timeout,
+  immunity), RocketMQ's CHECK_IMMUNITY_TIME_IN_SECONDS, the immunity clamped to
+  `max_check_immunity`; later: last check + check interval) and the expiry (stored +
+  `file_reserved_time`): a half older than that is DISCARDED as expired whatever its
+  immunity or check interval say (SPEC 4), and a due transaction past `check_max` checks is
+  DISCARDED;
 - COMMITTED / ROLLED_BACK: forgotten after `resolved_retention` (until then a later op is
   recorded as DUPLICATE or CONFLICT; afterwards as ORPHAN, still deciding nothing). Such a
   transaction only judges later ops: `resolved_memory` is all of it worth keeping, and the
@@ -101,6 +108,9 @@ class Rules:
     file_reserved_ms: int
     resolved_retention_ms: int
     orphan_wait_ms: int
+    #: The largest immunity honoured. The ingest quarantines larger values; this clamp is
+    #: defence in depth, so that no half can park itself beyond any timer (SPEC 4).
+    max_check_immunity_ms: int
 
 
 @dataclass(frozen=True)
@@ -161,17 +171,35 @@ def resolved_memory(state: TxState) -> TxState:
     """Return what a resolved transaction must remember to judge later ops the same way.
 
     Nothing moves it again, so nothing it emits needs the half's body, keys or properties:
-    its verdicts need the group (WRONG_GROUP), the state (DUPLICATE / CONFLICT) and the ops
-    already judged.
+    its verdicts need the state (DUPLICATE / CONFLICT) and the ops already judged.
     """
     assert is_resolved(state) and state.half is not None
     return replace(state, half=replace(state.half, body=b"", keys=(), properties=()))
 
 
 def first_check_due_ms(half: Half, rules: Rules) -> int:
-    """Return when the first check is due: stored + max(timeout, immunity) (RocketMQ)."""
-    immunity_ms = (half.check_immunity_seconds or 0) * 1000
+    """Return when the first check is due: stored + max(timeout, immunity) (RocketMQ).
+
+    The immunity is clamped to `max_check_immunity`: a value the ingest should have
+    quarantined (2147483647 s is 68 years) must not park the half beyond every check.
+    """
+    immunity_ms = min((half.check_immunity_seconds or 0) * 1000, rules.max_check_immunity_ms)
     return half.stored_ms + max(rules.timeout_ms, immunity_ms)
+
+
+def expires_at_ms(half: Half, rules: Rules) -> int:
+    """Return when the half is older than `file_reserved_time`: DISCARDED as expired."""
+    return half.stored_ms + rules.file_reserved_ms
+
+
+def _live_timer(half: Half, due_ms: int, rules: Rules) -> int:
+    """Return the one timer of a live transaction: its next check, or its expiry if sooner.
+
+    Expiry must not depend on any other timer (SPEC 4): with a check interval, or an
+    immunity, longer than what is left of `file_reserved_time`, the half still expires on
+    time.
+    """
+    return min(due_ms, expires_at_ms(half, rules))
 
 
 def _verdict(op: Op, verdict: str, now_ms: int, detail: str | None = None) -> Emit:
@@ -190,7 +218,7 @@ def _forget_at(s: TxState, now_ms: int, rules: Rules) -> int:
     """Return when a transaction in a final state may be forgotten."""
     assert s.half is not None
     if s.state is TransactionState.DISCARDED:
-        return max(now_ms, s.half.stored_ms + rules.file_reserved_ms)
+        return max(now_ms, expires_at_ms(s.half, rules))
     return now_ms + rules.resolved_retention_ms
 
 
@@ -198,9 +226,7 @@ def _apply_op(s: TxState, op: Op, now_ms: int, rules: Rules) -> tuple[TxState, l
     """Apply one op to a transaction whose half is known."""
     half = s.half
     assert half is not None and s.state is not None
-    if op.producer_group != half.producer_group:
-        detail = f"op from group {op.producer_group!r}, half from {half.producer_group!r}"
-        return s, [_verdict(op, "WRONG_GROUP", now_ms, detail)]
+    # No group check: the stage is keyed by (group, id), so `op` is of the half's group.
     outcome: Outcome = apply(s.state, event_for_op(op.op, by_operator=op.operator is not None))
     emits = [_verdict(op, outcome.verdict.value, now_ms)]
     if not outcome.moved:
@@ -254,7 +280,8 @@ def on_input(
     if s.state in (TransactionState.PREPARED, TransactionState.CHECKING):
         if s.timer_ms is None or s.state is TransactionState.PREPARED:
             due = first_check_due_ms(half, rules) if s.check_count == 0 else s.timer_ms
-            s = replace(s, timer_ms=due)
+            assert due is not None
+            s = replace(s, timer_ms=_live_timer(half, due, rules))
         if s.timer_ms is not None and s.timer_ms <= now_ms:
             step = on_timer(s, now_ms, rules)
             return Step(step.state, emits + step.emits)
@@ -271,14 +298,14 @@ def on_timer(state: TxState, now_ms: int, rules: Rules) -> Step:
     assert s.state is not None
     if s.state.is_final:
         return Step(None)
-    if now_ms - half.stored_ms >= rules.file_reserved_ms:
+    if now_ms >= expires_at_ms(half, rules):
         return _discard(s, Event.EXPIRED, "expired", now_ms, rules)
     if s.check_count >= rules.check_max:
         return _discard(s, Event.CHECKS_EXHAUSTED, "check_max", now_ms, rules)
     outcome = apply(s.state, Event.CHECK_DUE)
     s = replace(
         s, state=outcome.state, check_count=s.check_count + 1,
-        timer_ms=now_ms + rules.check_interval_ms,
+        timer_ms=_live_timer(half, now_ms + rules.check_interval_ms, rules),
     )  # fmt: skip
     check = Emit(Kind.CHECK, half.transaction_id, now_ms, half=half, check_number=s.check_count)
     return Step(s, [check])
@@ -293,5 +320,10 @@ def _discard(s: TxState, event: Event, reason: str, now_ms: int, rules: Rules) -
         Kind.DISCARD, half.transaction_id, now_ms, half=half, reason=reason,
         check_count=s.check_count,
     )  # fmt: skip
-    s = replace(s, timer_ms=_forget_at(s, now_ms, rules))
-    return Step(s, [discard, _final(s, now_ms, reason)])
+    forget_ms = _forget_at(s, now_ms, rules)
+    emits = [discard, _final(s, now_ms, reason)]
+    if forget_ms <= now_ms:
+        # Expired: already older than file_reserved_time, so nothing is kept. (A timer for
+        # `now` set while the timer for `now` fires would be deleted with the fired one.)
+        return Step(None, emits)
+    return Step(replace(s, timer_ms=forget_ms), emits)

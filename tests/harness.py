@@ -95,10 +95,13 @@ class Responder:
             while not self._stop.is_set():
                 for record in consumer:
                     request = json.loads(record.value)
+                    if request.get("producer_group") != self.group:
+                        continue  # another group's check: its own producers answer it
                     self.requests.append(request)
                     op = self.answer(request)
                     if op is not None:
-                        self._producer.op(request["transaction_id"], op, from_check=True)
+                        self._producer.op(request["transaction_id"], op, group=self.group,
+                                          from_check=True)  # fmt: skip
                         self._producer.flush()
         finally:
             consumer.close()

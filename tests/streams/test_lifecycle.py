@@ -25,7 +25,7 @@ from streams.lifecycle import (
 S = 1000
 RULES = Rules(
     timeout_ms=6 * S, check_interval_ms=30 * S, check_max=15, file_reserved_ms=72 * 3600 * S,
-    resolved_retention_ms=1800 * S, orphan_wait_ms=22 * S,
+    resolved_retention_ms=1800 * S, orphan_wait_ms=22 * S, max_check_immunity_ms=3600 * S,
 )  # fmt: skip
 T0 = 1_800_000_000_000
 
@@ -158,13 +158,45 @@ def test_unknown_has_no_effect() -> None:
     assert step.state == checking
 
 
-def test_an_op_from_another_group_is_rejected_and_the_half_still_checked() -> None:
-    intruder = op("COMMIT", T0 + S, group="payments")
-    step = on_input(None, [half()], [intruder], T0 + S, RULES)
-    assert verdicts(step) == ["WRONG_GROUP"]
-    assert step.state is not None and step.state.state is TransactionState.PREPARED
-    assert step.state.timer_ms == T0 + RULES.timeout_ms
-    assert kinds(on_timer(step.state, T0 + RULES.timeout_ms, RULES)) == ["CHECK"]
+def test_an_immunity_above_the_maximum_is_clamped_to_it() -> None:
+    """Defence in depth: 2147483647 s (68 years) must not park a half beyond every check."""
+    parked = half(immunity=2_147_483_647)
+    assert first_check_due_ms(parked, RULES) == T0 + RULES.max_check_immunity_ms
+    step = on_input(None, [parked], [], T0 + 14 * S, RULES)
+    assert kinds(step) == []
+    assert step.state is not None and step.state.timer_ms == T0 + RULES.max_check_immunity_ms
+    assert kinds(on_timer(step.state, T0 + RULES.max_check_immunity_ms, RULES)) == ["CHECK"]
+
+
+def test_a_check_interval_longer_than_file_reserved_time_still_expires_on_time() -> None:
+    """SPEC 4: expired at stored + file_reserved_time, whatever the timers say."""
+    rules = replace(RULES, file_reserved_ms=60 * S, check_interval_ms=3600 * S)
+    step = on_input(None, [half()], [], T0 + 14 * S, rules)
+    assert kinds(step) == ["CHECK"]
+    assert step.state is not None and step.state.timer_ms == T0 + 60 * S  # not T0 + 3614 s
+    gone = on_timer(step.state, T0 + 60 * S, rules)
+    assert kinds(gone) == ["DISCARD", "FINAL"]
+    assert only(gone, Kind.DISCARD).reason == "expired"
+    assert gone.state is None  # older than file_reserved_time: nothing left to keep
+
+
+def test_an_immunity_longer_than_file_reserved_time_still_expires_on_time() -> None:
+    rules = replace(RULES, file_reserved_ms=60 * S)
+    step = on_input(None, [half(immunity=120)], [], T0 + 14 * S, rules)
+    assert kinds(step) == []
+    assert step.state is not None and step.state.timer_ms == T0 + 60 * S
+    gone = on_timer(step.state, T0 + 60 * S, rules)
+    assert kinds(gone) == ["DISCARD", "FINAL"]
+    assert only(gone, Kind.DISCARD).reason == "expired"
+
+
+def test_a_resumed_transaction_keeps_its_expiry() -> None:
+    rules = replace(RULES, file_reserved_ms=1000 * S, check_interval_ms=3600 * S)
+    state = TxState(TransactionState.DISCARDED, half(), 15, None, (), T0 + 1000 * S)
+    resume = op("RESUME", T0 + 900 * S, operator="alice")
+    step = on_input(state, [], [resume], T0 + 900 * S, rules)
+    assert kinds(step) == ["VERDICT", "CHECK"]
+    assert step.state is not None and step.state.timer_ms == T0 + 1000 * S
 
 
 def test_an_op_before_its_half_waits_for_it() -> None:
@@ -220,7 +252,7 @@ def test_a_resolved_transaction_judges_every_later_op_the_same_from_its_memory(
     assert memory.half is not None and memory.half.body == b"" and memory.half.properties == ()
     later = [
         op("COMMIT", T0 + 5 * S), op("ROLLBACK", T0 + 6 * S), op("UNKNOWN", T0 + 7 * S),
-        op("COMMIT", T0 + 8 * S, group="payments"), op(decision, T0 + S, "first"),
+        op(decision, T0 + S, "first"),
         op("COMMIT", T0 + 10 * S, operator="alice"), op("ROLLBACK", T0 + 11 * S, operator="bob"),
         op("RESUME", T0 + 12 * S, operator="carol"),
     ]  # fmt: skip
