@@ -85,7 +85,9 @@ def config(make_config: ConfigFactory) -> Config:
     return make_config(max_check_immunity="1h")
 
 
-def send_all(config: Config, records: list[tuple[str, bytes, Headers]]) -> list[tuple[int, Any]]:
+def send_all(
+    config: Config, records: list[tuple[str, bytes, Headers]]
+) -> list[tuple[str, int, int]]:
     """Send the records one by one; return each one's (source topic, metadata)."""
     producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all",
                              max_request_size=4 << 20)  # fmt: skip
@@ -98,7 +100,7 @@ def send_all(config: Config, records: list[tuple[str, bytes, Headers]]) -> list[
             sent.append(future.get(timeout=60))
     finally:
         producer.close()
-    return [(m.topic, m.partition, m.offset) for m in sent]  # type: ignore[misc]
+    return [(m.topic, m.partition, m.offset) for m in sent]
 
 
 def test_extreme_records_are_quarantined_and_the_stream_keeps_running(
