@@ -61,6 +61,8 @@ sends the record to `system/quarantine` with the reason; nothing else is written
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 PRODUCER_GROUP = "txcoord.producer_group"
 TOPIC = "txcoord.topic"
 QUEUE_ID = "txcoord.queue_id"
@@ -118,6 +120,15 @@ def java_full_match(pattern: str) -> str:
     if not (pattern.startswith("^") and pattern.endswith("$")):
         raise ValueError(f"not an anchored ^...$ pattern: {pattern!r}")
     return pattern[:-1] + r"\z"
+
+
+def budgeted_bytes(headers: Iterable[tuple[str, bytes | None]]) -> int:
+    """Return the bytes that count against HEADER_BUDGET: keys, tags and prop.* headers."""
+    return sum(
+        len(name.encode()) + len(value or b"")
+        for name, value in headers
+        if name in (KEYS, TAGS) or name.startswith(PROPERTY_PREFIX)
+    )
 
 
 def msg_id_of(partition: int, offset: int) -> str:
