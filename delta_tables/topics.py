@@ -46,7 +46,7 @@ def topic_name_problem(topic: object) -> str | None:
     """Return why `topic` cannot be a topic name, or None if it can."""
     if not isinstance(topic, str):
         return f"topic must be a string, not {type(topic).__name__}"
-    if not TOPIC_NAME.match(topic):
+    if not TOPIC_NAME.fullmatch(topic):
         return (
             "topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-' "
             f"(RocketMQ's rule), not {topic[:140]!r}"

@@ -27,6 +27,7 @@ from delta_tables.topics import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
 from streams import ingress_format as fmt
 
 LOG_APPEND_TIME = 1
+MAX_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class IngestRules:
     op_topic: str
     max_message_size: int
     default_queue_count: int
+    #: Config.max_check_immunity in seconds: a larger check_immunity_seconds is quarantined.
+    max_check_immunity_seconds: int
 
 
 def _sql_string(text: str) -> str:
@@ -126,7 +129,6 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         _text(fmt.PRODUCER_GROUP).alias("producer_group"),
         _text(fmt.TOPIC).alias("topic"),
         _text(fmt.QUEUE_ID).alias("_queue_id"),
-        _text(fmt.MSG_ID).alias("_msg_id"),
         _text(fmt.KEYS).alias("_keys"),
         _text(fmt.TAGS).alias("tags"),
         _text(fmt.CHECK_IMMUNITY_SECONDS).alias("_immunity"),
@@ -143,17 +145,43 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
     header_keys = F.expr("transform(headers, h -> h.key)")
     keys_json = F.from_json(F.col("_keys"), "array<string>")
     queue_id = F.expr("try_cast(_queue_id as int)")
+    # Digits only (no sign, exponent or spaces) and in range: anything else is a reason,
+    # and the conversions below only ever see a value already known to fit (ANSI mode turns
+    # an overflowing timestamp_millis or cast into an exception that would stop the stream).
+    immunity = F.when(
+        F.col("_immunity").rlike(r"^[0-9]{1,18}\z"), F.col("_immunity").cast("bigint")
+    )
+    # The column is an int: a configuration allowing more (68 years) is capped, not overflowed.
+    immunity_ok = immunity.isNotNull() & (
+        immunity <= min(rules.max_check_immunity_seconds, MAX_INT)
+    )
+    born_at = F.when(F.col("_born_at").rlike(r"^[0-9]{1,18}\z"), F.col("_born_at").cast("bigint"))
+    born_at_ok = born_at.isNotNull() & (born_at <= fmt.MAX_BORN_AT_MS)
+    header_bytes = F.aggregate(
+        F.col("_headers"), F.lit(0).cast("bigint"),
+        lambda total, h: total + F.octet_length(h.key) + F.coalesce(F.length(h.value), F.lit(0)),
+    )  # fmt: skip
+    budget_bytes = F.aggregate(
+        F.filter(
+            F.col("_headers"),
+            lambda h: h.key.isin(fmt.KEYS, fmt.TAGS) | h.key.startswith(fmt.PROPERTY_PREFIX),
+        ),
+        F.lit(0).cast("bigint"),
+        lambda total, h: total + F.octet_length(h.key) + F.coalesce(F.length(h.value), F.lit(0)),
+    )
     system_topic = F.col("topic").isin(*SYSTEM_TOPICS)
     for prefix in SYSTEM_PREFIXES:
         system_topic = system_topic | F.col("topic").startswith(prefix)
-    text_headers = [fmt.KIND, fmt.PRODUCER_GROUP, fmt.TOPIC, fmt.QUEUE_ID, fmt.MSG_ID, fmt.KEYS,
-                    fmt.TAGS, fmt.OP, fmt.FROM_CHECK, fmt.OPERATOR, fmt.REASON]  # fmt: skip
+    text_headers = [fmt.KIND, fmt.PRODUCER_GROUP, fmt.TOPIC, fmt.QUEUE_ID, fmt.KEYS, fmt.TAGS,
+                    fmt.CHECK_IMMUNITY_SECONDS, fmt.BORN_AT, fmt.OP, fmt.FROM_CHECK, fmt.OPERATOR,
+                    fmt.REASON]  # fmt: skip
     bad_text = F.lit(False)
     for name in text_headers:
         bad_text = bad_text | _bad_utf8(name)
     bad_property = F.exists(
         F.col("_properties"), lambda h: h.value.isNotNull() & ~F.is_valid_utf8(h.value)
     )
+    property_name = fmt.java_full_match(fmt.PROPERTY_NAME_PATTERN)
     is_tick = F.coalesce(F.col("_kind") == fmt.KIND_TICK, F.lit(False))
     common: list[tuple[Column, str]] = [
         (F.col("timestamp_type") != LOG_APPEND_TIME,
@@ -161,24 +189,37 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         (F.size(F.array_distinct(header_keys)) != F.size(header_keys), "a header appears twice"),
         (bad_text, "a txcoord.* header is not valid UTF-8"),
         (F.col("_kind").isNotNull() & ~is_tick, "txcoord.kind must be TICK when present"),
+        (header_bytes > fmt.MAX_HEADER_BYTES,
+         f"the headers take more than {fmt.MAX_HEADER_BYTES} bytes together"),
     ]  # fmt: skip
     message: list[tuple[Column, str]] = [
         (F.col("key").isNull(), "the record key (transaction id) is missing"),
         (F.col("transaction_id").isNull(), "the record key (transaction id) is not valid UTF-8"),
-        (~F.col("transaction_id").rlike(fmt.TRANSACTION_ID_PATTERN),
+        (~F.col("transaction_id").rlike(fmt.java_full_match(fmt.TRANSACTION_ID_PATTERN)),
          "the transaction id must be 1-128 printable ASCII characters"),
         (F.col("producer_group").isNull(), f"header {fmt.PRODUCER_GROUP} is missing"),
-        (~F.col("producer_group").rlike(fmt.GROUP_PATTERN),
-         f"header {fmt.PRODUCER_GROUP} must match {fmt.GROUP_PATTERN}"),
+        (~F.col("producer_group").rlike(fmt.java_full_match(fmt.GROUP_PATTERN)),
+         f"header {fmt.PRODUCER_GROUP} must match {fmt.GROUP_PATTERN} (the whole value)"),
+        (F.col("_born_at").isNotNull() & ~born_at_ok,
+         f"header {fmt.BORN_AT} must be epoch milliseconds, digits only, "
+         f"0..{fmt.MAX_BORN_AT_MS} (2262-04-11T23:47:16.854Z)"),
     ]  # fmt: skip
     half_rules: list[tuple[Column, str]] = [
         (F.col("topic").isNull(), f"header {fmt.TOPIC} (the real topic) is missing"),
-        (~F.col("topic").rlike(TOPIC_NAME.pattern),
+        (~F.col("topic").rlike(fmt.java_full_match(TOPIC_NAME.pattern)),
          "the real topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-'"),
         (system_topic, "the real topic is a system topic name"),
         (F.col("_queue_id").isNotNull()
          & (queue_id.isNull() | (queue_id < 0) | (queue_id > fmt.MAX_QUEUE_ID)),
          f"header {fmt.QUEUE_ID} must be an integer 0..{fmt.MAX_QUEUE_ID}"),
+        (_header(fmt.MSG_ID).isNotNull(),
+         f"header {fmt.MSG_ID} is not accepted: the msg id is always the record's position"),
+        (F.col("_immunity").isNotNull() & immunity.isNull(),
+         f"header {fmt.CHECK_IMMUNITY_SECONDS} must be a decimal integer of seconds "
+         f"(digits only), 0..{rules.max_check_immunity_seconds}"),
+        (F.col("_immunity").isNotNull() & ~immunity_ok,
+         f"header {fmt.CHECK_IMMUNITY_SECONDS} is above max_check_immunity "
+         f"({rules.max_check_immunity_seconds} s)"),
         (F.coalesce(F.length("value"), F.lit(0)) > rules.max_message_size,
          f"the body is larger than max_message_size ({rules.max_message_size} bytes)"),
         (F.col("_keys").isNotNull()
@@ -187,6 +228,11 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         (bad_property, "a prop.* header value is not valid UTF-8"),
         (F.exists(F.col("_properties"), lambda h: F.length(h.key) <= len(fmt.PROPERTY_PREFIX)),
          "a prop.* header has no property name"),
+        (F.exists(F.col("_properties"), lambda h: ~F.substring(
+            h.key, len(fmt.PROPERTY_PREFIX) + 1, 1 << 20).rlike(property_name)),
+         "a prop.* header's property name must be 1-255 characters without control characters"),
+        (budget_bytes > fmt.HEADER_BUDGET,
+         f"keys, tags and properties take more than {fmt.HEADER_BUDGET} bytes together"),
     ]  # fmt: skip
     op_rules: list[tuple[Column, str]] = [
         (F.col("op").isNull(), f"header {fmt.OP} is missing"),
@@ -196,6 +242,13 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
          f"{fmt.OP} RESUME is an operator's op: header {fmt.OPERATOR} is required"),
         (F.col("_from_check").isNotNull() & ~F.col("_from_check").isin("true", "false"),
          f"header {fmt.FROM_CHECK} must be true or false"),
+        (F.col("operator").isNotNull()
+         & ((F.length("operator") < 1) | (F.length("operator") > fmt.MAX_OPERATOR_LENGTH)),
+         f"header {fmt.OPERATOR} must be 1-{fmt.MAX_OPERATOR_LENGTH} characters"),
+        (F.col("reason_text").isNotNull() & F.col("operator").isNull(),
+         f"header {fmt.REASON} needs header {fmt.OPERATOR} (an operator's op)"),
+        (F.length("reason_text") > fmt.MAX_REASON_LENGTH,
+         f"header {fmt.REASON} must be at most {fmt.MAX_REASON_LENGTH} characters"),
     ]  # fmt: skip
     # A heartbeat carries nothing but its store time: only the common rules apply to it.
     reason = F.coalesce(
@@ -212,12 +265,11 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
     msg_id = F.concat(
         F.lpad(F.hex("source_partition"), 4, "0"), F.lpad(F.hex("source_offset"), 16, "0")
     )
-    immunity = F.expr("try_cast(_immunity as int)")
     derive = (
         reason.alias("reason"),
         is_tick.alias("is_tick"),
         F.coalesce(queue_id, default_queue).alias("queue_id"),
-        F.coalesce(F.col("_msg_id"), msg_id).alias("msg_id"),
+        msg_id.alias("msg_id"),
         keys_json.alias("keys"),
         # Only when no header repeats: a repeated prop.* key must be a reason, not a
         # DUPLICATED_MAP_KEY error that would stop the stream.
@@ -233,9 +285,9 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
                 )
             ),
         ).alias("properties"),
-        # RocketMQ: a missing, negative or non-integer immunity falls back to the timeout.
-        F.when(immunity > 0, immunity).alias("check_immunity_seconds"),
-        F.expr("timestamp_millis(try_cast(_born_at as bigint))").alias("born_at"),
+        # 0 means none (the timeout); an invalid value is a reason above, NULL here.
+        F.when(immunity_ok & (immunity > 0), immunity).cast("int").alias("check_immunity_seconds"),
+        F.timestamp_millis(F.when(born_at_ok, born_at)).alias("born_at"),
         F.coalesce(F.col("_from_check") == "true", F.lit(False)).alias("from_check"),
         # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of SPEC 3
         # (same store time: lower op id first) follows the order within a partition.

@@ -51,6 +51,7 @@ def rules_of(config: Config) -> IngestRules:
         op_topic=config.kafka.op_topic,
         max_message_size=config.max_message_size,
         default_queue_count=config.default_queue_count,
+        max_check_immunity_seconds=int(config.max_check_immunity.total_seconds()),
     )
 
 

@@ -5,17 +5,21 @@ Half messages go to the half topic (default `txcoord.half`), op records to the o
 producer's, is a record's store time.
 
 Half message record
-    key       transaction id (UTF-8, 1-128 printable characters)
+    key       transaction id (UTF-8, 1-128 printable ASCII characters)
     value     the message body (any bytes, at most max_message_size)
     headers   txcoord.producer_group   required  [%|A-Za-z0-9_-]{1,255}
               txcoord.topic            required  the real topic, RocketMQ's topic rule
               txcoord.queue_id         optional  decimal 0..1023; default crc32(id) % queues
-              txcoord.msg_id           optional  default: msg_id_of(partition, offset) of the record
               txcoord.keys             optional  JSON array of strings
               txcoord.tags             optional  UTF-8
-              txcoord.check_immunity_seconds optional decimal seconds; invalid -> the timeout
-              txcoord.born_at          optional  producer's clock, epoch milliseconds (recorded)
-              prop.<name>              optional  one user property each, UTF-8 values
+              txcoord.check_immunity_seconds optional  see "Immunity" below
+              txcoord.born_at          optional  see "born_at" below
+              prop.<name>              optional  one user property each, UTF-8 values; the
+                                                 name 1-255 characters, no control characters
+    Not accepted: txcoord.msg_id. The msg id is always msg_id_of(partition, offset) of the
+    record, as the REST ingress reports it; a record that names one is quarantined, so no
+    record can claim another message's id (topic rows, REST lookups and the coordinator's
+    writer all key on it).
 
 Op record
     key       transaction id
@@ -23,18 +27,41 @@ Op record
     headers   txcoord.producer_group   required
               txcoord.op               required  COMMIT | ROLLBACK | UNKNOWN | RESUME (operator)
               txcoord.from_check       optional  true | false (an answer to a check request)
-              txcoord.operator         optional  who, for an operator's op (admin path only)
-              txcoord.reason           optional  why, for an operator's op
+              txcoord.operator         optional  who, for an operator's op: 1-255 characters
+              txcoord.reason           optional  why, for an operator's op: at most 4096
+                                                 characters, and only with txcoord.operator
               txcoord.born_at          optional
 
 Heartbeat (either topic): header `txcoord.kind: TICK`, no key, empty value. Written by the
 ingest's ticker to every partition, so event time moves even when no producer writes.
+
+Limits, the REST ingress's own (coordinator/rest imports these constants): keys, tags and
+properties together take at most HEADER_BUDGET bytes (header names and values); all headers
+of a record together at most MAX_HEADER_BYTES.
+
+Names are matched as whole strings: "OrderPaid\\n" is not a topic. The patterns below are
+anchored `^...$` for Python's `re.fullmatch` and Rust's regex (pydantic), where `$` is the
+end; Java's `$` (Spark's rlike) also matches before a final line terminator, so the ingest
+uses `java_full_match(pattern)`, which ends in `\\z`.
+
+Immunity (txcoord.check_immunity_seconds), as the REST ingress: what REST refuses with a 4xx
+is quarantined here. The value must be a decimal integer (digits only: no sign, no spaces,
+no exponent) of at most max_check_immunity seconds (configuration, default 1 h); anything
+else, including a number too large for any integer type, is quarantined with the reason.
+0 means none (the timeout applies); a value below transaction_timeout counts as the timeout.
+
+born_at: the producer's clock in epoch milliseconds, recorded only (the store time is the
+broker's). Digits only, 0..MAX_BORN_AT_MS (2262-04-11T23:47:16.854Z): a negative value, an
+exponent or a later instant is quarantined, because Spark's conversion overflows (a stopped
+stream) or the readers of the tables cannot hold it (see MAX_BORN_AT_MS).
 
 A header that appears twice, a missing required header, or a value that fails its rule
 sends the record to `system/quarantine` with the reason; nothing else is written for it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 PRODUCER_GROUP = "txcoord.producer_group"
 TOPIC = "txcoord.topic"
@@ -64,6 +91,44 @@ MAX_TRANSACTION_ID_LENGTH = 128
 GROUP_PATTERN = r"^[%|A-Za-z0-9_-]{1,255}$"
 #: Printable, no whitespace other than the space, 1..128 characters.
 TRANSACTION_ID_PATTERN = r"^[\x21-\x7e][\x20-\x7e]{0,127}$"
+#: Property names become header keys `prop.<name>`: 1..255 characters, no control characters
+#: (RocketMQ itself separates properties with \x01 and \x02).
+PROPERTY_NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,255}$"
+#: Keys, tags and properties together (header names and values, in bytes): RocketMQ keeps
+#: a message's properties behind a 2-byte length (MessageDecoder, Short.MAX_VALUE).
+HEADER_BUDGET = 32767
+#: Every header of a record together (names and values, in bytes): the header budget plus
+#: room for the fixed headers, and well inside the topics' HEADER_ALLOWANCE_BYTES.
+MAX_HEADER_BYTES = 64 * 1024
+#: An operator's name and reason, in characters.
+MAX_OPERATOR_LENGTH = 255
+MAX_REASON_LENGTH = 4096
+#: born_at is epoch milliseconds in 0 .. 2262-04-11T23:47:16.854Z, the last millisecond a
+#: 64-bit count of nanoseconds holds: Spark writes timestamps to Parquet as INT96, which
+#: pyarrow (deltalake, the operator commands) reads as nanoseconds, so a later instant would
+#: come back as garbage or an error (and past year 9999 not even Python's datetime holds it).
+MAX_BORN_AT_MS = (2**63 - 1) // 1_000_000
+
+
+def java_full_match(pattern: str) -> str:
+    """Return an anchored `^...$` pattern as a Java regex (Spark's rlike) for the whole string.
+
+    Java's `$`, like Python's, also matches just before a final line terminator, so
+    `^[a-z]+$` accepts "abc\\n"; `\\z` is the very end of the input. rlike finds a match
+    anywhere, so the leading `^` stays.
+    """
+    if not (pattern.startswith("^") and pattern.endswith("$")):
+        raise ValueError(f"not an anchored ^...$ pattern: {pattern!r}")
+    return pattern[:-1] + r"\z"
+
+
+def budgeted_bytes(headers: Iterable[tuple[str, bytes | None]]) -> int:
+    """Return the bytes that count against HEADER_BUDGET: keys, tags and prop.* headers."""
+    return sum(
+        len(name.encode()) + len(value or b"")
+        for name, value in headers
+        if name in (KEYS, TAGS) or name.startswith(PROPERTY_PREFIX)
+    )
 
 
 def msg_id_of(partition: int, offset: int) -> str:

@@ -47,6 +47,18 @@ _COLUMNS = {
         "check_number", "requested_at",
     ],
 }  # fmt: skip
+#: The columns `history` reads: never a producer's born_at (a timestamp a reader may not be
+#: able to hold, should one have landed before the ingest refused them) nor a body.
+_HISTORY_COLUMNS = {
+    half_messages.TABLE.name: ["kind", "msg_id", "topic", "queue_id", "producer_group",
+                               "stored_at"],
+    op_records.TABLE.name: ["op", "op_id", "producer_group", "from_check", "operator", "reason",
+                            "stored_at"],
+    check_requests.TABLE.name: ["check_number", "requested_at"],
+    op_verdicts.TABLE.name: ["op", "op_id", "verdict", "detail", "recorded_at"],
+    transactions.TABLE.name: ["state", "reason", "check_count", "resolved_at"],
+    "topics": ["topic", "queue_id", "queue_offset", "delivered_at"],
+}  # fmt: skip
 
 
 def read_table(
@@ -160,29 +172,39 @@ def history(warehouse: str, state: TransactionState) -> list[Event]:
         if at is not None:
             events.append(Event(_utc(at), table, what))
 
-    for row in read_table(warehouse, half_messages.TABLE.name, None, tx):
+    for row in read_table(
+        warehouse, half_messages.TABLE.name, _HISTORY_COLUMNS[half_messages.TABLE.name], tx
+    ):
         if row["kind"] == half_messages.KIND_HALF:
             add(row["stored_at"], half_messages.TABLE.name,
                 f"half {row['msg_id']} for {row['topic']}/{row['queue_id']} "
                 f"from group {row['producer_group']}")  # fmt: skip
-    for row in read_table(warehouse, op_records.TABLE.name, None, tx):
+    for row in read_table(
+        warehouse, op_records.TABLE.name, _HISTORY_COLUMNS[op_records.TABLE.name], tx
+    ):
         who = f" by operator {row['operator']} ({row['reason'] or 'no reason'})" if row[
             "operator"] else ""  # fmt: skip
         answer = " answering a check" if row["from_check"] else ""
         what = f"{row['op']} {row['op_id']} from group {row['producer_group']}{answer}{who}"
         add(row["stored_at"], op_records.TABLE.name, what)
-    for row in read_table(warehouse, check_requests.TABLE.name, None, tx):
+    for row in read_table(
+        warehouse, check_requests.TABLE.name, _HISTORY_COLUMNS[check_requests.TABLE.name], tx
+    ):
         add(row["requested_at"], check_requests.TABLE.name, f"check #{row['check_number']} sent")
-    for row in read_table(warehouse, op_verdicts.TABLE.name, None, tx):
+    for row in read_table(
+        warehouse, op_verdicts.TABLE.name, _HISTORY_COLUMNS[op_verdicts.TABLE.name], tx
+    ):
         detail = f": {row['detail']}" if row["detail"] else ""
         add(row["recorded_at"], op_verdicts.TABLE.name,
             f"{row['op']} {row['op_id']} judged {row['verdict']}{detail}")  # fmt: skip
-    for row in read_table(warehouse, transactions.TABLE.name, None, tx):
+    for row in read_table(
+        warehouse, transactions.TABLE.name, _HISTORY_COLUMNS[transactions.TABLE.name], tx
+    ):
         add(row["resolved_at"], transactions.TABLE.name,
             f"{row['state']} (reason {row['reason']}, {row['check_count']} check(s))")  # fmt: skip
     if state.topic:
         name = topics.table(state.topic).name
-        for row in read_table(warehouse, name, None, tx):
+        for row in read_table(warehouse, name, _HISTORY_COLUMNS["topics"], tx):
             where = f"{row['topic']}/{row['queue_id']} at offset {row['queue_offset']}"
             add(row["delivered_at"], name, f"delivered to {where}")
     return sorted(events, key=lambda e: e.at)

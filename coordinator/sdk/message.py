@@ -23,13 +23,14 @@ from delta_tables.topics import topic_name_problem
 from streams import ingress_format as fmt
 
 _TRANSACTION_ID = re.compile(fmt.TRANSACTION_ID_PATTERN)
+_PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
 
 
 def transaction_id_problem(value: object) -> str | None:
     """Return why `value` cannot be a transaction id, or None if it can."""
     if not isinstance(value, str):
         return f"transaction_id must be a string, not {type(value).__name__}"
-    if not _TRANSACTION_ID.match(value):
+    if not _TRANSACTION_ID.fullmatch(value):
         return f"transaction_id must be 1-128 printable ASCII characters, not {value[:140]!r}"
     return None
 
@@ -52,8 +53,11 @@ def _as_properties(value: object) -> dict[str, str]:
         raise TypeError(f"properties must be a mapping of str to str, not {type(value).__name__}")
     result: dict[str, str] = {}
     for name, text in value.items():
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"properties: a property name must be a non-empty string ({name!r})")
+        if not isinstance(name, str) or not _PROPERTY_NAME.fullmatch(name):
+            raise ValueError(
+                "properties: a property name must be a string of 1-255 characters without "
+                f"control characters ({name!r})"
+            )
         if not isinstance(text, str):
             raise TypeError(f"properties[{name!r}] must be a string, not {type(text).__name__}")
         result[name] = text
@@ -112,6 +116,19 @@ class Message:
                 raise ValueError(problem)
         if self.msg_id is not None and not isinstance(self.msg_id, str):
             raise TypeError(f"msg_id must be a string, not {type(self.msg_id).__name__}")
+        self._check_header_budget()
+
+    def _check_header_budget(self) -> None:
+        """Refuse keys, tags and properties the ingest would quarantine (HEADER_BUDGET)."""
+        optional = [(fmt.KEYS, json.dumps(list(self.keys)).encode()) if self.keys else None,
+                    (fmt.TAGS, self.tags.encode()) if self.tags is not None else None,
+                    *[(fmt.PROPERTY_PREFIX + k, v.encode()) for k, v in self.properties.items()]]
+        size = fmt.budgeted_bytes(h for h in optional if h is not None)
+        if size > fmt.HEADER_BUDGET:
+            raise ValueError(
+                f"keys, tags and properties take {size} bytes together; at most "
+                f"{fmt.HEADER_BUDGET} are allowed"
+            )
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class TransactionProducer:
         shutdown_timeout_seconds: float = 10.0,
     ) -> None:
         """Check the arguments; nothing connects until `start()`."""
-        if not isinstance(group, str) or not _GROUP.match(group):
+        if not isinstance(group, str) or not _GROUP.fullmatch(group):
             raise ValueError(f"group must match {fmt.GROUP_PATTERN}, not {group!r}")
         if not isinstance(listener, TransactionListener):
             raise TypeError(

@@ -17,8 +17,9 @@ from streams.ingest import IngestRules, classify, halves, ops, quarantined, tick
 pytestmark = pytest.mark.spark
 
 RULES = IngestRules(
-    half_topic="txcoord.half", op_topic="txcoord.op", max_message_size=64, default_queue_count=4
-)
+    half_topic="txcoord.half", op_topic="txcoord.op", max_message_size=64, default_queue_count=4,
+    max_check_immunity_seconds=3600,
+)  # fmt: skip
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
@@ -71,7 +72,7 @@ def reasons(classified: DataFrame) -> list[str | None]:
 def test_a_valid_half_is_parsed_with_every_field(spark: SparkSession) -> None:
     headers = half_headers(
         **{
-            fmt.QUEUE_ID: b"2", fmt.MSG_ID: b"m-1", fmt.KEYS: json.dumps(["o-1", "o-2"]).encode(),
+            fmt.QUEUE_ID: b"2", fmt.KEYS: json.dumps(["o-1", "o-2"]).encode(),
             fmt.TAGS: b"paid", fmt.CHECK_IMMUNITY_SECONDS: b"60", fmt.BORN_AT: b"1795000000000",
             "prop.region": b"eu", "prop.tier": "gold\u00e9".encode(),
         }
@@ -79,7 +80,8 @@ def test_a_valid_half_is_parsed_with_every_field(spark: SparkSession) -> None:
     classified = Records(spark).add("txcoord.half", b"tx-1", headers).classify()
     (row,) = halves(classified, RULES).collect()
     assert row.kind == "HALF"
-    assert (row.transaction_id, row.msg_id, row.producer_group) == ("tx-1", "m-1", "orders")
+    assert (row.transaction_id, row.msg_id, row.producer_group) == ("tx-1", fmt.msg_id_of(0, 0),
+                                                                    "orders")  # fmt: skip
     assert (row.topic, row.queue_id, row.body) == ("OrderPaid", 2, bytearray(b"body"))
     assert row.keys == ["o-1", "o-2"]
     assert row.tags == "paid"
@@ -106,12 +108,12 @@ def test_defaults_queue_from_the_transaction_id_and_msg_id_from_the_position(
     assert len({r.msg_id for r in rows}) == 40
 
 
-def test_immunity_follows_rocketmqs_lenient_parsing(spark: SparkSession) -> None:
+def test_immunity_is_none_at_zero_and_kept_up_to_the_limit(spark: SparkSession) -> None:
     records = Records(spark)
-    for value in (b"-5", b"abc", b"0", b"12"):
+    for value in (b"0", b"12", b"3600", b"0012"):
         records.add("txcoord.half", b"tx", half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: value}))
     rows = halves(records.classify(), RULES).orderBy("ingress_offset").collect()
-    assert [r.check_immunity_seconds for r in rows] == [None, None, None, 12]
+    assert [r.check_immunity_seconds for r in rows] == [None, 12, 3600, 12]
 
 
 def test_a_valid_op_is_parsed(spark: SparkSession) -> None:
@@ -129,7 +131,7 @@ def test_a_valid_op_is_parsed(spark: SparkSession) -> None:
     assert [f.name for f in ops(classified, RULES).schema] == [f.name for f in op_records.SCHEMA]
 
 
-BAD_HALVES = [
+BAD_HALVES: list[tuple[dict[str, Any], str]] = [
     (dict(key=None), "transaction id) is missing"),
     (dict(key=b"\xff\xfe"), "not valid UTF-8"),
     (dict(key=b"tx with\nnewline"), "printable ASCII"),
@@ -149,6 +151,31 @@ BAD_HALVES = [
     (dict(headers=half_headers(**{fmt.KEYS: b'{"a": 1}'})), "JSON array of strings"),
     (dict(headers=half_headers(**{"prop.x": b"\xc3\x28"})), "prop.* header value"),
     (dict(headers=half_headers(**{"prop.": b"v"})), "no property name"),
+    (dict(headers=half_headers(**{"prop.a\nb": b"v"})), "without control characters"),
+    (dict(headers=half_headers(**{"prop." + "p" * 256: b"v"})), "1-255 characters"),
+    (dict(headers=half_headers(**{fmt.MSG_ID: b"m-1"})), "msg id is always the record's"),
+    (dict(headers=half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: b"-5"})), "digits only"),
+    (dict(headers=half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: b"abc"})), "digits only"),
+    (dict(headers=half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: b" 5"})), "digits only"),
+    (dict(headers=half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: b"9" * 40})), "digits only"),
+    (dict(headers=half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: b"3601"})), "max_check_immunity"),
+    (dict(headers=half_headers(**{fmt.CHECK_IMMUNITY_SECONDS: b"\xff"})), "not valid UTF-8"),
+    (dict(headers=half_headers(**{fmt.BORN_AT: b"3e14"})), "epoch milliseconds"),
+    (dict(headers=half_headers(**{fmt.BORN_AT: b"-1"})), "epoch milliseconds"),
+    (
+        dict(headers=half_headers(**{fmt.BORN_AT: str(fmt.MAX_BORN_AT_MS + 1).encode()})),
+        "epoch milliseconds",
+    ),
+    (dict(headers=half_headers(**{fmt.BORN_AT: b"9" * 40})), "epoch milliseconds"),
+    (dict(headers=half_headers(**{fmt.TOPIC: b"OrderPaid\n"})), "1-127 characters"),
+    (dict(headers=half_headers(**{fmt.TOPIC: b"OrderPaid\r\n"})), "1-127 characters"),
+    (dict(headers=half_headers(**{fmt.PRODUCER_GROUP: b"orders\n"})), "must match"),
+    (dict(key=b"tx-1\n"), "printable ASCII"),
+    (
+        dict(headers=half_headers(**{fmt.TAGS: b"t" * (fmt.HEADER_BUDGET - len(fmt.TAGS) + 1)})),
+        "bytes together",
+    ),
+    (dict(headers=half_headers(**{"x-junk": b"j" * fmt.MAX_HEADER_BYTES})), "headers take"),
     (dict(headers=half_headers(**{fmt.TAGS: b"\xff"})), "txcoord.* header is not valid UTF-8"),
     (dict(headers=[*half_headers(), (fmt.TOPIC, b"Other")]), "a header appears twice"),
     (dict(headers=[*half_headers(), ("prop.a", b"1"), ("prop.a", b"2")]), "appears twice"),
@@ -177,6 +204,12 @@ BAD_OPS = [
     (op_headers(b"commit"), "COMMIT, ROLLBACK, UNKNOWN or RESUME"),
     (op_headers(b"ABORT"), "COMMIT, ROLLBACK, UNKNOWN or RESUME"),
     (op_headers(**{fmt.FROM_CHECK: b"yes"}), "true or false"),
+    (op_headers(**{fmt.OPERATOR: b""}), "1-255 characters"),
+    (op_headers(**{fmt.OPERATOR: b"o" * 256}), "1-255 characters"),
+    (op_headers(**{fmt.REASON: b"why"}), "needs header txcoord.operator"),
+    (op_headers(**{fmt.OPERATOR: b"o", fmt.REASON: b"r" * 4097}), "at most 4096"),
+    (op_headers(**{fmt.BORN_AT: b"9223372036854775807"}), "epoch milliseconds"),
+    ([(fmt.PRODUCER_GROUP, b"orders\n"), (fmt.OP, b"COMMIT")], "must match"),
     ([(fmt.OP, b"COMMIT")], "producer_group is missing"),
 ]
 

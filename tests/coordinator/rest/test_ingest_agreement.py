@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from coordinator.rest.lookup import DeltaRows, TransactionLookup
-from coordinator.rest.models import MAX_IMMUNITY_SECONDS, OpRequest, SendRequest
+from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
 from delta_tables import half_messages, transactions
 from delta_tables.registry import create_system_tables
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 
 MAX_MESSAGE = 1024
 RULES = IngestRules(half_topic="h", op_topic="o", max_message_size=MAX_MESSAGE,
-                    default_queue_count=4)  # fmt: skip
+                    default_queue_count=4, max_check_immunity_seconds=3600)  # fmt: skip
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
@@ -34,7 +34,7 @@ EDGE_HALVES: list[dict[str, Any]] = [
     {"producer_group": "g", "topic": "T"},
     {"producer_group": "%|Az09_-" + "g" * 247, "topic": "%|Az09_-" + "t" * 119,
      "queue_id": 1023, "transaction_id": "!" + " ~" * 63 + "x", "body": "é" * (MAX_MESSAGE // 2),
-     "check_immunity_seconds": MAX_IMMUNITY_SECONDS},
+     "check_immunity_seconds": RULES.max_check_immunity_seconds},
     {"producer_group": "g", "topic": "T", "queue_id": 0, "body_base64": "AP8=",
      "check_immunity_seconds": 0, "transaction_id": "a/b?c#d", "tags": ""},
     {"producer_group": "g", "topic": "T", "keys": ['quote"', "back\\slash", "ünï", "", "\x00nul"],

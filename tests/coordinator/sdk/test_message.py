@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from coordinator.sdk import CheckRequest, Message
+from streams import ingress_format as fmt
 
 
 def test_a_message_with_defaults() -> None:
@@ -44,7 +45,12 @@ def test_a_message_is_frozen() -> None:
         ({"keys": 5}, TypeError, "keys must be a list"),
         ({"tags": 5}, TypeError, "tags must be a string"),
         ({"properties": {"a": 1}}, TypeError, r"properties\['a'\] must be a string"),
-        ({"properties": {"": "x"}}, ValueError, "property name must be a non-empty"),
+        ({"properties": {"": "x"}}, ValueError, "property name must be a string of 1-255"),
+        ({"properties": {"a\nb": "x"}}, ValueError, "without control characters"),
+        ({"properties": {"p": "v" * fmt.HEADER_BUDGET}}, ValueError, "bytes together"),
+        ({"tags": "t" * fmt.HEADER_BUDGET}, ValueError, "bytes together"),
+        ({"topic": "OrderPaid\n"}, ValueError, "topic must be 1-127 characters"),
+        ({"transaction_id": "tx-1\n"}, ValueError, "transaction_id must be 1-128"),
         ({"properties": ["a"]}, TypeError, "properties must be a mapping"),
         ({"queue_id": 1024}, ValueError, "queue_id must be 0..1023"),
         ({"queue_id": -1}, ValueError, "queue_id must be 0..1023"),

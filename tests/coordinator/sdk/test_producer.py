@@ -132,6 +132,7 @@ def test_a_body_over_max_message_size_is_refused() -> None:
         ({"endpoint": "http://h", "bootstrap_servers": "h:9092"}, "endpoint and bootstrap"),
         ({"bootstrap_servers": "h:9092", "token": "t"}, "token is for the REST ingress"),
         ({"bootstrap_servers": "h:9092", "group": "no spaces"}, "group must match"),
+        ({"bootstrap_servers": "h:9092", "group": "orders\n"}, "group must match"),
         ({"bootstrap_servers": "h:9092", "check_workers": 0}, "check_workers must be >= 1"),
         ({"bootstrap_servers": "h:9092", "check_queue_size": 0}, "check_queue_size must be"),
     ],
