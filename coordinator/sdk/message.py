@@ -120,9 +120,11 @@ class Message:
 
     def _check_header_budget(self) -> None:
         """Refuse keys, tags and properties the ingest would quarantine (HEADER_BUDGET)."""
-        optional = [(fmt.KEYS, json.dumps(list(self.keys)).encode()) if self.keys else None,
-                    (fmt.TAGS, self.tags.encode()) if self.tags is not None else None,
-                    *[(fmt.PROPERTY_PREFIX + k, v.encode()) for k, v in self.properties.items()]]
+        optional = [
+            (fmt.KEYS, json.dumps(list(self.keys)).encode()) if self.keys else None,
+            (fmt.TAGS, self.tags.encode()) if self.tags is not None else None,
+            *[(fmt.PROPERTY_PREFIX + k, v.encode()) for k, v in self.properties.items()],
+        ]
         size = fmt.budgeted_bytes(h for h in optional if h is not None)
         if size > fmt.HEADER_BUDGET:
             raise ValueError(

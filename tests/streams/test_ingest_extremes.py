@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from deltalake import DeltaTable
