@@ -18,6 +18,7 @@ from typing import Any
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from coordinator.errors import TxcoordError
 from coordinator.rest.lookup import TransactionLookup, delta_uri
 from coordinator.rest.models import TransactionState
 from delta_tables import (
@@ -114,19 +115,21 @@ def all_transactions(
     states: Sequence[str] = (),
     group: str | None = None,
 ) -> list[TransactionState]:
-    """Return every transaction the tables know, oldest first, filtered by state and group."""
+    """Return every transaction the tables know, oldest first, filtered by state and group.
+
+    A transaction is (producer group, transaction id) (SPEC 3): one id used by two groups is
+    two transactions, listed apart.
+    """
     loaded = _Loaded(warehouse)
     lookup = TransactionLookup(loaded)
     found = []
     for transaction_id in loaded.transaction_ids():
-        state = lookup.state(transaction_id)
-        if state is None:
-            continue
-        if states and state.state not in states:
-            continue
-        if group is not None and state.producer_group != group:
-            continue
-        found.append(state)
+        groups = lookup.producer_groups(transaction_id)
+        for producer_group in sorted(groups if group is None else groups & {group}):
+            state = lookup.state(transaction_id, producer_group)
+            if state is None or (states and state.state not in states):
+                continue
+            found.append(state)
     return sorted(found, key=lambda s: (s.prepared_at or "", s.transaction_id))
 
 
@@ -164,59 +167,75 @@ def _utc(moment: datetime) -> datetime:
 
 
 def history(warehouse: str, state: TransactionState) -> list[Event]:
-    """Return the rows of every table about one transaction, as events in time order."""
-    tx = state.transaction_id
+    """Return the rows of every table about one transaction, as events in time order.
+
+    Only the rows of the transaction's own producer group: another group's transaction with
+    the same id is another transaction.
+    """
+    tx, group = state.transaction_id, state.producer_group
     events: list[Event] = []
+
+    def read(name: str, columns: list[str]) -> list[Row]:
+        rows = read_table(warehouse, name, [*columns, "producer_group"], tx)
+        return [row for row in rows if row["producer_group"] == group]
 
     def add(at: datetime | None, table: str, what: str) -> None:
         if at is not None:
             events.append(Event(_utc(at), table, what))
 
-    for row in read_table(
-        warehouse, half_messages.TABLE.name, _HISTORY_COLUMNS[half_messages.TABLE.name], tx
-    ):
+    for row in read(half_messages.TABLE.name, _HISTORY_COLUMNS[half_messages.TABLE.name]):
         if row["kind"] == half_messages.KIND_HALF:
             add(row["stored_at"], half_messages.TABLE.name,
                 f"half {row['msg_id']} for {row['topic']}/{row['queue_id']} "
                 f"from group {row['producer_group']}")  # fmt: skip
-    for row in read_table(
-        warehouse, op_records.TABLE.name, _HISTORY_COLUMNS[op_records.TABLE.name], tx
-    ):
+    for row in read(op_records.TABLE.name, _HISTORY_COLUMNS[op_records.TABLE.name]):
         who = f" by operator {row['operator']} ({row['reason'] or 'no reason'})" if row[
             "operator"] else ""  # fmt: skip
         answer = " answering a check" if row["from_check"] else ""
         what = f"{row['op']} {row['op_id']} from group {row['producer_group']}{answer}{who}"
         add(row["stored_at"], op_records.TABLE.name, what)
-    for row in read_table(
-        warehouse, check_requests.TABLE.name, _HISTORY_COLUMNS[check_requests.TABLE.name], tx
-    ):
+    for row in read(check_requests.TABLE.name, _HISTORY_COLUMNS[check_requests.TABLE.name]):
         add(row["requested_at"], check_requests.TABLE.name, f"check #{row['check_number']} sent")
-    for row in read_table(
-        warehouse, op_verdicts.TABLE.name, _HISTORY_COLUMNS[op_verdicts.TABLE.name], tx
-    ):
+    for row in read(op_verdicts.TABLE.name, _HISTORY_COLUMNS[op_verdicts.TABLE.name]):
         detail = f": {row['detail']}" if row["detail"] else ""
         add(row["recorded_at"], op_verdicts.TABLE.name,
             f"{row['op']} {row['op_id']} judged {row['verdict']}{detail}")  # fmt: skip
-    for row in read_table(
-        warehouse, transactions.TABLE.name, _HISTORY_COLUMNS[transactions.TABLE.name], tx
-    ):
+    for row in read(transactions.TABLE.name, _HISTORY_COLUMNS[transactions.TABLE.name]):
         add(row["resolved_at"], transactions.TABLE.name,
             f"{row['state']} (reason {row['reason']}, {row['check_count']} check(s))")  # fmt: skip
     if state.topic:
         name = topics.table(state.topic).name
-        for row in read_table(warehouse, name, _HISTORY_COLUMNS["topics"], tx):
+        for row in read(name, _HISTORY_COLUMNS["topics"]):
             where = f"{row['topic']}/{row['queue_id']} at offset {row['queue_offset']}"
             add(row["delivered_at"], name, f"delivered to {where}")
     return sorted(events, key=lambda e: e.at)
 
 
-def describe(warehouse: str, transaction_id: str) -> Description | None:
-    """Return one transaction's state and history, or None when no table knows it."""
+class AmbiguousTransactionError(TxcoordError):
+    """A transaction id that several producer groups use, asked for without a group."""
+
+
+def describe(
+    warehouse: str, transaction_id: str, producer_group: str | None = None
+) -> Description | None:
+    """Return one transaction's state and history, or None when no table knows it.
+
+    Without `producer_group`, the id must belong to one group only; otherwise
+    AmbiguousTransactionError names the groups to choose from.
+    """
 
     def read(name: str, tx: str, columns: Sequence[str]) -> list[Row]:
         return read_table(warehouse, name, columns, tx)
 
-    state = TransactionLookup(read).state(transaction_id)
+    lookup = TransactionLookup(read)
+    if producer_group is None:
+        groups = lookup.producer_groups(transaction_id)
+        if len(groups) > 1:
+            raise AmbiguousTransactionError(
+                f"transaction id {transaction_id!r} is used by producer groups "
+                f"{', '.join(sorted(groups))}: name one with --group"
+            )
+    state = lookup.state(transaction_id, producer_group)
     if state is None:
         return None
     return Description(state, history(warehouse, state))

@@ -166,16 +166,37 @@ def find_hanging(*, older_than: str, group: str | None, as_json: bool, **where: 
     _emit(found, as_json, f"{len(found)} hanging transaction(s) older than {older_than}")
 
 
+_GROUP_OF_ONE = click.option(
+    "--group", "producer_group",
+    help="The transaction's producer group (needed when several groups use the id).",
+)  # fmt: skip
+
+
+def _found(target: Target, transaction_id: str, group: str | None) -> inventory.Description:
+    """Return the transaction (group, id) of the warehouse, or exit with why not."""
+    try:
+        found = inventory.describe(target.warehouse, transaction_id, group)
+    except inventory.AmbiguousTransactionError as exc:
+        raise click.ClickException(str(exc)) from None
+    if found is None:
+        of = f" of group {group!r}" if group is not None else ""
+        raise click.ClickException(
+            f"unknown transaction {transaction_id!r}{of} in {target.warehouse}"
+        )
+    return found
+
+
 @transactions.command()
 @_where
 @click.argument("transaction_id")
+@_GROUP_OF_ONE
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def describe(*, transaction_id: str, as_json: bool, **where: Any) -> None:
+def describe(
+    *, transaction_id: str, producer_group: str | None, as_json: bool, **where: Any
+) -> None:
     """Show one transaction's state and everything the tables recorded about it."""
     target = _target(**where)
-    found = inventory.describe(target.warehouse, transaction_id)
-    if found is None:
-        raise click.ClickException(f"unknown transaction {transaction_id!r} in {target.warehouse}")
+    found = _found(target, transaction_id, producer_group)
     if as_json:
         history = [{"at": e.at.isoformat(), "table": e.table, "what": e.what}
                    for e in found.history]  # fmt: skip
@@ -197,6 +218,7 @@ def describe(*, transaction_id: str, as_json: bool, **where: Any) -> None:
 def _operator_command(op: str, summary: str) -> click.Command:
     @_where
     @click.argument("transaction_id")
+    @_GROUP_OF_ONE
     @click.option("--reason", required=True, help="Why (recorded with the op).")
     @click.option("--operator", default=getpass.getuser, show_default="your user name",
                   help="Who (recorded with the op).")  # fmt: skip
@@ -204,27 +226,27 @@ def _operator_command(op: str, summary: str) -> click.Command:
                   show_default=True,
                   help="Seconds to wait for the coordinator's verdict; 0: only send.")  # fmt: skip
     def command(
-        *, transaction_id: str, reason: str, operator: str, wait_seconds: float, **where: Any
-    ) -> None:
+        *, transaction_id: str, producer_group: str | None, reason: str, operator: str,
+        wait_seconds: float, **where: Any,
+    ) -> None:  # fmt: skip
         target = _target(**where)
-        found = inventory.describe(target.warehouse, transaction_id)
-        if found is None:
-            raise click.ClickException(
-                f"unknown transaction {transaction_id!r} in {target.warehouse}"
-            )
+        found = _found(target, transaction_id, producer_group)
         sent = send_operator_op(
             target.bootstrap_servers, target.op_topic, found.state, op,
             operator=operator, reason=reason,
         )  # fmt: skip
         click.echo(f"{op} {sent.op_id} for {transaction_id} stored in {target.op_topic}")
         if wait_seconds > 0:
-            _await_verdict(target, sent.transaction_id, sent.op_id, wait_seconds)
+            _await_verdict(target, found.state, sent.op_id, wait_seconds)
 
     command.__doc__ = summary
     return click.command(op.lower())(command)
 
 
-def _await_verdict(target: Target, transaction_id: str, op_id: str, wait_seconds: float) -> None:
+def _await_verdict(
+    target: Target, state: TransactionState, op_id: str, wait_seconds: float
+) -> None:
+    transaction_id = state.transaction_id
     deadline = time.monotonic() + wait_seconds
     click.echo("waiting for the coordinator's verdict ...")
     while (verdict := inventory.verdict_of(target.warehouse, transaction_id, op_id)) is None:
@@ -239,9 +261,9 @@ def _await_verdict(target: Target, transaction_id: str, op_id: str, wait_seconds
     click.echo(f"verdict: {verdict['verdict']}{detail}")
     if verdict["verdict"] != "APPLIED":
         raise click.ClickException(f"op {op_id} changed nothing: {verdict['verdict']}")
-    state = inventory.describe(target.warehouse, transaction_id)
-    if state is not None:
-        click.echo(f"{transaction_id} is now {state.state.state}")
+    now = inventory.describe(target.warehouse, transaction_id, state.producer_group)
+    if now is not None:
+        click.echo(f"{transaction_id} is now {now.state.state}")
 
 
 for _op, _summary in (
