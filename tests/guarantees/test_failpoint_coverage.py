@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from coordinator.local_stack.artifacts import PROJECT_ROOT
-from tests.guarantees.test_crash_recovery import FAILPOINTS, name_of
+from tests.guarantees.app_runs import name_of
+from tests.guarantees.test_crash_recovery import FAILPOINTS
 
 #: The packages whose code may hold failpoints.
 PACKAGES = ("coordinator", "streams", "delta_tables")
