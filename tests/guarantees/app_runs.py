@@ -27,7 +27,7 @@ from tests.conftest import unavailable
 #: Seconds to wait for the application to say it runs (JVM and Spark warm-up).
 START_BOUND = 240
 #: Seconds to wait for a start's failpoints, after it runs.
-FAILPOINT_BOUND = 300
+FAILPOINT_BOUND = 600
 MAX_UNPLANNED = 3
 SPARK_WORKER_TIMEOUT = re.compile(r"Python worker failed to connect back")
 BROKER_LOSS = re.compile(r"kafka|broker|TimeoutException|Connection refused", re.IGNORECASE)
