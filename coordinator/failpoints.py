@@ -11,6 +11,12 @@ time the process passes `name`, it prints ``FAILPOINT <name> reached`` on standa
 and stops moving (it sleeps, holding whatever it holds). The test that armed
 it waits for that line and sends SIGKILL to the process group, so the process dies exactly
 there, as a `kill -9` from outside. Unarmed, a failpoint costs one dictionary lookup.
+
+Several failpoints armed together freeze in the order given: a later one counts its passes
+only once every earlier one has frozen. With the coordinator's failpoint first and the
+ingest's second, one start of the application dies at both, the coordinator frozen first
+(the ingest does not depend on it, so it reaches its own); the other order could starve the
+coordinator of input and never reach its failpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class _Registry:
     def __init__(self) -> None:
         self.armed: dict[str, int] = {}
         self.passed: Counter[str] = Counter()
+        self.frozen: set[str] = set()
         self.lock = threading.Lock()
 
 
@@ -52,6 +59,7 @@ def arm(spec: str) -> None:
     """Arm the failpoints of a `name=N,...` specification (from the --failpoint options)."""
     _registry.armed = parse(spec)
     _registry.passed.clear()
+    _registry.frozen.clear()
 
 
 def failpoint(name: str) -> None:
@@ -59,8 +67,12 @@ def failpoint(name: str) -> None:
     if name not in _registry.armed:
         return
     with _registry.lock:
+        earlier = list(_registry.armed).index(name)
+        if any(other not in _registry.frozen for other in list(_registry.armed)[:earlier]):
+            return  # not counted until the failpoints armed before it have frozen
         _registry.passed[name] += 1
         if _registry.passed[name] != _registry.armed[name]:
             return
+        _registry.frozen.add(name)
     print(REACHED.format(name=name), file=sys.stdout, flush=True)
     threading.Event().wait()  # until the test's SIGKILL

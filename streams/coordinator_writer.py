@@ -270,6 +270,7 @@ class CoordinatorBatchWriter:
                 if attempt == PUBLISH_ATTEMPTS:
                     raise  # the batch fails and is replayed; checks are at least once
                 log.warning("batch %d: publishing checks failed (%s); retrying", batch_id, exc)
+        failpoint("coordinator.after_check_topic")
         log.info("batch %d: %d check request(s) sent", batch_id, len(records))
 
     def _publish(self, records: list[tuple[Any, Record]]) -> None:
@@ -336,6 +337,7 @@ class CoordinatorBatchWriter:
             _ts("at_ms").alias("resolved_at"), F.lit(batch_id).cast("long").alias("batch_id"),
         )  # fmt: skip
         self.ledger.append(finals, transactions.TABLE.path(self.warehouse), batch_id)
+        failpoint("coordinator.after_transactions")
 
     def _discards(self, rows: DataFrame, batch_id: int) -> None:
         gone = rows.select(
@@ -344,6 +346,7 @@ class CoordinatorBatchWriter:
             _ts("at_ms").alias("discarded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
         )  # fmt: skip
         self.ledger.append(gone, discarded.TABLE.path(self.warehouse), batch_id)
+        failpoint("coordinator.after_discarded")
 
     def _verdicts(self, rows: DataFrame, batch_id: int) -> None:
         verdicts = rows.select(
@@ -352,3 +355,4 @@ class CoordinatorBatchWriter:
             _ts("at_ms").alias("recorded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
         )  # fmt: skip
         self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id)
+        failpoint("coordinator.after_op_verdicts")

@@ -114,6 +114,7 @@ class IngestBatchWriter:
                     self.ledger.append(
                         quarantined(classified), quarantine.TABLE.path(self.warehouse), batch_id
                     )
+                failpoint("ingest.after_quarantine")
             failpoint("ingest.after_batch")
             self.tally.add(
                 halves=counts.get((self.rules.half_topic, False, False), 0),

@@ -68,17 +68,22 @@ class AppProcess:
 
     def wait_for_line(self, text: str, timeout: float) -> bool:
         """Return True once a line containing `text` was printed; False on exit or timeout."""
+        return self.wait_for_any([text], timeout) is not None
+
+    def wait_for_any(self, texts: list[str], timeout: float) -> str | None:
+        """Return the first of `texts` that a new line contains; None on exit or timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 self.output.append(self._lines.get(timeout=1))
             except queue.Empty:
                 if self.process.poll() is not None and self._lines.empty():
-                    return False
+                    return None
                 continue
-            if text in self.output[-1]:
-                return True
-        return False
+            for text in texts:
+                if text in self.output[-1]:
+                    return text
+        return None
 
     def tail(self, lines: int = 40) -> str:
         """Return the last lines of output seen so far."""

@@ -51,8 +51,8 @@ class Producer:
             headers.append((fmt.QUEUE_ID, str(queue_id).encode()))
         if immunity is not None:
             headers.append((fmt.CHECK_IMMUNITY_SECONDS, immunity.encode()))
-        for name, value in (properties or {}).items():
-            headers.append((f"{fmt.PROPERTY_PREFIX}{name}", value.encode()))
+        for name, text in (properties or {}).items():
+            headers.append((f"{fmt.PROPERTY_PREFIX}{name}", text.encode()))
         value = body if body is not None else f"body-{tx}".encode()
         return self.kafka.send(self.config.kafka.half_topic, key=tx.encode(), value=value,
                                headers=headers)  # fmt: skip

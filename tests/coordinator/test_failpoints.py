@@ -41,3 +41,23 @@ def test_unarmed_and_other_passes_return_and_the_armed_pass_freezes(
     frozen.join(1.0)
     assert frozen.is_alive()  # the second pass stops moving
     assert "FAILPOINT x reached" in capsys.readouterr().out
+
+
+def test_failpoints_armed_together_freeze_in_the_order_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    failpoints.arm("first=1,second=1")
+    early = threading.Thread(target=failpoints.failpoint, args=("second",), daemon=True)
+    early.start()
+    early.join(1.0)
+    assert not early.is_alive()  # not counted: "first" has not frozen yet
+    first = threading.Thread(target=failpoints.failpoint, args=("first",), daemon=True)
+    first.start()
+    first.join(1.0)
+    assert first.is_alive()
+    second = threading.Thread(target=failpoints.failpoint, args=("second",), daemon=True)
+    second.start()
+    second.join(1.0)
+    assert second.is_alive()  # its first pass counted after "first" froze
+    out = capsys.readouterr().out
+    assert out.index("FAILPOINT first reached") < out.index("FAILPOINT second reached")

@@ -1,17 +1,30 @@
-"""SPEC 7.1: kill -9 of the coordinator application and of the broker, under load, then restart.
+"""SPEC 7.1, 7.7: kill -9 of the coordinator application and of the broker, under load.
 
 One run of the real engine (`deploy/submit-coordinator`) against a broker of the test's own,
-while a producer keeps sending a mix of transactions and a listener answers check requests.
-The application is killed with SIGKILL (the whole process tree at once) at each failpoint
-between the writes of a micro-batch (coordinator/failpoints.py), once at a random moment,
-and the broker is killed once while the application runs. After a final clean run the
-tables must show: every committed message exactly once, nothing rolled back visible, one
-final state per transaction, dense queue offsets in commit order, no row written twice.
+while a producer keeps sending a mix of transactions (some never answered, so they are
+discarded; a few malformed records, so quarantine is written) and a listener answers check
+requests. The application is killed with SIGKILL (the whole process tree at once) at every
+failpoint between the writes of a micro-batch (coordinator/failpoints.py; that every
+failpoint of the code is armed here is test_failpoint_coverage.py), once at a random moment,
+and the broker is killed once while the application runs. After a final clean run every
+table must show: every acknowledged record landed, every committed message exactly once,
+nothing rolled back or discarded visible, one final state per transaction, dense queue
+offsets in commit order, no row written twice.
+
+The random moments come from one seeded generator: the seed is printed, and
+`CRASH_TEST_SEED=<seed>` replays the same choices (not a `TXCOORD_` name: the application
+reads every such variable as configuration).
+
+Unplanned restarts (the application exiting on its own) are printed with their reasons and
+judged in tests/guarantees/app_runs.py: only known, acceptable causes are restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import secrets
 import threading
 import time
 import uuid
@@ -26,50 +39,78 @@ from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
 from coordinator.config import Config, load_config
-from coordinator.failpoints import OPTION, REACHED
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
-from tests.app_process import AppProcess
+from streams import ingress_format as fmt
 from tests.conftest import unavailable
-from tests.harness import Producer, Responder
+from tests.guarantees.app_runs import AppRuns
+from tests.harness import GROUP, Producer, Responder
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 TOPICS = ("OrderPaid", "OrderShipped")
+SEED_ENV = "CRASH_TEST_SEED"
+#: Checks before a never-answered transaction is discarded (small, so discards happen often).
+CHECK_MAX = 3
 
 
 def kind_of(tx: str) -> str:
-    """Return what transaction `tx` does: 80% commit, 10% rollback, 5% op before its half,
-    5% committed only when checked (the check listener answers from this too)."""
+    """Return what transaction `tx` does: 75% commit, 5% never answered (discarded), 10%
+    rollback, 5% op before its half, 5% committed only when checked (the check listener
+    answers from this too)."""
     n = int(tx.rsplit("-", 1)[1]) % 20
-    return "commit" if n < 16 else "rollback" if n < 18 else "first" if n == 18 else "checked"
+    if n < 15:
+        return "commit"
+    return {15: "never", 16: "rollback", 17: "rollback", 18: "first"}.get(n, "checked")
 
 
-def answer(request: dict[str, Any]) -> str:
+def answer(request: dict[str, Any]) -> str | None:
     """The check listener: answers from the transaction's kind, as an application would."""
-    return "ROLLBACK" if kind_of(request["transaction_id"]) == "rollback" else "COMMIT"
+    kind = kind_of(request["transaction_id"])
+    return None if kind == "never" else "ROLLBACK" if kind == "rollback" else "COMMIT"
 
 
-#: Where the application dies, in order (name=N: the N-th pass of that failpoint).
-FAILPOINTS = (
-    "coordinator.after_topic_append=1",
-    "ingest.after_half_messages=2",
-    "coordinator.after_queue_offsets=1",
-    "coordinator.after_check_requests=1",
+#: The application starts that end at failpoints, in order (name=N: the N-th pass of that
+#: failpoint). Failpoints armed together freeze in the order given (coordinator/failpoints.py):
+#: the coordinator's first, then the ingest's, which does not depend on it, so one start
+#: dies at one of each.
+#: The discard comes first: it needs CHECK_MAX checks of one transaction, i.e. several
+#: coordinator batches, which are quickest while the backlog is small (on a loaded machine a
+#: late start's batches took 60-110 s each and the discard missed the bound).
+CRASH_STARTS: tuple[tuple[str, ...], ...] = (
+    ("coordinator.after_discarded=1",),
+    ("coordinator.after_topic_append=1", "ingest.after_half_messages=1"),
+    ("coordinator.after_queue_offsets=1", "ingest.after_op_records=1"),
+    ("coordinator.after_check_requests=1", "ingest.after_quarantine=1"),
+    ("coordinator.after_check_topic=1", "ingest.after_batch=2"),
+    ("coordinator.after_transactions=1",),
+    ("coordinator.after_op_verdicts=1",),
+    ("coordinator.after_batch=1",),
 )
+FAILPOINTS = tuple(spec for start in CRASH_STARTS for spec in start)
 
 
 class Load:
     """Sends transactions at a steady rate until stopped; remembers what was acknowledged."""
 
-    def __init__(self, config: Config, rate: float) -> None:
+    def __init__(self, config: Config, rate: float, rng: random.Random) -> None:
         self.config, self.rate = config, rate
         self.sent: list[str] = []  # every transaction whose records were all acknowledged
+        # (partition, offset) of every acknowledged record, whatever became of its transaction
+        self.halves: set[tuple[int, int]] = set()
+        self.ops: set[tuple[int, int]] = set()
+        self.malformed: set[tuple[str, int, int]] = set()  # (topic, partition, offset)
         self._producer = Producer(config, retries=5, request_timeout_ms=10_000)
         self._stop = threading.Event()
-        self._random = random.Random(7)
+        self._random = rng
         self._thread = threading.Thread(target=self._run, name="load", daemon=True)
         self._thread.start()
+
+    def _acked(self, future: Any, into: set[Any], with_topic: bool = False) -> None:
+        meta = future.get(30)
+        into.add((meta.topic, meta.partition, meta.offset) if with_topic
+                 else (meta.partition, meta.offset))  # fmt: skip
 
     def _send(self, tx: str) -> None:
         kind = kind_of(tx)
@@ -78,22 +119,35 @@ class Load:
         while True:  # the whole transaction again until acknowledged (the broker may be down)
             try:
                 if kind == "first":
-                    self._producer.op(tx, "COMMIT").get(30)
-                futures = [self._producer.half(tx, topic=topic, queue_id=queue_id)]
-                if kind in ("commit", "rollback"):
-                    futures.append(self._producer.op(tx, kind.upper()))
-                for future in futures:
-                    future.get(30)
+                    self._acked(self._producer.op(tx, "COMMIT"), self.ops)
+                half = self._producer.half(tx, topic=topic, queue_id=queue_id)
+                op = self._producer.op(tx, kind.upper()) if kind in ("commit", "rollback") else None
+                self._acked(half, self.halves)
+                if op is not None:
+                    self._acked(op, self.ops)
             except KafkaError:
                 time.sleep(1)
                 continue
             self.sent.append(tx)
             return
 
+    def _send_malformed(self, n: int) -> None:
+        """One record each ingress topic must quarantine: a half without headers, a bad op."""
+        kafka, key = self._producer.kafka, f"bad-{n}".encode()
+        if n % 2:
+            future = kafka.send(self.config.kafka.half_topic, key=key, value=b"no headers")
+        else:
+            headers = [(fmt.PRODUCER_GROUP, GROUP.encode()), (fmt.OP, b"MAYBE")]
+            future = kafka.send(self.config.kafka.op_topic, key=key, headers=headers)
+        with contextlib.suppress(KafkaError):  # not acknowledged: nothing to find
+            self._acked(future, self.malformed, with_topic=True)
+
     def _run(self) -> None:
         n = 0
         while not self._stop.wait(1 / self.rate):
             self._send(f"tx-{n:06d}")
+            if n % 10 == 5:
+                self._send_malformed(n // 10)
             n += 1
 
     def stop(self) -> None:
@@ -120,23 +174,20 @@ def broker(tmp_path: Path) -> Iterator[KafkaBroker]:
         own.stop()
 
 
-def start_app(settings: dict[str, str], failpoint: str | None = None) -> AppProcess:
-    app = AppProcess(settings, *([OPTION, failpoint] if failpoint else []))
-    if not app.wait_for_line("txcoord coordinator running", 240):
-        app.kill9()
-        unavailable("spark-submit", RuntimeError(app.tail()))
-    return app
-
-
-@pytest.mark.timeout(2700)  # six application starts, each 30-90 s of JVM and Spark warm-up
+@pytest.mark.timeout(3600)  # ten application starts, each 30-90 s of JVM and Spark warm-up
 def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     spark: SparkSession, broker: KafkaBroker, tmp_path: Path
 ) -> None:
+    seed = int(os.environ.get(SEED_ENV) or secrets.randbelow(2**31))
+    print(f"\ncrash test: seed {seed} (replay with {SEED_ENV}={seed})", flush=True)
+    rng = random.Random(seed)
+    began = time.monotonic()
     suffix = uuid.uuid4().hex[:8]
     settings = {
         "warehouse": str(tmp_path / "warehouse"),
         "transaction_timeout": "4s",
         "transaction_check_interval": "6s",
+        "transaction_check_max": str(CHECK_MAX),
         "kafka.bootstrap_servers": broker.bootstrap_servers,
         "kafka.half_topic": f"half-{suffix}",
         "kafka.op_topic": f"op-{suffix}",
@@ -147,68 +198,118 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
         "metrics.port": "0",
     }
     config = load_config(overrides=settings)
-    app = start_app(settings)
-    load = Load(config, rate=3)
+    runs = AppRuns(settings)
+    app = runs.start()
+    load = Load(config, rate=2, rng=random.Random(rng.random()))
     responder = Responder(config, answer)
     try:
-        time.sleep(random.uniform(10, 20))
+        time.sleep(rng.uniform(10, 20))
+        if app.process.poll() is not None:
+            runs.exited(app, "before the random kill")
         app.kill9()  # at a random moment
-        for point in FAILPOINTS:
-            app = start_app(settings, point)
-            name = point.split("=")[0]
-            reached = app.wait_for_line(REACHED.format(name=name), 300)
-            app.kill9()
-            assert reached, f"failpoint {name} was never reached:\n{app.tail()}"
-        app = start_app(settings)
-        time.sleep(10)
+        for specs in CRASH_STARTS:
+            runs.crash_at(specs)
+        app = runs.start()
+        time.sleep(rng.uniform(5, 15))
+        runs.broker_killed = True
         broker.kill()
         time.sleep(3)
         broker.start()
         time.sleep(10)
         load.stop()
-        if app.process.poll() is not None:  # the broker's death may have stopped it: restart
-            app = start_app(settings)
+        if app.process.poll() is not None:  # the broker's death may have stopped it
+            runs.exited(app, "after the broker kill")
+            app = runs.start()
         sent = {tx: kind_of(tx) for tx in load.sent}
-        expected_finals = len(sent)
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
             finals = spark.read.format("delta").load(f"{config.warehouse}/system/transactions")
-            if finals.select("transaction_id").distinct().count() >= expected_finals:
+            if finals.select("transaction_id").distinct().count() >= len(sent):
                 break
-            assert app.process.poll() is None, app.tail()
+            if app.process.poll() is not None:
+                runs.exited(app, "while draining")
+                app = runs.start()
             time.sleep(3)
         time.sleep(5)  # anything wrongly emitted afterwards would show now
     finally:
         load.stop()
         responder.stop()
         code = app.terminate() if app.process.poll() is None else app.process.returncode
+        print(runs.report(), flush=True)
     assert code == 0, app.tail()
-    verify(spark, config, sent)
+    verify(spark, config, sent, load)
+    print(
+        f"crash test: {time.monotonic() - began:.0f} s, {len(sent)} transactions, "
+        f"{len(load.malformed)} malformed records (seed {seed})",
+        flush=True,
+    )
 
 
 def read(spark: SparkSession, config: Config, name: str) -> list[Any]:
     return spark.read.format("delta").load(f"{config.warehouse}/{name}").collect()
 
 
-def verify(spark: SparkSession, config: Config, sent: dict[str, str]) -> None:
-    """Check every exactly-once invariant on the tables the runs left behind."""
-    committed = {tx for tx, kind in sent.items() if kind != "rollback"}
-    finals = read(spark, config, "system/transactions")
-    once = Counter(r.transaction_id for r in finals)
-    assert [tx for tx, n in once.items() if n > 1] == [], "a final state written twice"
-    assert set(once) == set(sent), "a transaction without a final state"
-    states = {r.transaction_id: r.state for r in finals}
-    assert {tx for tx, s in states.items() if s == "COMMITTED"} == committed
-    assert {tx for tx, s in states.items() if s == "ROLLED_BACK"} == set(sent) - committed
+def twice(keys: list[Any]) -> list[Any]:
+    """Return the keys that occur more than once."""
+    return sorted(key for key, n in Counter(keys).items() if n > 1)
 
+
+def verify(spark: SparkSession, config: Config, sent: dict[str, str], load: Load) -> None:
+    """Check every exactly-once invariant on the tables the runs left behind."""
+    committed = {tx for tx, kind in sent.items() if kind in ("commit", "first", "checked")}
+    never = {tx for tx, kind in sent.items() if kind == "never"}
+    rolled_back = set(sent) - committed - never
+
+    # Ingest: every acknowledged record landed in its table, none twice.
+    halves = [r for r in read(spark, config, "system/half_messages")
+              if r.kind == half_messages.KIND_HALF]  # fmt: skip
+    assert twice([r.msg_id for r in halves]) == [], "a half landed twice"
+    at = [(r.ingress_partition, r.ingress_offset) for r in halves]
+    assert twice(at) == [], "an ingress record landed twice as a half"
+    assert load.halves - set(at) == set(), "an acknowledged half lost"
+    ops = [r for r in read(spark, config, "system/op_records") if r.kind == op_records.KIND_OP]
+    assert twice([r.op_id for r in ops]) == [], "an op landed twice"
+    at = [(r.ingress_partition, r.ingress_offset) for r in ops]
+    assert twice(at) == [], "an ingress record landed twice as an op"
+    assert load.ops - set(at) == set(), "an acknowledged op lost"
+    refused = [(r.source_topic, r.source_partition, r.source_offset)
+               for r in read(spark, config, "system/quarantine")]  # fmt: skip
+    assert twice(refused) == [], "a malformed record quarantined twice"
+    assert load.malformed, "the load sent no malformed record"
+    assert load.malformed - set(refused) == set(), "an acknowledged malformed record lost"
+
+    # One final state per transaction, the right one.
+    finals = read(spark, config, "system/transactions")
+    assert twice([(r.producer_group, r.transaction_id) for r in finals]) == [], (
+        "a final state written twice"
+    )
+    states = {r.transaction_id: r.state for r in finals}
+    assert set(states) == set(sent), "a transaction without a final state"
+    assert {tx for tx, s in states.items() if s == "COMMITTED"} == committed
+    assert {tx for tx, s in states.items() if s == "ROLLED_BACK"} == rolled_back
+    assert {tx for tx, s in states.items() if s == "DISCARDED"} == never
+    gone = [(r.producer_group, r.transaction_id) for r in read(spark, config, "system/discarded")]
+    assert twice(gone) == [], "a transaction discarded twice"
+    assert {tx for _, tx in gone} == never
+    checks = [(r.producer_group, r.transaction_id, r.check_number)
+              for r in read(spark, config, "system/check_requests")]  # fmt: skip
+    assert twice(checks) == [], "a check request recorded twice"
+    for tx in never:  # checked CHECK_MAX times, then discarded: no check lost
+        numbers = sorted(n for _, t, n in checks if t == tx)
+        assert numbers == list(range(1, CHECK_MAX + 1)), (tx, numbers)
+    verdicts = [r.op_id for r in read(spark, config, "system/op_verdicts")]
+    assert twice(verdicts) == [], "an op judged twice"
+    assert {r.op_id for r in ops} - set(verdicts) == set(), "an op without a verdict"
+
+    # Delivered exactly once, dense offsets per (topic, queue) in commit order: the order the
+    # coordinator decided (batch), then op store time, then op id (SPEC 7.1 and 7.8).
     delivered = [r for topic in TOPICS for r in read(spark, config, f"topics/{topic}")]
-    visible = Counter(r.transaction_id for r in delivered)
-    assert [tx for tx, n in visible.items() if n > 1] == [], "a message delivered twice"
-    assert set(visible) == committed, "a committed message lost or a rolled-back one visible"
+    assert twice([r.transaction_id for r in delivered]) == [], "a message delivered twice"
+    assert {r.transaction_id for r in delivered} == committed, (
+        "a committed message lost or a rolled-back or discarded one visible"
+    )
     for r in delivered:
         assert bytes(r.body) == f"body-{r.transaction_id}".encode()
-    # Dense offsets per (topic, queue), in commit order: the order the coordinator decided
-    # (batch), then op store time, then op id (SPEC 7.1 and 7.8).
     queues: dict[tuple[str, int], list[Any]] = {}
     for r in delivered:
         queues.setdefault((r.topic, r.queue_id), []).append(r)
@@ -220,15 +321,6 @@ def verify(spark: SparkSession, config: Config, sent: dict[str, str]) -> None:
     table = spark.read.format("delta").load(f"{config.warehouse}/system/queue_offsets")
     offsets = {(r.topic, r.queue_id): r.next_offset for r in next_offsets(table).collect()}
     assert offsets == {key: len(messages) for key, messages in queues.items()}
-
-    # No row of any system table written twice by a replayed batch.
-    halves = [r.msg_id for r in read(spark, config, "system/half_messages") if r.kind == "HALF"]
-    assert len(halves) == len(set(halves)), "an ingress record landed twice"
-    checks = Counter((r.transaction_id, r.check_number)
-                     for r in read(spark, config, "system/check_requests"))  # fmt: skip
-    assert [k for k, n in checks.items() if n > 1] == [], "a check request recorded twice"
-    verdicts = Counter(r.op_id for r in read(spark, config, "system/op_verdicts"))
-    assert [k for k, n in verdicts.items() if n > 1] == [], "an op judged twice"
 
     # The independent reader agrees.
     arrow = [tx for topic in TOPICS

@@ -1,0 +1,115 @@
+"""The crash test's application starts: planned kills at failpoints, and the exits it did not plan.
+
+Every start of `deploy/submit-coordinator` goes through `AppRuns`, which counts them and keeps
+the application's own exits (unplanned restarts) with their reasons. The test restarts the
+application after such an exit, as a supervisor would, only when the cause is known and
+acceptable; anything else fails the test, and every unplanned restart is printed.
+
+What is acceptable, and why:
+- anywhere: Spark's "Python worker failed to connect back" (a worker did not start within
+  Spark's fixed 10 s on an overloaded machine). A query fails, the engine exits non-zero; the
+  restart replays the batch, which is what the crash test checks anyway;
+- after the broker kill only: an exit whose reason names Kafka or the broker (a stream lost
+  the broker; the engine stops rather than run half a pipeline).
+
+At most MAX_UNPLANNED such exits: more means the run no longer tests the planned crashes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from coordinator.failpoints import OPTION, REACHED
+from tests.app_process import AppProcess
+from tests.conftest import unavailable
+
+#: Seconds to wait for the application to say it runs (JVM and Spark warm-up).
+START_BOUND = 240
+#: Seconds to wait for a start's failpoints, after it runs.
+FAILPOINT_BOUND = 600
+MAX_UNPLANNED = 3
+SPARK_WORKER_TIMEOUT = re.compile(r"Python worker failed to connect back")
+BROKER_LOSS = re.compile(r"kafka|broker|TimeoutException|Connection refused", re.IGNORECASE)
+
+
+def name_of(spec: str) -> str:
+    """Return the failpoint name of a `name=N` specification."""
+    return spec.split("=", maxsplit=1)[0]
+
+
+def exit_reason(app: AppProcess) -> str:
+    """Return the line that says why the application stopped (the entry point's `error:`)."""
+    lines = app.tail(2000).splitlines()
+    for line in lines:
+        if line.startswith("error:"):
+            return line.strip()[:500]
+    marked = [line for line in lines if re.search(r"Exception|Error", line)]
+    return (marked or lines or ["no output"])[-1].strip()[:500]
+
+
+class AppRuns:
+    """Starts the application for one test; records and judges its unplanned exits."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        self.settings = settings
+        self.starts = 0
+        self.unplanned: list[str] = []
+        self.broker_killed = False  # from then on a lost broker is an acceptable cause
+
+    def start(self, failpoints: tuple[str, ...] = ()) -> AppProcess:
+        """Start the application (with `failpoints` armed) and wait until it runs."""
+        while True:
+            self.starts += 1
+            app = AppProcess(self.settings, *[a for spec in failpoints for a in (OPTION, spec)])
+            if app.wait_for_line("txcoord coordinator running", START_BOUND):
+                return app
+            if app.process.poll() is None:  # neither running nor exited: Spark cannot start
+                app.kill9()
+                unavailable("spark-submit", RuntimeError(app.tail()))
+            self.exited(app, "while starting")
+
+    def exited(self, app: AppProcess, when: str) -> None:
+        """Record an exit the test did not cause; fail unless its cause is acceptable."""
+        app.kill9()  # reap it (and anything left of its tree)
+        reason = exit_reason(app)
+        entry = f"{when}: exit code {app.process.returncode}: {reason}"
+        self.unplanned.append(entry)
+        print(f"crash test: unplanned restart {len(self.unplanned)}: {entry}", flush=True)
+        known = [SPARK_WORKER_TIMEOUT, *([BROKER_LOSS] if self.broker_killed else [])]
+        assert any(cause.search(reason) for cause in known), (
+            f"the application exited {when}, cause not acceptable:\n{app.tail(80)}"
+        )
+        assert len(self.unplanned) <= MAX_UNPLANNED, f"unplanned restarts: {self.unplanned}"
+
+    def crash_at(self, specs: tuple[str, ...]) -> None:
+        """Start with `specs` armed and kill -9 once all are reached (in order; each freezes).
+
+        A failpoint not reached within FAILPOINT_BOUND of a start fails the test. After an
+        acceptable unplanned exit the start is made again with the same failpoints.
+        """
+        while True:
+            app = self.start(specs)
+            deadline = time.monotonic() + FAILPOINT_BOUND
+            try:
+                for spec in specs:
+                    line = REACHED.format(name=name_of(spec))
+                    if not app.wait_for_line(line, deadline - time.monotonic()):
+                        break
+                else:
+                    print(f"crash test: killed at {', '.join(specs)}", flush=True)
+                    return
+            finally:
+                if app.process.poll() is None:
+                    app.kill9()
+            if app.process.returncode is not None and app.process.returncode != -9:
+                self.exited(app, f"before failpoint {spec}")
+                continue
+            raise AssertionError(f"failpoint {spec} not reached in {FAILPOINT_BOUND} s:\n"
+                                 f"{app.tail()}")  # fmt: skip
+
+    def report(self) -> str:
+        """Return the starts and every unplanned restart with its reason."""
+        lines = [f"crash test: {self.starts} application starts, "
+                 f"{len(self.unplanned)} unplanned restart(s)"]  # fmt: skip
+        return "\n".join(lines + [f"  - {entry}" for entry in self.unplanned])
