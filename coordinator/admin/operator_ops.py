@@ -21,6 +21,7 @@ from kafka.errors import KafkaError
 from coordinator.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.models import TransactionState
 from coordinator.sdk.ingress_records import op_headers, op_id_of
+from streams import ingress_format as fmt
 
 #: Operator op -> the states in which the coordinator would apply it.
 APPLIES_IN = {
@@ -28,8 +29,8 @@ APPLIES_IN = {
     "ROLLBACK": ("PREPARED", "CHECKING", "DISCARDED"),
     "RESUME": ("DISCARDED",),
 }
-MAX_OPERATOR_LENGTH = 255
-MAX_REASON_LENGTH = 4096
+MAX_OPERATOR_LENGTH = fmt.MAX_OPERATOR_LENGTH
+MAX_REASON_LENGTH = fmt.MAX_REASON_LENGTH
 
 
 class OperatorOpRefusedError(TxcoordError):

@@ -58,9 +58,8 @@ INVALID_TEXT = "invalid_text"
 #: (max_check_immunity, smaller) is applied by records.py.
 MAX_IMMUNITY_SECONDS = 2**31 - 1
 MAX_BATCH = 1000
-#: Property names become header keys `prop.<name>`; control characters have no business
-#: there (RocketMQ itself separates properties with \x01 and \x02).
-_PROPERTY_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,255}")
+#: Property names become header keys `prop.<name>` (the ingest's rule, fmt.PROPERTY_NAME_PATTERN).
+_PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
 OPS = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
 STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 
@@ -131,8 +130,8 @@ Topic = Annotated[
 ]
 QueueId = Annotated[StrictInt, Field(ge=0, le=fmt.MAX_QUEUE_ID)]
 PropertyName = Annotated[StrictStr, AfterValidator(_property_name)]
-Operator = Annotated[Text, Field(min_length=1, max_length=255)]
-OperatorReason = Annotated[Text, Field(max_length=4096)]
+Operator = Annotated[Text, Field(min_length=1, max_length=fmt.MAX_OPERATOR_LENGTH)]
+OperatorReason = Annotated[Text, Field(max_length=fmt.MAX_REASON_LENGTH)]
 ImmunitySeconds = Annotated[StrictInt, Field(ge=0, le=MAX_IMMUNITY_SECONDS)]
 
 _STRICT = ConfigDict(strict=True, extra="forbid")

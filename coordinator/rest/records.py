@@ -23,7 +23,7 @@ from coordinator.rest.models import MAX_IMMUNITY_SECONDS, OpRequest, SendRequest
 from coordinator.sdk.ingress_records import op_headers
 from streams import ingress_format as fmt
 
-HEADER_BUDGET = 32767
+HEADER_BUDGET = fmt.HEADER_BUDGET
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -89,7 +89,7 @@ def half_record(
         optional.append((fmt.TAGS, request.tags.encode()))
     for name, value in (request.properties or {}).items():
         optional.append((fmt.PROPERTY_PREFIX + name, value.encode()))
-    size = sum(len(name.encode()) + len(value) for name, value in optional)
+    size = fmt.budgeted_bytes(optional)
     if size > HEADER_BUDGET:
         raise ApiError(
             413, "too_large",
