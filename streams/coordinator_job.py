@@ -16,13 +16,14 @@ the same id without touching each other; an op whose group sent no half with tha
 group's orphan.
 
 **Upgrade note: a checkpoint written by a version keyed by transaction id alone cannot be
-resumed.** The join's and the stage's state keys changed, and Spark refuses the old state at
-start with a state-schema-incompatibility error. A fresh coordinator checkpoint
-(`<checkpoint_dir>/coordinator` moved aside) reads both tables from their start as a new
-writer (streams/delta_writes.py) and would deliver already committed messages again, so it
-is only right for a warehouse whose topic tables may be rebuilt (move `topics/*`,
-`system/queue_offsets` and the coordinator's output tables aside with it); there is no
-in-place migration of the old state.
+resumed.** The join's and the stage's state keys changed. The checkpoint records its layout
+(`STATE_LAYOUT_FILE`); a checkpoint with batches and without that record is refused at start
+with this explanation (`check_state_layout`), before Spark would fail on the state. A fresh
+coordinator checkpoint (`<checkpoint_dir>/coordinator` moved aside) reads both tables from
+their start as a new writer (streams/delta_writes.py) and would deliver already committed
+messages again, so it is only right for a warehouse whose topic tables may be rebuilt
+(move `topics/*`, `system/queue_offsets` and the coordinator's output tables aside with
+it); there is no in-place migration of the old state.
 
 T = transaction_timeout. The join matches a half with a decisive op stored within T of it
 (either side first: ops may arrive before their half); a matched pair leaves at once, and the
@@ -71,6 +72,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
+from coordinator.errors import ConfigurationError
 from delta_tables import half_messages, op_records
 from streams.coordinator_processor import (
     INPUT_SCHEMA,
@@ -79,7 +81,12 @@ from streams.coordinator_processor import (
     TransactionProcessor,
 )
 from streams.coordinator_writer import CoordinatorBatchWriter
-from streams.delta_writes import checkpoint_app_id
+from streams.delta_writes import (
+    checkpoint_app_id,
+    checkpoint_file,
+    checkpoint_has_batches,
+    read_checkpoint_file,
+)
 from streams.lifecycle import Rules
 from streams.tally import Tally
 
@@ -185,6 +192,32 @@ def read_table(spark: SparkSession, location: str, max_files_per_trigger: int) -
     )
 
 
+#: How the coordinator's state is keyed, recorded beside its checkpoint when it starts fresh.
+STATE_LAYOUT = "producer_group,transaction_id"
+STATE_LAYOUT_FILE = "_txcoord_state_layout"
+
+
+def check_state_layout(spark: SparkSession, checkpoint: str) -> None:
+    """Refuse a checkpoint whose state is keyed otherwise than this version keys it.
+
+    A checkpoint that has batches but no layout record was written by a version keyed by
+    transaction id alone (see the module docstring's upgrade note).
+    """
+    recorded = read_checkpoint_file(spark, checkpoint, STATE_LAYOUT_FILE)
+    if recorded is None and not checkpoint_has_batches(spark, checkpoint):
+        checkpoint_file(spark, checkpoint, STATE_LAYOUT_FILE, STATE_LAYOUT)  # a new checkpoint
+        return
+    if recorded != STATE_LAYOUT:
+        written_by = f"keyed by {recorded}" if recorded else "keyed by transaction id alone"
+        raise ConfigurationError(
+            f"the coordinator checkpoint {checkpoint} was written by an earlier txcoord "
+            f"({written_by}); this version keys a transaction by (producer group, transaction "
+            f"id) and cannot resume it. Either run the earlier version, or start afresh: move "
+            f"the checkpoint aside together with the warehouse's topics/ and the coordinator's "
+            f"system tables (a fresh checkpoint would deliver committed messages again)"
+        )
+
+
 def checkpoint_of(config: Config) -> str:
     """Return the coordinator query's checkpoint location."""
     return f"{config.streams.checkpoint_dir.rstrip('/')}/coordinator"
@@ -200,6 +233,7 @@ def start_coordinator(
     rules = rules_of(config)
     rows = stage_input(halves, ops, config.transaction_timeout.total_seconds())
     checkpoint = checkpoint_of(config)
+    check_state_layout(spark, checkpoint)
     writer = CoordinatorBatchWriter(
         config, checkpoint_app_id(spark, checkpoint, "coordinator"), tally
     )

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -45,28 +46,53 @@ log = logging.getLogger(__name__)
 APP_ID_FILE = "_txcoord_app_id"
 
 
-def checkpoint_app_id(spark: SparkSession, checkpoint: str, name: str) -> str:
-    """Return the app id stored in `checkpoint`, creating it (a new uuid) the first time."""
+def _checkpoint_path(spark: SparkSession, checkpoint: str, name: str) -> tuple[Any, Any]:
+    """Return (Hadoop path, its FileSystem) of `name` inside `checkpoint` (local, s3a, ...)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/{APP_ID_FILE}")
-    fs = path.getFileSystem(hadoop_conf)
-    if fs.exists(path):
-        stream = fs.open(path)
-        try:
-            reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-            return str(reader.readLine()).strip()
-        finally:
-            stream.close()
-    app_id = f"txcoord-{name}-{uuid.uuid4()}"
+    path = jvm.org.apache.hadoop.fs.Path(f"{checkpoint.rstrip('/')}/{name}")
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
+    """Return the first line of file `name` beside the checkpoint's own, None if absent."""
+    path, fs = _checkpoint_path(spark, checkpoint, name)
+    if not fs.exists(path):
+        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    stream = fs.open(path)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        return str(reader.readLine() or "").strip()
+    finally:
+        stream.close()
+
+
+def checkpoint_file(spark: SparkSession, checkpoint: str, name: str, first: str) -> str:
+    """Return the text of file `name` beside the checkpoint's own, writing `first` if absent."""
+    found = read_checkpoint_file(spark, checkpoint, name)
+    if found is not None:
+        return found
+    path, fs = _checkpoint_path(spark, checkpoint, name)
     fs.mkdirs(path.getParent())
     out = fs.create(path, False)
     try:
-        out.write(app_id.encode())
+        out.write(first.encode())
     finally:
         out.close()
-    return app_id
+    return first
+
+
+def checkpoint_has_batches(spark: SparkSession, checkpoint: str) -> bool:
+    """Return True once the query of `checkpoint` has planned a batch (its offset log)."""
+    path, fs = _checkpoint_path(spark, checkpoint, "offsets")
+    return bool(fs.exists(path) and len(fs.listStatus(path)) > 0)
+
+
+def checkpoint_app_id(spark: SparkSession, checkpoint: str, name: str) -> str:
+    """Return the app id stored in `checkpoint`, creating it (a new uuid) the first time."""
+    return checkpoint_file(spark, checkpoint, APP_ID_FILE, f"txcoord-{name}-{uuid.uuid4()}")
 
 
 #: The `userMetadata` key that marks a commit as txcoord's, with the writer's app id.
