@@ -182,6 +182,9 @@ class CheckRequest:
     check_number: int
     prepared_at_ms: int | None = None
     requested_at_ms: int | None = None
+    #: What the coordinator left out of a check too large for the check topic ("body",
+    #: "keys", ...): empty for a whole one. The message itself is in system/check_requests.
+    omitted: tuple[str, ...] = ()
     source: tuple[str, int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -229,6 +232,9 @@ class CheckRequest:
             raise ValueError(
                 f"check request field 'properties' is not a string map: {properties!r}"
             )
+        omitted = value.get("omitted") or []
+        if not isinstance(omitted, list) or not all(isinstance(o, str) for o in omitted):
+            raise ValueError(f"check request field 'omitted' is not a list of strings: {omitted!r}")
         tags = value.get("tags")
         if tags is not None and not isinstance(tags, str):
             raise ValueError(f"check request field 'tags' is not a string: {tags!r}")
@@ -248,6 +254,7 @@ class CheckRequest:
             tags=tags,
             properties=dict(properties),
             check_number=_field(value, "check_number", int),
+            omitted=tuple(omitted),
             source=source,
             **optional,
         )

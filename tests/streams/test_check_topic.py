@@ -109,6 +109,9 @@ def test_a_record_with_oversized_fields_is_published_slim() -> None:
     assert value["body_size"] == 4 and value["message_in"] == "system/check_requests"
     request = CheckRequest.from_json(record[1])  # still a check the SDK answers
     assert (request.transaction_id, request.check_number, request.body) == ("tx", 1, b"")
+    assert request.omitted == ("body", "keys", "tags", "properties")  # the listener can tell
+    whole = CheckRequest.from_json(publishable_record(check_row("tx", b"body"), limit)[1])
+    assert (whole.body, whole.omitted) == (b"body", ())
 
 
 @pytest.mark.kafka
