@@ -5,8 +5,9 @@ decisions of the throughput phases sit in its state), for each level in ascendin
 (e.g. 0 as a baseline, then 10^4, 10^5, 10^6; cumulative):
 
 1. preload halves, without ops, up to the level, each with check_immunity_seconds of a
-   day: they stay PREPARED and sit in the coordinator's state (first in the join's, then,
-   ~2 x transaction_timeout later, in the stage's, with a timer) for the whole phase;
+   day (the phase's own engine raises `max_check_immunity` to allow it): they stay
+   PREPARED and sit in the coordinator's state (first in the join's, then, ~2 x
+   transaction_timeout later, in the stage's, with a timer) for the whole phase;
 2. wait until they landed and passed the join;
 3. run a steady small load (commits at `pending_rate` tx/s for `pending_window` seconds)
    and record every coordinator batch from its first send to its last decision: duration,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from streams.ingest_job import QUERY_NAME as INGEST
 TOPIC = "BenchPending"
 GROUP = "bench-pending"
 #: A day: far beyond the phase, well inside file_reserved_time (72 h), so never checked.
+#: Above the default max_check_immunity (1 h), which the phase's own engine raises to it.
 IMMUNITY_SECONDS = 86_400
 
 
@@ -43,6 +46,10 @@ def pending_config(config: Config, work_dir: Path) -> Config:
     kafka = config.kafka
     return replace(
         config,
+        max_check_immunity=max(
+            config.max_check_immunity,
+            min(timedelta(seconds=IMMUNITY_SECONDS), config.file_reserved_time),
+        ),
         warehouse=str(work_dir / "warehouse-pending"),
         kafka=replace(
             kafka,
@@ -78,7 +85,7 @@ def _preload(context: PhaseContext, count: int, level: int, halves_expected: int
         count=count,
         window=None,
         batch=2000,
-        immunity_seconds=IMMUNITY_SECONDS,
+        immunity_seconds=int(context.config.max_check_immunity.total_seconds()),
     )
     context.reporter.phase(f"pending {level:,}: preload", count)
     drive(
@@ -147,9 +154,10 @@ def run_pending(context: PhaseContext) -> dict[str, Any]:
     visible = visible_times(Path(topics.table(TOPIC).path(context.config.warehouse)))
     for measured, acked in zip(results, acks, strict=True):
         measured["commit_to_visible_ms"] = summarize(latencies_ms(acked, visible))
+    immunity = context.config.max_check_immunity.total_seconds()
     return {
         "what": "coordinator batch duration while N transactions stay unresolved (preloaded "
-        f"halves with check_immunity_seconds={IMMUNITY_SECONDS}), under a steady "
+        f"halves with check_immunity_seconds={immunity:.0f}), under a steady "
         f"{settings.pending_rate:g} tx/s of commits for {settings.pending_window:g} s (batches "
         "from its first send to its last decision); "
         "state_rows is Spark's count over every stateful operator (join buffers + "
