@@ -1,33 +1,53 @@
 """What happens to one transaction, given what arrived for it and the time: pure logic.
 
 The coordinator's stateful stage calls `on_input` with the rows of one micro-batch for one
-transaction, and `on_timer` when that transaction's single timer fires. A transaction is
-identified by (producer group, transaction id) (SPEC 3): the stage is keyed by both, so every
-half and op given to these functions belongs to one group, and another group's half or op
-with the same id is a transaction of its own that can neither decide, reveal nor block this
-one (an op whose group sent no half with that id is that group's orphan). Both take the
-state as it was and the batch's processing time, and return the new state, the rows to
+transaction, and `on_timer` when that transaction's single timer fires. This module is the
+readable reference model of the rules: the stage runs their JVM twin (streams/jvm/), and a
+differential property-based test (tests/streams/test_lifecycle_twin.py) proves both agree.
+A transaction is identified by (producer group, transaction id) (SPEC 3): the stage is keyed
+by both, so every half and op given to these functions belongs to one group, and another
+group's half or op with the same id is a transaction of its own that can neither decide,
+reveal nor block this one (an op whose group sent no half with that id is that group's
+orphan). Both take the state as it was and two times, and return the new state, the rows to
 emit and the next timer. No Spark, no clock of its own: the tests drive it with plain
-values, and a replayed batch (same input, same batch timestamp) emits the same rows.
+values, and a replayed batch (same input, same batch watermark and timestamp) emits the
+same rows.
+
+Every decision is made in store time (issue 16)
+-----------------------------------------------
+Store time is the broker's LogAppendTime of a half or op. `now_ms` is the stream's event-time
+watermark: the stream has provably seen everything stored up to it (heartbeats keep it
+moving). A timer is a store time: it fires only once the watermark has passed it, so every
+op stored before a check, discard or expiry was due has been seen, and it wins. Within one
+batch, ops are taken in store order, and a discard due before an op was stored acts first
+(the op is then late); a check due before a decisive op was stored is not sent at all (the
+answer is already there). `wall_ms` (the batch's processing time) is what the output rows
+record (requested, resolved, delivered at), and the base of the next check: check n+1 is
+due `transaction_check_interval` after check n was sent, so a producer has the whole
+interval to answer, however late the check went out. (Store time and the driver's clock are
+assumed to agree to within a second: the broker's and the driver's clocks, NTP-synchronised
+in a cluster, the same clock locally.)
 
 What reaches this stage (see streams/coordinator_job.py):
 
 - a half matched by the watermark join with a COMMIT/ROLLBACK op stored within
   `transaction_timeout` of it: the common, fast case, decided at once;
 - a half the join gave up on (no op within the window): due for its first check;
-- every op record on its own ("raw"), so that answers to checks, which come long after
-  the join window, and ops that arrive before their half are seen too.
+- every op record on its own, so that answers to checks, which come long after the first
+  check, and ops that arrive before their half are seen too.
 
-One transaction's rows may therefore repeat an op (matched and raw, or matched again with a
-half the producer sent twice); ops are deduplicated by `op_id` (within the batch, and against
+One transaction's rows may repeat an op (an ingest batch replayed, a half the producer sent
+twice); ops are deduplicated by `op_id` (within the batch, and against
 the last `JUDGED_MEMORY` decisive ops already judged) and applied in store order (ties by op
 id): the first decisive op wins (SPEC 3).
 
-Timer, one per transaction, in processing time:
-- no half yet: the ops wait `orphan_wait` for it, then are recorded as ORPHAN;
+Timer, one per transaction, in store time:
+- no half yet: the ops wait `orphan_wait` after the first of them was stored, then are
+  recorded as ORPHAN;
 - PREPARED / CHECKING: the earlier of the next check (first: stored + max(timeout,
   immunity), RocketMQ's CHECK_IMMUNITY_TIME_IN_SECONDS, the immunity clamped to
-  `max_check_immunity`; later: last check + check interval) and the expiry (stored +
+  `max_check_immunity`; later: when the last check was sent + check interval) and the
+  expiry (stored +
   `file_reserved_time`): a half older than that is DISCARDED as expired whatever its
   immunity or check interval say (SPEC 4), and a due transaction past `check_max` checks is
   DISCARDED;
@@ -37,7 +57,7 @@ Timer, one per transaction, in processing time:
   stateful stage may forget it by an expiry of its own instead of this timer;
 - DISCARDED: forgotten once the half is older than `file_reserved_time` (until then a
   producer's op is recorded as LATE, and an operator may still commit, roll back or RESUME
-  it: checked again at once, its count reset).
+  it: checked again from the RESUME's store time, its count reset).
 """
 
 from __future__ import annotations
@@ -202,42 +222,63 @@ def _live_timer(half: Half, due_ms: int, rules: Rules) -> int:
     return min(due_ms, expires_at_ms(half, rules))
 
 
-def _verdict(op: Op, verdict: str, now_ms: int, detail: str | None = None) -> Emit:
-    return Emit(Kind.VERDICT, op.transaction_id, now_ms, op=op, verdict=verdict, detail=detail)
+def _verdict(op: Op, verdict: str, wall_ms: int, detail: str | None = None) -> Emit:
+    return Emit(Kind.VERDICT, op.transaction_id, wall_ms, op=op, verdict=verdict, detail=detail)
 
 
-def _final(s: TxState, now_ms: int, reason: str, op: Op | None = None) -> Emit:
+def _final(s: TxState, wall_ms: int, reason: str, op: Op | None = None) -> Emit:
     assert s.half is not None and s.state is not None
     return Emit(
-        Kind.FINAL, s.half.transaction_id, now_ms, half=s.half, state=s.state, reason=reason,
+        Kind.FINAL, s.half.transaction_id, wall_ms, half=s.half, state=s.state, reason=reason,
         check_count=s.check_count, deciding_op_id=op.op_id if op else s.deciding_op_id,
     )  # fmt: skip
 
 
 def _forget_at(s: TxState, now_ms: int, rules: Rules) -> int:
-    """Return when a transaction in a final state may be forgotten."""
+    """Return when (store time) a transaction in a final state may be forgotten."""
     assert s.half is not None
     if s.state is TransactionState.DISCARDED:
         return max(now_ms, expires_at_ms(s.half, rules))
     return now_ms + rules.resolved_retention_ms
 
 
-def _apply_op(s: TxState, op: Op, now_ms: int, rules: Rules) -> tuple[TxState, list[Emit]]:
+def is_live(state: TxState) -> bool:
+    """Return True while the transaction waits for a decision (PREPARED or CHECKING)."""
+    return state.state in (TransactionState.PREPARED, TransactionState.CHECKING)
+
+
+def _gave_up_before(s: TxState, stored_ms: int, rules: Rules) -> bool:
+    """Return True if the live transaction was discarded before `stored_ms` (store time).
+
+    That is: its half expired before, or its timer, due before, discards it (checks spent).
+    """
+    assert s.half is not None and s.timer_ms is not None
+    expiry = expires_at_ms(s.half, rules)
+    return stored_ms > expiry or (
+        s.timer_ms < stored_ms and (s.timer_ms >= expiry or s.check_count >= rules.check_max)
+    )
+
+
+def _apply_op(
+    s: TxState, op: Op, now_ms: int, wall_ms: int, rules: Rules
+) -> tuple[TxState, list[Emit]]:
     """Apply one op to a transaction whose half is known."""
     half = s.half
     assert half is not None and s.state is not None
     # No group check: the stage is keyed by (group, id), so `op` is of the half's group.
     outcome: Outcome = apply(s.state, event_for_op(op.op, by_operator=op.operator is not None))
-    emits = [_verdict(op, outcome.verdict.value, now_ms)]
+    emits = [_verdict(op, outcome.verdict.value, wall_ms)]
     if not outcome.moved:
         return s, emits
-    if op.op == RESUME:  # checked again at once, as if never checked (resumeCheckHalfMessage)
-        return replace(s, state=outcome.state, check_count=0, timer_ms=now_ms), emits
+    if op.op == RESUME:  # checked again from its store time, as if never checked (RocketMQ's
+        # resumeCheckHalfMessage); never later than the expiry
+        timer = _live_timer(half, op.stored_ms, rules)
+        return replace(s, state=outcome.state, check_count=0, timer_ms=timer), emits
     s = replace(s, state=outcome.state, deciding_op_id=op.op_id)
     reason = "operator" if op.operator is not None else ("check" if op.from_check else "op")
     if outcome.state is TransactionState.COMMITTED:
-        emits.append(Emit(Kind.DELIVER, half.transaction_id, now_ms, half=half, op=op))
-    emits.append(_final(s, now_ms, reason, op))
+        emits.append(Emit(Kind.DELIVER, half.transaction_id, wall_ms, half=half, op=op))
+    emits.append(_final(s, wall_ms, reason, op))
     return replace(s, timer_ms=_forget_at(s, now_ms, rules)), emits
 
 
@@ -247,8 +288,15 @@ def on_input(
     ops: list[Op],
     now_ms: int,
     rules: Rules,
+    *,
+    wall_ms: int | None = None,
 ) -> Step:
-    """Take this batch's halves and ops for one transaction."""
+    """Take this batch's halves and ops for one transaction.
+
+    `now_ms` is the store time the stream has seen everything up to (the watermark);
+    `wall_ms` the batch's processing time, which output rows record (default: `now_ms`).
+    """
+    wall = now_ms if wall_ms is None else wall_ms
     s = state or TxState()
     emits: list[Emit] = []
     if s.half is None and halves:
@@ -264,66 +312,105 @@ def on_input(
             if op.op in DECISIVE:
                 waiting.append(op)
             else:  # UNKNOWN decides nothing, with or without a half
-                emits.append(_verdict(op, Verdict.NO_EFFECT.value, now_ms, "no half yet"))
+                emits.append(_verdict(op, Verdict.NO_EFFECT.value, wall, "no half yet"))
         if not waiting:
             return Step(None, emits)
-        timer = s.timer_ms if s.pending_ops else now_ms + rules.orphan_wait_ms
-        return Step(replace(s, pending_ops=tuple(waiting), timer_ms=timer), emits)
+        timer = s.timer_ms if s.pending_ops else waiting[0].stored_ms + rules.orphan_wait_ms
+        s = replace(s, pending_ops=tuple(waiting), timer_ms=timer)
+        if timer is not None and timer <= now_ms:  # the window had passed before they came
+            step = on_timer(s, now_ms, rules, wall_ms=wall)
+            return Step(step.state, emits + step.emits)
+        return Step(s, emits)
 
     half = s.half
-    s = replace(s, pending_ops=())
+    s = _armed(replace(s, pending_ops=()), rules)
     for op in arrived:
-        s, op_emits = _apply_op(s, op, now_ms, rules)
+        # Store order: a discard or an expiry due before this op was stored comes first,
+        # and the op is late. A check due before a decisive op was stored is not sent at
+        # all: the answer is here. (One due before an UNKNOWN goes out as usual.)
+        if is_live(s) and _gave_up_before(s, op.stored_ms, rules):
+            step = _fire(s, max(now_ms, op.stored_ms), rules, wall)
+            assert step.state is not None
+            s, emits = step.state, emits + step.emits
+        s, op_emits = _apply_op(s, op, now_ms, wall, rules)
         emits += op_emits
         if op.op in (*DECISIVE, RESUME):
             s = replace(s, judged_ops=(*s.judged_ops, op.op_id)[-JUDGED_MEMORY:])
-    if s.state in (TransactionState.PREPARED, TransactionState.CHECKING):
-        if s.timer_ms is None or s.state is TransactionState.PREPARED:
-            due = first_check_due_ms(half, rules) if s.check_count == 0 else s.timer_ms
-            assert due is not None
-            s = replace(s, timer_ms=_live_timer(half, due, rules))
-        if s.timer_ms is not None and s.timer_ms <= now_ms:
-            step = on_timer(s, now_ms, rules)
-            return Step(step.state, emits + step.emits)
-    return Step(s, emits)
+    s = _armed(s, rules)
+    if is_live(s) and s.timer_ms is not None and s.timer_ms <= now_ms:
+        step = _fire(s, now_ms, rules, wall)
+        return _settled(Step(step.state, emits + step.emits), now_ms)
+    return _settled(Step(s, emits), now_ms)
 
 
-def on_timer(state: TxState, now_ms: int, rules: Rules) -> Step:
-    """Act on this transaction's timer: check, discard, give up on orphans, or forget."""
-    s = state
+def _armed(s: TxState, rules: Rules) -> TxState:
+    """Return the transaction with its timer set if it is live and has none (or is PREPARED).
+
+    A PREPARED transaction's timer is its first check (or its expiry if sooner).
+    """
+    half = s.half
+    assert half is not None
+    if is_live(s) and (s.timer_ms is None or s.state is TransactionState.PREPARED):
+        due = first_check_due_ms(half, rules) if s.check_count == 0 else s.timer_ms
+        assert due is not None
+        return replace(s, timer_ms=_live_timer(half, due, rules))
+    return s
+
+
+def _settled(step: Step, now_ms: int) -> Step:
+    """Return `step`, its state forgotten if it is final and its timer already passed."""
+    s = step.state
+    final = s is not None and s.state is not None and s.state.is_final
+    if final and s is not None and s.timer_ms is not None and s.timer_ms <= now_ms:
+        return Step(None, step.emits)
+    return step
+
+
+def on_timer(state: TxState, now_ms: int, rules: Rules, *, wall_ms: int | None = None) -> Step:
+    """Act on this transaction's timer (due at `state.timer_ms`, store time, <= `now_ms`).
+
+    Check, discard, give up on orphans, or forget.
+    """
+    wall = now_ms if wall_ms is None else wall_ms
+    return _settled(_fire(state, now_ms, rules, wall), now_ms)
+
+
+def _fire(s: TxState, now_ms: int, rules: Rules, wall: int) -> Step:
+    """Act on the timer; a discard keeps DISCARDED state with the timer that forgets it."""
     half = s.half
     if half is None:
         detail = f"no half within {rules.orphan_wait_ms / 1000:.0f} s"
-        return Step(None, [_verdict(op, "ORPHAN", now_ms, detail) for op in s.pending_ops])
+        return Step(None, [_verdict(op, "ORPHAN", wall, detail) for op in s.pending_ops])
     assert s.state is not None
     if s.state.is_final:
         return Step(None)
-    if now_ms >= expires_at_ms(half, rules):
-        return _discard(s, Event.EXPIRED, "expired", now_ms, rules)
+    # Older than file_reserved_time by the time it is due or seen: expired, never checked.
+    if max(now_ms, s.timer_ms or now_ms) >= expires_at_ms(half, rules):
+        return _discard(s, Event.EXPIRED, "expired", now_ms, rules, wall_ms=wall)
     if s.check_count >= rules.check_max:
-        return _discard(s, Event.CHECKS_EXHAUSTED, "check_max", now_ms, rules)
+        return _discard(s, Event.CHECKS_EXHAUSTED, "check_max", now_ms, rules, wall_ms=wall)
     outcome = apply(s.state, Event.CHECK_DUE)
+    # The next check is due an interval after this one is sent (never before the watermark).
     s = replace(
         s, state=outcome.state, check_count=s.check_count + 1,
-        timer_ms=_live_timer(half, now_ms + rules.check_interval_ms, rules),
+        timer_ms=_live_timer(half, max(wall, now_ms) + rules.check_interval_ms, rules),
     )  # fmt: skip
-    check = Emit(Kind.CHECK, half.transaction_id, now_ms, half=half, check_number=s.check_count)
+    check = Emit(Kind.CHECK, half.transaction_id, wall, half=half, check_number=s.check_count)
     return Step(s, [check])
 
 
-def _discard(s: TxState, event: Event, reason: str, now_ms: int, rules: Rules) -> Step:
+def _discard(
+    s: TxState, event: Event, reason: str, now_ms: int, rules: Rules, *, wall_ms: int
+) -> Step:
     half = s.half
     assert s.state is not None and half is not None
     outcome = apply(s.state, event)
     s = replace(s, state=outcome.state)
     discard = Emit(
-        Kind.DISCARD, half.transaction_id, now_ms, half=half, reason=reason,
+        Kind.DISCARD, half.transaction_id, wall_ms, half=half, reason=reason,
         check_count=s.check_count,
     )  # fmt: skip
-    forget_ms = _forget_at(s, now_ms, rules)
-    emits = [discard, _final(s, now_ms, reason)]
-    if forget_ms <= now_ms:
-        # Expired: already older than file_reserved_time, so nothing is kept. (A timer for
-        # `now` set while the timer for `now` fires would be deleted with the fired one.)
-        return Step(None, emits)
-    return Step(replace(s, timer_ms=forget_ms), emits)
+    emits = [discard, _final(s, wall_ms, reason)]
+    # Expired: the timer that forgets it is already due, so nothing is kept beyond this
+    # call (`on_input` may still judge a later op of the same batch as LATE with it).
+    return Step(replace(s, timer_ms=_forget_at(s, now_ms, rules)), emits)
