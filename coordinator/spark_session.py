@@ -11,8 +11,9 @@ Every session txcoord makes has:
 - no web UI, UTC session time, the driver bound to loopback when running locally;
 - with a local warehouse, renames done in-process rather than through a forked
   `readlink` (LOCAL_FILESYSTEM_CONF);
-- on a local master, the connector jars from the install step's cache as `spark.jars`,
-  so no session ever resolves packages over the network.
+- on a local master, the connector jars and the coordinator's stateful stage (compiled
+  from streams/jvm/) from the install step's cache as `spark.jars`, so no session ever
+  resolves packages over the network.
 
 On a cluster (`spark-submit --master spark://…`), pass the same jars with `--jars`
 and set `use_cached_jars=False`.
@@ -103,7 +104,7 @@ class SparkSettings:
             log4j = Path(__file__).with_name("spark-log4j2.properties")
             conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
         if self.use_cached_jars:
-            spark_jars = jars("spark", self.jar_cache_dir)
+            spark_jars = (*jars("spark", self.jar_cache_dir), *jars("stage", self.jar_cache_dir))
             conf["spark.jars"] = ",".join(str(path) for path in spark_jars)
         conf.update(self.extra_conf)
         return conf

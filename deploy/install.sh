@@ -5,6 +5,8 @@
 #   .cache/m2/          Maven's local repository (downloads from Maven Central)
 #   .cache/jars/spark/  Delta Lake + Spark Kafka connector jars  -> spark.jars
 #   .cache/jars/kafka/  Kafka broker (KRaft) + log4j2 binding     -> broker classpath
+#   .cache/jars/stage/  the coordinator's stateful stage, compiled here from streams/jvm/
+#                       against pyspark's own jars (no jar is committed)  -> spark.jars
 #
 # Idempotent: every stage is skipped when its inputs have not changed since it last
 # succeeded (a stamp file records a hash of the inputs), so a warm run takes about a second.
@@ -82,5 +84,28 @@ prune_provided() {
 }
 resolve spark deploy/jvm/spark-connectors.pom.xml
 resolve kafka deploy/jvm/kafka-broker.pom.xml
+
+# 3. The stateful stage (streams/jvm/*.java), compiled against the Spark that pip installed.
+build_stage() {
+  local out="$cache/jars/stage" classes="$cache/stage-classes" sources spark_jars
+  sources=$(find streams/jvm -name '*.java' | sort)
+  # shellcheck disable=SC2086
+  if fresh jars-stage $sources pyproject.toml && [ -f "$out/txcoord-stage.jar" ]; then
+    log "the stateful stage is up to date (.cache/jars/stage)"
+    return
+  fi
+  need javac "a Java 17 JDK (the stage is compiled from streams/jvm/)"
+  spark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+  log "compiling the stateful stage (streams/jvm/)"
+  rm -rf "$classes" "$out" && mkdir -p "$classes" "$out"
+  # shellcheck disable=SC2086
+  javac --release 17 -Xlint:unchecked -Werror -nowarn -d "$classes" -cp "$spark_jars/*" $sources \
+    || die "the stateful stage (streams/jvm/) did not compile"
+  jar --create --file "$out/txcoord-stage.jar" -C "$classes" . || die "could not package the stage"
+  rm -rf "$classes"
+  # shellcheck disable=SC2086
+  stamp jars-stage $sources pyproject.toml
+}
+build_stage
 
 log "ready"

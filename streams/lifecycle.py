@@ -385,7 +385,7 @@ def _fire(s: TxState, now_ms: int, rules: Rules, wall: int) -> Step:
     if s.state.is_final:
         return Step(None)
     # Older than file_reserved_time by the time it is due or seen: expired, never checked.
-    if max(now_ms, s.timer_ms or now_ms) >= expires_at_ms(half, rules):
+    if max(now_ms, now_ms if s.timer_ms is None else s.timer_ms) >= expires_at_ms(half, rules):
         return _discard(s, Event.EXPIRED, "expired", now_ms, rules, wall_ms=wall)
     if s.check_count >= rules.check_max:
         return _discard(s, Event.CHECKS_EXHAUSTED, "check_max", now_ms, rules, wall_ms=wall)

@@ -30,9 +30,13 @@ def jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def jars(component: str, cache_dir: Path | None = None) -> tuple[Path, ...]:
-    """Return the sorted jars of `component` ("spark" or "kafka"), or explain how to get them."""
-    if component not in ("spark", "kafka"):
-        raise ValueError(f"component must be 'spark' or 'kafka', not {component!r}")
+    """Return the sorted jars of `component`, or explain how to get them.
+
+    "spark": the connectors; "kafka": the broker; "stage": the coordinator's stateful stage,
+    compiled from streams/jvm/ by the install step.
+    """
+    if component not in ("spark", "kafka", "stage"):
+        raise ValueError(f"component must be 'spark', 'kafka' or 'stage', not {component!r}")
     folder = (cache_dir or jar_cache_dir()) / component
     found = tuple(sorted(folder.glob("*.jar")))
     if not found:

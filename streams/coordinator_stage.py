@@ -1,0 +1,112 @@
+"""The coordinator's stateful stage: PySpark's handle on its JVM processor (streams/jvm/).
+
+Every per-transaction step runs in the JVM: `txcoord.Stage.decisions` groups the stage's
+input by (producer group, transaction id) and runs `txcoord.TransactionProcessor` through
+Spark's `transformWithState`, in event time. The processor follows `txcoord.Lifecycle`, the
+JVM twin of streams/lifecycle.py (the readable reference model; tests/streams/
+test_lifecycle_twin.py proves that both agree on random histories). This module only says,
+once per query, what the stage needs: the input and output schemas, the rules, the table of
+legal moves (coordinator/state_machine.TRANSITIONS) and the heartbeat id. Nothing of the
+rules is written twice: the JVM receives them from here.
+
+Times cross into the JVM as epoch milliseconds (long columns), so no time zone can creep in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from coordinator.state_machine import TRANSITIONS
+from delta_tables.columns import MESSAGE
+from delta_tables.half_messages import HEARTBEAT_ID
+from streams.lifecycle import Rules
+
+#: The grouping key of the stage: what identifies a transaction (SPEC 3).
+KEY = ("producer_group", "transaction_id")
+
+#: The JVM class PySpark calls (streams/jvm/txcoord/Stage.java).
+STAGE_CLASS = "txcoord.Stage"
+
+#: What the stage receives: a half or an op (or a heartbeat: transaction id HEARTBEAT_ID).
+INPUT_SCHEMA = StructType(
+    [
+        *[StructField(key, StringType()) for key in KEY],
+        # the half: h_<column of the half message>, its store time in milliseconds
+        *[StructField(f"h_{f.name}", f.dataType) for f in MESSAGE[1:]],
+        StructField("h_check_immunity_seconds", IntegerType()),
+        StructField("h_stored_ms", LongType()),
+        # the op: o_<column of the op record>
+        StructField("o_op_id", StringType()),
+        StructField("o_producer_group", StringType()),
+        StructField("o_op", StringType()),
+        StructField("o_from_check", BooleanType()),
+        StructField("o_operator", StringType()),
+        StructField("o_reason", StringType()),
+        StructField("o_stored_ms", LongType()),
+    ]
+)
+
+#: What the stage emits; `kind` says which fields matter (see lifecycle.Kind).
+OUTPUT_SCHEMA = StructType(
+    [
+        StructField("kind", StringType()),
+        StructField("transaction_id", StringType()),
+        StructField("at_ms", LongType()),
+        *MESSAGE[1:],
+        StructField("check_immunity_seconds", IntegerType()),
+        StructField("prepared_ms", LongType()),
+        StructField("check_number", IntegerType()),
+        StructField("state", StringType()),
+        StructField("reason", StringType()),
+        StructField("check_count", IntegerType()),
+        StructField("deciding_op_id", StringType()),
+        StructField("op_id", StringType()),
+        StructField("op_producer_group", StringType()),
+        StructField("op", StringType()),
+        StructField("op_from_check", BooleanType()),
+        StructField("op_operator", StringType()),
+        StructField("op_reason", StringType()),
+        StructField("op_stored_ms", LongType()),
+        StructField("verdict", StringType()),
+        StructField("detail", StringType()),
+    ]
+)
+
+
+def transitions_table() -> list[list[str]]:
+    """Return coordinator/state_machine.TRANSITIONS as rows (state, event, new state, verdict)."""
+    return [
+        [state.name, event.value, outcome.state.name, outcome.verdict.value]
+        for state, moves in TRANSITIONS.items()
+        for event, outcome in moves.items()
+    ]
+
+
+def stage_spec(rules: Rules) -> str:
+    """Return, as JSON, everything the JVM stage needs besides its input."""
+    return json.dumps(
+        {
+            "rules": asdict(rules),
+            "transitions": transitions_table(),
+            "output_schema": OUTPUT_SCHEMA.json(),
+            "heartbeat_id": HEARTBEAT_ID,
+        }
+    )
+
+
+def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
+    """Return the stateful stage's output for its input (rows of INPUT_SCHEMA)."""
+    spark = stage_rows.sparkSession
+    stage = spark._jvm.txcoord.Stage  # type: ignore[union-attr]
+    return DataFrame(stage.decisions(stage_rows._jdf, stage_spec(rules)), spark)

@@ -1,0 +1,54 @@
+package txcoord;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The entry point PySpark calls (streams/coordinator_stage.py): the stage's input, grouped by
+ * (producer group, transaction id), through {@link TransactionProcessor} in event time.
+ *
+ * <p>Everything the stage needs comes from Python as one JSON document, so that every fact
+ * has one home: the rules (streams/lifecycle.Rules), the table of legal moves
+ * (coordinator/state_machine.TRANSITIONS), the output schema and the heartbeat id.
+ */
+public final class Stage {
+  private Stage() {}
+
+  static Lifecycle.Rules rules(JsonNode r) {
+    return new Lifecycle.Rules(r.get("timeout_ms").asLong(),
+        r.get("check_interval_ms").asLong(), r.get("check_max").asInt(),
+        r.get("file_reserved_ms").asLong(), r.get("resolved_retention_ms").asLong(),
+        r.get("orphan_wait_ms").asLong(), r.get("max_check_immunity_ms").asLong());
+  }
+
+  static Lifecycle.Transitions transitions(JsonNode table) {
+    Lifecycle.Transitions transitions = new Lifecycle.Transitions();
+    for (JsonNode t : table) {
+      transitions.put(t.get(0).asText(), t.get(1).asText(), t.get(2).asText(),
+          t.get(3).asText());
+    }
+    return transitions;
+  }
+
+  /** Return the stage's output for its input, as described by {@code specJson}. */
+  public static Dataset<Row> decisions(Dataset<Row> input, String specJson) throws Exception {
+    JsonNode spec = new ObjectMapper().readTree(specJson);
+    StructType output = (StructType) DataType.fromJson(spec.get("output_schema").asText());
+    TransactionProcessor processor = new TransactionProcessor(rules(spec.get("rules")),
+        transitions(spec.get("transitions")), output, spec.get("heartbeat_id").asText());
+    MapFunction<Row, Row> keyOf = row ->
+        RowFactory.create(row.<String>getAs("producer_group"), row.<String>getAs("transaction_id"));
+    return input.groupByKey(keyOf, Encoders.row(StageRows.KEY))
+        .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
+            Encoders.row(output));
+  }
+}

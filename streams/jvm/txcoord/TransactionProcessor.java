@@ -1,0 +1,124 @@
+package txcoord;
+
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+import txcoord.Lifecycle.Emit;
+import txcoord.Lifecycle.Half;
+import txcoord.Lifecycle.Op;
+import txcoord.Lifecycle.Step;
+import txcoord.Lifecycle.TxState;
+
+/**
+ * transformWithState processor, in event time: one {@link Lifecycle} transaction per key
+ * (producer group, transaction id).
+ *
+ * <p>The watermark is store time the stream has seen everything up to; the batch's processing
+ * time is what output rows record. Two state variables hold a transaction, never both: a live
+ * one ("transaction"), and a committed or rolled-back one ("resolved", only what judges later
+ * ops: no message). Each has its one event-time timer (Spark allows no TTL in event time): the
+ * next check, discard or expiry, or when a resolved one is forgotten ({@code
+ * resolved_retention} of store time after it was decided).
+ */
+public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row> {
+  private final Lifecycle.Rules rules;
+  private final Lifecycle.Transitions transitions;
+  private final StructType output;
+  private final String heartbeatId;
+  private transient ValueState<Row> live;
+  private transient ValueState<Row> resolved;
+
+  public TransactionProcessor(Lifecycle.Rules rules, Lifecycle.Transitions transitions,
+      StructType output, String heartbeatId) {
+    this.rules = rules;
+    this.transitions = transitions;
+    this.output = output;
+    this.heartbeatId = heartbeatId;
+  }
+
+  @Override
+  public void init(OutputMode outputMode, TimeMode timeMode) {
+    live = getHandle().getValueState(
+        "transaction", Encoders.row(StageRows.STATE), TTLConfig.NONE());
+    resolved = getHandle().getValueState(
+        "resolved", Encoders.row(StageRows.STATE), TTLConfig.NONE());
+  }
+
+  private record Loaded(TxState state, ValueState<Row> heldIn) {}
+
+  private Loaded load() {
+    for (ValueState<Row> variable : List.of(live, resolved)) {
+      Row stored = variable.get();
+      if (stored != null) return new Loaded(StageRows.decode(stored), variable);
+    }
+    return new Loaded(null, null);
+  }
+
+  private scala.collection.Iterator<Row> save(Loaded before, Long oldTimer, Step step) {
+    TxState after = step.state();
+    if (after != null && Lifecycle.isResolved(after)) {
+      after = Lifecycle.resolvedMemory(after); // no message: it only judges later ops
+    }
+    Long newTimer = after != null ? after.timerMs() : null;
+    if (oldTimer != null && !oldTimer.equals(newTimer)) getHandle().deleteTimer(oldTimer);
+    if (newTimer != null && !newTimer.equals(oldTimer)) getHandle().registerTimer(newTimer);
+    ValueState<Row> target =
+        after == null ? null : (Lifecycle.isResolved(after) ? resolved : live);
+    if (before.heldIn() != null && before.heldIn() != target) before.heldIn().clear();
+    if (target != null && (!after.equals(before.state()) || before.heldIn() != target)) {
+      target.update(StageRows.encode(after));
+    }
+    List<Row> rows = new ArrayList<>(step.emits().size());
+    for (Emit emit : step.emits()) rows.add(StageRows.rowOf(emit, output));
+    return CollectionConverters.asScala(rows.iterator());
+  }
+
+  @Override
+  public scala.collection.Iterator<Row> handleInputRows(
+      Row key, scala.collection.Iterator<Row> inputRows, TimerValues timerValues) {
+    if (key.isNullAt(0) && heartbeatId.equals(key.getString(1))) {
+      return scala.collection.Iterator.empty(); // heartbeats only move the watermark
+    }
+    List<Half> halves = new ArrayList<>();
+    List<Op> ops = new ArrayList<>();
+    Iterator<Row> rows = CollectionConverters.asJava(inputRows);
+    while (rows.hasNext()) {
+      Row row = rows.next();
+      Half half = StageRows.halfOf(row);
+      if (half != null) halves.add(half);
+      Op op = StageRows.opOf(row);
+      if (op != null) ops.add(op);
+    }
+    Loaded before = load();
+    Step step = Lifecycle.onInput(before.state(), halves, ops,
+        timerValues.getCurrentWatermarkInMs(), timerValues.getCurrentProcessingTimeInMs(),
+        rules, transitions);
+    Long oldTimer = before.state() != null ? before.state().timerMs() : null;
+    return save(before, oldTimer, step);
+  }
+
+  @Override
+  public scala.collection.Iterator<Row> handleExpiredTimer(
+      Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
+    Loaded before = load();
+    TxState state = before.state();
+    if (state == null || state.timerMs() == null
+        || state.timerMs() != expiredTimerInfo.getExpiryTimeInMs()) {
+      return scala.collection.Iterator.empty(); // a timer this transaction no longer uses
+    }
+    Step step = Lifecycle.onTimer(state, timerValues.getCurrentWatermarkInMs(),
+        timerValues.getCurrentProcessingTimeInMs(), rules, transitions);
+    return save(before, null, step); // the fired timer is gone: never delete it again
+  }
+}
