@@ -312,3 +312,62 @@ def test_a_resume_of_a_live_transaction_is_ignored() -> None:
     step = on_input(checking, [], [resume], T0 + 15 * S, RULES)
     assert verdicts(step) == ["IGNORED"] and step.state is not None
     assert step.state.check_count == 1
+
+
+# -- store time (issue 16) -----------------------------------------------------------------
+R3 = replace(RULES, timeout_ms=3 * S, check_interval_ms=4 * S, check_max=3)
+
+
+def checked_three_times() -> TxState:
+    """A half checked 3 times (checks sent at T0+3, +7, +11 s): its discard is due at +15 s."""
+    state = on_input(None, [half()], [], T0, R3).state
+    for sent in (3, 7, 11):
+        assert state is not None and state.timer_ms is not None
+        state = on_timer(state, T0 + sent * S, R3).state
+    assert state is not None and state.check_count == 3
+    assert state.timer_ms == T0 + 15 * S
+    return state
+
+
+def test_a_commit_stored_before_the_discard_was_due_wins_however_late_it_is_seen() -> None:
+    """The RocketMQ probe: the answer to the last check is stored in time, seen later."""
+    state = checked_three_times()
+    commit = op("COMMIT", T0 + 14 * S, from_check=True)  # stored 1 s before the discard
+    # The stream has not yet seen everything up to +15 s: the discard cannot be final yet.
+    step = on_input(state, [], [commit], T0 + 14_500, R3, wall_ms=T0 + 18 * S)
+    assert only(step, Kind.FINAL).state is TransactionState.COMMITTED
+    assert only(step, Kind.DELIVER).at_ms == T0 + 18 * S  # rows record the batch's time
+
+
+def test_a_commit_stored_after_the_discard_was_due_is_late_even_in_the_same_batch() -> None:
+    state = checked_three_times()
+    commit = op("COMMIT", T0 + 16 * S)  # stored 1 s after the discard was due
+    step = on_input(state, [], [commit], T0 + 15_500, R3)
+    assert kinds(step) == ["DISCARD", "FINAL", "VERDICT"]
+    assert verdicts(step) == ["LATE"]
+    assert only(step, Kind.FINAL).state is TransactionState.DISCARDED
+
+
+def test_no_check_is_sent_when_the_answer_was_stored_before_it_was_due() -> None:
+    state = on_input(None, [half()], [], T0, R3).state
+    assert state is not None and state.timer_ms == T0 + 3 * S
+    commit = op("COMMIT", T0 + 5 * S)  # after the first check was due, seen in one batch
+    step = on_input(state, [], [commit], T0 + 6 * S, R3)
+    assert "CHECK" not in kinds(step)
+    assert only(step, Kind.FINAL).state is TransactionState.COMMITTED
+
+
+def test_the_next_check_is_due_an_interval_after_the_last_one_was_sent() -> None:
+    state = on_input(None, [half()], [], T0, R3).state
+    assert state is not None
+    # Check 1 was due at +3 s; the stream saw that far at +4 s and sent it at +6 s.
+    step = on_timer(state, T0 + 4 * S, R3, wall_ms=T0 + 6 * S)
+    assert only(step, Kind.CHECK).at_ms == T0 + 6 * S
+    assert step.state is not None and step.state.timer_ms == T0 + 10 * S
+
+
+def test_an_orphan_waits_from_its_own_store_time() -> None:
+    commit = op("COMMIT", T0)
+    step = on_input(None, [], [commit], T0 + 50 * S, RULES)  # a backlog: long past the wait
+    assert verdicts(step) == ["ORPHAN"]
+    assert step.state is None

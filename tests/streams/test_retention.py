@@ -1,8 +1,8 @@
 """A resolved transaction is remembered for `resolved_retention`, then forgotten (real Spark).
 
-The stage keeps committed and rolled-back transactions in a state variable with Spark's
-TTL (streams/coordinator_processor.py): within the retention a later op is judged against
-the decision; after it, the transaction is gone and the op is an orphan that decides
+The stage keeps committed and rolled-back transactions in a state variable with an
+event-time timer (streams/jvm/txcoord/TransactionProcessor.java): within the retention a
+later op is judged against the decision; after it, the transaction is gone and the op is an orphan that decides
 nothing (SPEC 3). Nothing is delivered twice either way.
 """
 
