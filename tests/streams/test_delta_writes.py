@@ -135,5 +135,5 @@ def test_a_checkpoint_of_the_old_state_layout_is_refused_with_the_reason(
         check_state_layout(spark, str(tmp_path / "old"))  # refused again, not "fixed"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / STATE_LAYOUT_FILE).write_text("something,else")
-    with pytest.raises(ConfigurationError, match="keyed by something,else"):
+    with pytest.raises(ConfigurationError, match="state: something,else"):
         check_state_layout(spark, str(tmp_path / "other"))
