@@ -57,7 +57,8 @@ def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigF
     assert timeout <= first <= 2 * timeout + FEW_SECONDS, first
     gaps = [(b.requested_at - a.requested_at).total_seconds()
             for a, b in itertools.pairwise(requests)]  # fmt: skip
-    # Later checks ride processing-time timers: never early, late by at most a batch or two.
+    # Check n+1 is due an interval after check n was sent (store time): never early, late
+    # by the time the stream takes to see that far (its store-time lag).
     assert all(interval <= gap <= interval + FEW_SECONDS / 2 for gap in gaps), gaps
     (gone,) = table(spark, config, "system/discarded").collect()
     assert (gone.reason, gone.check_count) == ("check_max", 3)
