@@ -21,14 +21,10 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator.local_stack.kafka_broker import free_port
+from tests.quiet_stop import noise_in
 from tests.up_process import Up
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-#: What an orderly stop must not print (stdout and stderr of the whole process group).
-NOISE = (
-    "StackOverflowError", "Traceback", "InterruptedException", " ERROR ", "Exception in thread",
-)  # fmt: skip
 
 
 class Traffic:
@@ -81,7 +77,7 @@ def assert_quiet(up: Up) -> None:
     """The stop said it stopped cleanly and printed none of the failure noise."""
     output = up.text()
     assert "stopped cleanly" in output, output[-6000:]
-    found = [word for word in NOISE if word in output]
+    found = noise_in(output)
     assert not found, f"{found} in the output:\n{output[-20000:]}"
 
 
