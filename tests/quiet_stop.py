@@ -7,9 +7,11 @@ its output (stdout and stderr) may say what it stops, never read like a crash.
 from __future__ import annotations
 
 #: A Java stack overflow (Spark's stop detection over a huge message), a Python or Java
-#: traceback, an interrupted py4j call, an ERROR line from Spark, py4j or txcoord.
+#: traceback, an interrupted py4j call, an ERROR line from Spark, py4j or txcoord, and
+#: Spark's warning that a stopped query had no job to cancel (expected, so filtered).
 NOISE = (
     "StackOverflowError", "Traceback", "InterruptedException", " ERROR ", "Exception in thread",
+    "Cannot find active jobs",
 )  # fmt: skip
 
 
