@@ -2,7 +2,8 @@
 
 One driver runs the whole engine: it creates the ingress topics and the system tables when
 absent, starts the heartbeat ticker, the ingest query and the coordinator query, and waits.
-SIGTERM or SIGINT stops the queries (each micro-batch is idempotent, so even a kill -9 at
+SIGTERM or SIGINT stops the queries in order, letting the batches in flight finish
+(coordinator/stop_signals.py; each micro-batch is idempotent, so even a kill -9 at
 any point is safe: the next start replays from the checkpoints).
 
     deploy/submit-coordinator [--master URL] -- [--config FILE] [--set key=value ...]
@@ -13,17 +14,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 from coordinator import failpoints
 from coordinator.config import Config, load_config, parse_overrides
 from coordinator.engine import Engine
 from coordinator.errors import TxcoordError
 from coordinator.spark_session import SparkSettings, build_spark_session
+from coordinator.stop_signals import StopSignals
 
 log = logging.getLogger("txcoord.app")
 
@@ -44,8 +43,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def run(config: Config, stop: threading.Event) -> None:
-    """Run the engine until `stop` is set or a query fails."""
+def run(config: Config, signals: StopSignals) -> None:
+    """Run the engine until SIGTERM or SIGINT asks it to stop, or a query fails."""
     spark = build_spark_session(
         SparkSettings(
             app_name="txcoord-coordinator",
@@ -53,6 +52,7 @@ def run(config: Config, stop: threading.Event) -> None:
             warehouse=config.warehouse,
             shuffle_partitions=config.spark.shuffle_partitions,
             use_cached_jars=False,  # spark-submit --jars
+            cancel_jobs_on_sigint=False,  # the engine stops the streams in order
         )
     )
     engine = Engine(spark, config)
@@ -60,11 +60,11 @@ def run(config: Config, stop: threading.Event) -> None:
         engine.start()
         where = f"; metrics at {engine.metrics_url}" if engine.metrics_url else ""
         print(f"txcoord coordinator running{where}", flush=True)
-        while not stop.wait(1.0):
+        while not signals.requested.wait(1.0):
             if problems := engine.problems():
                 raise TxcoordError("; ".join(problems))
     finally:
-        engine.stop()
+        engine.stop(signals.hurry)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,17 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("kafka").setLevel(logging.WARNING)
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signals = StopSignals().install()  # a stop request, never an exception mid-call
     try:
         failpoints.arm(",".join(args.failpoint))
         config = load_config(args.config, os.environ, parse_overrides(args.set))
-        run(config, stop)
+        run(config, signals)
     except TxcoordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

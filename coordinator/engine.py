@@ -6,11 +6,20 @@ ingest, the coordinator. Stop order is the reverse of what depends on what: tick
 (nothing more to land), then the coordinator, then the ingest. Each micro-batch is
 idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays from the
 checkpoints.
+
+An orderly stop is also quiet: each query's batch gate closes first (streams/batch_gate.py),
+and a query is stopped only once it is between triggers or its next batch waits at the gate,
+never while a batch writes. Interrupting a batch's writes logs Spark and py4j errors (and a
+StackOverflowError out of Spark's stop detection) for what is in fact an ordinary stop. A
+batch that does not finish within `BATCH_FINISH_WAIT` (or a caller in a hurry) is stopped
+anyway: it is replayed by the next start, as after a crash.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -21,6 +30,7 @@ from coordinator.driver_metrics import MetricsServer, serve_metrics
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
+from streams.batch_gate import BatchGate
 from streams.coordinator_job import start_coordinator
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingest_job import start_ingest
@@ -34,6 +44,11 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
+
+#: How long a stop waits for the micro-batch in flight before cutting it short (replayed later).
+BATCH_FINISH_WAIT = 120.0
+#: How often a stop looks whether a query has reached a point where stopping it is quiet.
+STOP_POLL_SECONDS = 0.05
 
 
 def table_counts(spark: SparkSession, config: Config) -> Counts:
@@ -91,6 +106,7 @@ class Engine:
         self.ingest: StreamingQuery | None = None
         self.coordinator: StreamingQuery | None = None
         self.writer: CoordinatorBatchWriter | None = None
+        self.ingest_gate = BatchGate()
         self.metrics: MetricsServer | None = None
         self._listening = False
 
@@ -106,7 +122,7 @@ class Engine:
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
                              self.config.streams.tick_interval).start()  # fmt: skip
-        self.ingest = start_ingest(self.spark, self.config, tally=self.tally)
+        self.ingest = start_ingest(self.spark, self.config, tally=self.tally, gate=self.ingest_gate)
         self.start_coordinator()
         log.info("engine running: ingest %s, coordinator %s", self.ingest.id,
                  self.coordinator.id if self.coordinator else None)  # fmt: skip
@@ -116,10 +132,11 @@ class Engine:
         """Start the coordinator query from its checkpoint."""
         self.coordinator, self.writer = start_coordinator(self.spark, self.config, self.tally)
 
-    def stop_coordinator(self) -> None:
+    def stop_coordinator(self, hurry: threading.Event | None = None) -> None:
         """Stop the coordinator query (the ingest keeps landing what arrives)."""
         if self.coordinator is not None:
-            self.coordinator.stop()
+            gate = self.writer.gate if self.writer is not None else None
+            stop_quietly(self.coordinator, gate, hurry)
         if self.writer is not None:
             self.writer.close()
 
@@ -138,13 +155,21 @@ class Engine:
             if query is not None and not query.isActive
         ]
 
-    def stop(self) -> None:
-        """Stop the ticker, the coordinator, then the ingest; safe to call more than once."""
+    def stop(self, hurry: threading.Event | None = None) -> None:
+        """Stop the ticker, the coordinator, then the ingest; safe to call more than once.
+
+        Each query's batch in flight finishes first (up to `BATCH_FINISH_WAIT`, or until
+        `hurry` is set); see the module docstring.
+        """
         if self.ticker is not None:
             self.ticker.stop()
-        self.stop_coordinator()
+        # Both gates close at once: neither query starts new work while the other finishes.
+        self.ingest_gate.close()
+        if self.writer is not None:
+            self.writer.gate.close()
+        self.stop_coordinator(hurry)
         if self.ingest is not None:
-            self.ingest.stop()
+            stop_quietly(self.ingest, self.ingest_gate, hurry)
         if self._listening:
             self.spark.streams.removeListener(self.progress)
             self._listening = False
@@ -152,3 +177,30 @@ class Engine:
         if metrics is not None:
             metrics.stop()
         log.info("engine stopped")
+
+
+def stop_quietly(
+    query: StreamingQuery, gate: BatchGate | None, hurry: threading.Event | None = None
+) -> None:
+    """Stop `query` once no batch of it is writing: between triggers, or parked at `gate`.
+
+    Closes `gate` (no new batch starts its work), waits up to `BATCH_FINISH_WAIT` for the
+    batch in flight, then stops the query. A batch still writing then (or when `hurry` is
+    set) is interrupted; it is replayed by the next start.
+    """
+    if gate is not None:
+        gate.close()
+    deadline = time.monotonic() + BATCH_FINISH_WAIT
+    announced = False
+    while query.isActive and (gate is None or not gate.parked):
+        if not query.status["isTriggerActive"]:
+            break
+        if (hurry is not None and hurry.is_set()) or time.monotonic() > deadline:
+            log.warning("stopping %s in the middle of a batch; the next start replays it",
+                        query.name)  # fmt: skip
+            break
+        if not announced:
+            log.info("%s: letting the batch in flight finish", query.name)
+            announced = True
+        time.sleep(STOP_POLL_SECONDS)
+    query.stop()

@@ -13,7 +13,11 @@ Every session txcoord makes has:
   `readlink` (LOCAL_FILESYSTEM_CONF);
 - on a local master, the connector jars and the coordinator's stateful stage (compiled
   from streams/jvm/) from the install step's cache as `spark.jars`, so no session ever
-  resolves packages over the network.
+  resolves packages over the network;
+- for a streaming application (`cancel_jobs_on_sigint=False`), the SIGINT handler it had:
+  PySpark's SparkContext installs one that cancels every running job, which fails the
+  micro-batches in flight (job-abort errors) before the application can stop its queries
+  in order (coordinator/engine.py).
 
 On a cluster (`spark-submit --master spark://…`), pass the same jars with `--jars`
 and set `use_cached_jars=False`.
@@ -22,7 +26,9 @@ and set `use_cached_jars=False`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +66,7 @@ class SparkSettings:
     use_cached_jars: bool = True
     jar_cache_dir: Path | None = None
     extra_conf: Mapping[str, str] = field(default_factory=dict)
+    cancel_jobs_on_sigint: bool = True  # PySpark's Ctrl-C; False: the application's own
 
     def __post_init__(self) -> None:
         if self.shuffle_partitions < 1:
@@ -124,5 +131,11 @@ def build_spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.master(settings.master)
     for key, value in settings.conf().items():
         builder = builder.config(key, value)
+    keep_handler = (
+        not settings.cancel_jobs_on_sigint and threading.current_thread() is threading.main_thread()
+    )
+    handler = signal.getsignal(signal.SIGINT)
     session = builder.getOrCreate()
+    if keep_handler and handler is not None:
+        signal.signal(signal.SIGINT, handler)
     return session

@@ -47,6 +47,7 @@ from delta_tables import (
     topics,
     transactions,
 )
+from streams.batch_gate import BatchGate
 from streams.check_topic import (
     Record,
     check_record,
@@ -97,11 +98,19 @@ def _finish_bucket() -> Column:
 class CoordinatorBatchWriter:
     """The foreachBatch function of the coordinator query."""
 
-    def __init__(self, config: Config, app_id: str, tally: Tally | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        app_id: str,
+        tally: Tally | None = None,
+        gate: BatchGate | None = None,
+    ) -> None:
         self.config = config
         self.ledger = BatchLedger(app_id)
         self.tally = tally or Tally()
         self.warehouse = config.warehouse
+        # Lets an orderly stop wait for the batch in flight (streams/batch_gate.py).
+        self.gate = gate or BatchGate()
         self._topic_tables: set[str] = set()
         # The next free offset of every (topic, queue) as this writer last wrote it to
         # system/queue_offsets; None: read the table (after a start or a replay).
@@ -109,6 +118,11 @@ class CoordinatorBatchWriter:
         self._producer: KafkaProducer | None = None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        """Write one micro-batch of the stateful stage's output, unless the query is stopping."""
+        with self.gate.batch(frame.sparkSession, batch_id):
+            self.write(frame, batch_id)
+
+    def write(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output."""
         timer = StepTimer()
         out = frame.persist()

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from coordinator.config import Config
 from coordinator.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
+from streams.batch_gate import BatchGate
 from streams.delta_writes import BatchLedger, checkpoint_app_id
 from streams.ingest import IngestRules, halves, ops, parse, quarantined, stamp, ticks
 from streams.step_timer import StepTimer
@@ -69,14 +70,26 @@ def _with_heartbeat(rows: DataFrame, beat: DataFrame, kind: str) -> DataFrame:
 class IngestBatchWriter:
     """The foreachBatch function of the ingest query."""
 
-    def __init__(self, config: Config, app_id: str, tally: Tally | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        app_id: str,
+        tally: Tally | None = None,
+        gate: BatchGate | None = None,
+    ) -> None:
         self.config = config
         self.tally = tally or Tally()
         self.rules = rules_of(config)
         self.ledger = BatchLedger(app_id)
         self.warehouse = config.warehouse
+        self.gate = gate or BatchGate()
 
     def __call__(self, records: DataFrame, batch_id: int) -> None:
+        """Land one micro-batch of ingress records, unless the query is stopping."""
+        with self.gate.batch(records.sparkSession, batch_id):
+            self.land(records, batch_id)
+
+    def land(self, records: DataFrame, batch_id: int) -> None:
         """Land one micro-batch of ingress records."""
         timer = StepTimer()
         parsed = parse(records, self.rules).persist()
@@ -154,11 +167,19 @@ def checkpoint_of(config: Config) -> str:
 
 
 def start_ingest(
-    spark: SparkSession, config: Config, available_now: bool = False, tally: Tally | None = None
+    spark: SparkSession,
+    config: Config,
+    available_now: bool = False,
+    tally: Tally | None = None,
+    gate: BatchGate | None = None,
 ) -> StreamingQuery:
-    """Start the ingest query (the tables must exist); `available_now` drains and stops."""
+    """Start the ingest query (the tables must exist); `available_now` drains and stops.
+
+    `gate` lets an orderly stop wait for the batch in flight (streams/batch_gate.py).
+    """
     checkpoint = checkpoint_of(config)
-    writer = IngestBatchWriter(config, checkpoint_app_id(spark, checkpoint, "ingest"), tally)
+    app_id = checkpoint_app_id(spark, checkpoint, "ingest")
+    writer = IngestBatchWriter(config, app_id, tally, gate)
     stream = (
         ingress_records(spark, config)
         .writeStream.queryName(QUERY_NAME)

@@ -127,16 +127,16 @@ class Engine(engine.Engine):
         if query is not None and not query.isActive and query.exception() is not None:
             self.failures.append(query.exception())
 
-    def stop_coordinator(self) -> None:
+    def stop_coordinator(self, hurry: threading.Event | None = None) -> None:
         """Stop the coordinator query; a failure before the stop is kept for `stop`."""
         self._judge(self.coordinator)
-        super().stop_coordinator()
+        super().stop_coordinator(hurry)
 
-    def stop(self) -> None:
+    def stop(self, hurry: threading.Event | None = None) -> None:
         """Stop everything; fail if a query had failed."""
         self._judge(self.ingest)
         self._judge(self.coordinator)
-        super().stop()
+        super().stop(hurry)
         assert self.failures == [], self.failures
 
 

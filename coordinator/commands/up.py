@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
+import threading
 import time
 from pathlib import Path
-from types import FrameType
 
 import click
 from rich.console import Console
@@ -17,13 +16,10 @@ from rich.text import Text
 from coordinator.config import load_config, parse_overrides
 from coordinator.errors import StackError
 from coordinator.local_stack.stack import LocalStack, StackSettings
+from coordinator.stop_signals import StopSignals
 
 #: Without a terminal (CI, a log file) the status is logged this often instead of redrawn.
 PLAIN_STATUS_EVERY_SECONDS = 30.0
-
-
-def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt  # SIGTERM stops as cleanly as Ctrl-C
 
 
 def _status(stack: LocalStack, started: float) -> Text:
@@ -45,13 +41,14 @@ def _status(stack: LocalStack, started: float) -> Text:
     return line
 
 
-def _watch(stack: LocalStack, console: Console) -> None:
-    """Show the status until Ctrl-C; raise StackError if a component dies."""
+def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
+    """Show the status until `stop` is set; raise StackError if a component dies."""
     started = time.monotonic()
     if console.is_terminal:
         with Live(_status(stack, started), console=console, refresh_per_second=2) as live:
             while not (problems := stack.problems()):
-                time.sleep(0.5)
+                if stop.wait(0.5):
+                    return
                 live.update(_status(stack, started))
     else:
         last = 0.0
@@ -59,7 +56,8 @@ def _watch(stack: LocalStack, console: Console) -> None:
             if time.monotonic() - last >= PLAIN_STATUS_EVERY_SECONDS:
                 console.print(_status(stack, started), soft_wrap=True)
                 last = time.monotonic()
-            time.sleep(0.5)
+            if stop.wait(0.5):
+                return
     raise StackError("; ".join(problems))
 
 
@@ -126,7 +124,8 @@ def up(
     """
     console = Console(soft_wrap=True)
     state_dir = state_dir.resolve()  # relative: to the working directory (SPEC 4)
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Ctrl-C or SIGTERM: abandon a start; once up, one orderly stop (coordinator/stop_signals.py).
+    signals = StopSignals(interrupting=True).install()
     chosen = {"streams.checkpoint_dir": str(state_dir / "checkpoints")}
     if warehouse is not None:
         chosen["warehouse"] = str(warehouse)
@@ -156,9 +155,13 @@ def up(
             highlight=False,
         )
         sys.stdout.flush()
-        _watch(stack, console)
+        signals.interrupting = False
+        if not signals.requested.is_set():
+            _watch(stack, console, signals.requested)
+        console.print("stopping...", highlight=False)
     except KeyboardInterrupt:
         console.print("stopping...", highlight=False)
     finally:
-        stack.stop()
+        signals.interrupting = False  # a signal during the stop asks it to hurry instead
+        stack.stop(signals.hurry)
     console.print("stopped cleanly", highlight=False)

@@ -96,6 +96,7 @@ class LocalStack:
                 warehouse=self.config.warehouse,
                 driver_memory=self.settings.driver_memory,
                 shuffle_partitions=self.config.spark.shuffle_partitions,
+                cancel_jobs_on_sigint=False,  # `txcoord up` stops the streams in order
             )
         )
         spark = check_spark(
@@ -155,8 +156,12 @@ class LocalStack:
             found.append("the REST ingress has stopped")
         return found
 
-    def stop(self) -> None:
-        """Stop the REST ingress, the streams, Spark, then the broker; safe more than once."""
+    def stop(self, hurry: threading.Event | None = None) -> None:
+        """Stop the REST ingress, the streams, Spark, then the broker; safe more than once.
+
+        The streams let their batches in flight finish unless `hurry` is set (see
+        coordinator/engine.py).
+        """
         server, self._server = self._server, None
         if server is not None:
             log.info("stopping the REST ingress")
@@ -167,7 +172,7 @@ class LocalStack:
         if engine is not None:
             log.info("stopping the streams")
             try:
-                engine.stop()
+                engine.stop(hurry)
             except Exception as exc:  # the JVM may already be gone (e.g. killed with us)
                 log.warning("the streams did not stop cleanly: %s", exc)
         spark, self.spark = self.spark, None

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,67 +15,11 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator.local_stack.kafka_broker import free_port, read_info
-from tests.conftest import unavailable
+from tests.up_process import Up
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 DEMO_KINDS = ("commit", "rollback", "checked-commit", "never-answers")
-
-
-class Up:
-    """`txcoord up` in its own process group, as a terminal would run it."""
-
-    def __init__(self, state_dir: Path, warehouse: Path, port: int) -> None:
-        command = [
-            sys.executable, "-m", "coordinator", "up",
-            "--state-dir", str(state_dir),
-            "--warehouse", str(warehouse),
-            "--port", str(port),
-            "--driver-memory", "1g",
-            "--set", "transaction_timeout=4s",
-        ]  # fmt: skip
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-
-    def wait_for(self, pattern: str, timeout: float = 240) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=1)
-            except queue.Empty:
-                if self.process.poll() is not None and self.lines.empty():
-                    break
-                continue
-            self.output.append(line)
-            if match := re.search(pattern, line):
-                return match
-        self.stop(signal.SIGKILL)
-        unavailable("the local stack", RuntimeError("".join(self.output[-40:])))
-
-    def stop(self, signum: int, group: bool = True) -> int:
-        """Send `signum` to the whole group (a terminal's Ctrl-C) or to txcoord only (kill)."""
-        if self.process.poll() is None:
-            if group:
-                os.killpg(self.process.pid, signum)
-            else:
-                os.kill(self.process.pid, signum)
-        code = self.process.wait(120)
-        while not self.lines.empty():
-            self.output.append(self.lines.get())
-        return code
 
 
 def state_of(base: str, tx: str) -> str | None:
