@@ -40,6 +40,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from coordinator.bench.resources import memory
 from coordinator.bench.stats import median
 from coordinator.errors import ArtifactsMissingError
 from coordinator.kafka_topics import ensure_topic
@@ -121,13 +122,18 @@ def _command(java: str, cp: str, bootstrap: str, topic: str, shape: Shape) -> li
 
 
 def _wait(process: subprocess.Popen[bytes], deadline: float) -> tuple[int, float, int]:
-    """Wait for `process`; return (exit code, CPU seconds, peak RSS bytes) from wait4."""
+    """Wait for `process`; return (exit code, CPU seconds, peak RSS bytes).
+
+    CPU from wait4; the peak from VmHWM, read while the JVM runs (wait4's ru_maxrss would
+    carry this process's own peak from the fork: see resources.memory).
+    """
+    peak = 0
     while True:
+        peak = max(peak, memory(process.pid)[1])
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             process.returncode = os.waitstatus_to_exitcode(status)
-            cpu = usage.ru_utime + usage.ru_stime
-            return process.returncode, round(cpu, 2), usage.ru_maxrss * 1024
+            return process.returncode, round(usage.ru_utime + usage.ru_stime, 2), peak
         if time.monotonic() > deadline:
             process.kill()
             process.wait()
