@@ -61,7 +61,10 @@ class BenchSettings:
     pending_rate: float = 50.0  # tx/s of that steady load
     peer: bool = True
     peer_seconds: float = 15.0
-    peer_producers: int = 4
+    peer_producers: int = 4  # producers side by side, for both peers
+    java_peer: bool = True
+    java_peer_records: int = 10_000  # records per producer in the short shape
+    java_peer_batch: int = 100  # records per transaction the batch shape aims at
     ceiling: bool = True
     ceiling_records: int = 100_000
     ceiling_repeats: int = 3
@@ -84,7 +87,8 @@ class BenchSettings:
             raise ValueError(f"pending levels must not be negative, not {self.pending}")
         if self.warmup < 0 or self.idle_seconds < 0:
             raise ValueError("warmup and idle_seconds must not be negative")
-        for name in ("window", "batch", "peer_producers", "ceiling_records", "ceiling_repeats"):
+        for name in ("window", "batch", "peer_producers", "java_peer_records", "java_peer_batch",
+                     "ceiling_records", "ceiling_repeats"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from coordinator.bench.kafka_driver import KafkaDriver, now_ms
 from coordinator.bench.pacing import Pacing
+from coordinator.bench.resources import memory
 from coordinator.bench.responder import Responder
 from coordinator.bench.rest_driver import RestDriver
 from coordinator.bench.workload import Kind, Mix, transaction_id
@@ -242,7 +243,7 @@ def run_load(plan: LoadPlan, control: Control) -> None:
             driver.close()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         result["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 2)
-        result["peak_rss_bytes"] = usage.ru_maxrss * 1024
+        result["peak_rss_bytes"] = memory()[1]
         Path(plan.out_file).write_text(json.dumps(result))
 
 

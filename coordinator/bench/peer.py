@@ -25,6 +25,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from coordinator.bench.kafka_driver import now_ms
 from coordinator.bench.load import die_with_parent
+from coordinator.bench.resources import memory
 from coordinator.bench.stats import summarize
 from coordinator.kafka_topics import ensure_topic
 
@@ -90,7 +91,7 @@ def run_producers(
                 "started_ms": started,
                 "finished_ms": now_ms(),
                 "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
-                "peak_rss_bytes": usage.ru_maxrss * 1024,
+                "peak_rss_bytes": memory()[1],
             }
         )
     )

@@ -45,6 +45,15 @@ def plot(result: dict[str, Any], path: Path) -> None:
             color="grey",
             label=f"peer ({peer['producers']} Kafka tx producers)",
         )
+    java = (result.get("java_peer") or {}).get("shapes") or {}
+    for (shape, numbers), style in zip(java.items(), ("-.", (0, (1, 3))), strict=False):
+        if numbers.get("tx_per_s"):
+            throughput.axhline(
+                numbers["tx_per_s"],
+                linestyle=style,
+                color="tab:red",
+                label=f"java peer, {shape} ({numbers['records_per_tx']} records/tx)",
+            )
     ceiling = result.get("ceiling")
     if ceiling and ceiling.get("tx_per_s_equivalent"):
         throughput.axhline(

@@ -14,6 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from coordinator.bench.java_peer import SHAPES
+
 log = logging.getLogger(__name__)
 
 
@@ -54,8 +56,29 @@ def _paths_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _java_peer(java: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"Java peer: {java['what']}.",
+        "",
+        "| shape | --transaction-duration-ms | transactions | records per tx | **tx/s** | "
+        "records/s | send→ack ms avg / p50 / p95 / p99 / p99.9 / max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for shape, s in java["shapes"].items():
+        latency = " / ".join(_n(s["latency_ms"][k], 1) for k in
+                             ("avg", "p50", "p95", "p99", "p99_9", "max"))  # fmt: skip
+        lines.append(
+            f"| {shape} | {s['transaction_duration_ms']} | {_n(s['transactions'])} | "
+            f"{_n(s['records_per_tx'], 1)} | **{_n(s['tx_per_s'], 1)}** | "
+            f"{_n(s['records_per_s'], 1)} | {latency} |"
+        )
+    return lines
+
+
 def _references(result: dict[str, Any]) -> list[str]:
     peer, ceiling, ratios = result.get("peer"), result.get("ceiling"), result.get("ratios") or {}
+    java = result.get("java_peer")
     lines = [
         "| reference | what | tx/s | visible latency ms p50 / p95 / p99 |",
         "|---|---|---:|---:|",
@@ -71,9 +94,24 @@ def _references(result: dict[str, Any]) -> list[str]:
             f"(median of {len(ceiling['repeats'])}) | {_n(ceiling['tx_per_s_equivalent'])} "
             "(records/s ÷ 2) | - |"
         )
-    lines += ["", "| path | ours / peer | ours / ceiling |", "|---|---:|---:|"]
+    if java:
+        lines += _java_peer(java)
+    lines += [
+        "",
+        "| path | ours / peer | ours / ceiling | ours / java short (tx, records) | "
+        "ours / java batch (tx, records) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for path, r in ratios.items():
-        lines.append(f"| {path} | {_n(r['ours_over_peer'], 3)} | {_n(r['ours_over_ceiling'], 3)} |")
+        java_cells = " | ".join(
+            f"{_n(r.get(f'ours_over_java_{shape}'), 3)}, "
+            f"{_n(r.get(f'ours_over_java_{shape}_records'), 3)}"
+            for shape in SHAPES
+        )
+        lines.append(
+            f"| {path} | {_n(r['ours_over_peer'], 3)} | {_n(r['ours_over_ceiling'], 3)} | "
+            f"{java_cells} |"
+        )
     return lines
 
 

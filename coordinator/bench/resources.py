@@ -10,7 +10,7 @@ Processes, found by their relation to the benchmark's own process:
                       ingress, the ticker, and the benchmark's own bookkeeping
     load processes    the Python children of this process that send load (and the peer's
                       producers): live ones from /proc, finished ones from this process's
-                      reaped-children time
+                      reaped-children time (the Java peer's JVMs too, once reaped)
     other processes   everything else on the machine: /proc/stat's busy time minus the above
 
 CPU time is utime + stime (+ the children they reaped, for the workers: pyspark.daemon
@@ -53,8 +53,13 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[1]), own, children
 
 
-def _memory(pid: int) -> tuple[int, int]:
-    """Return (VmRSS, VmHWM) in bytes; zeros when the process is gone."""
+def memory(pid: int | str = "self") -> tuple[int, int]:
+    """Return (VmRSS, VmHWM) in bytes; zeros when the process is gone.
+
+    VmHWM is the peak of the process's current memory map, which starts afresh at exec.
+    Not `ru_maxrss`: Linux carries the parent's peak across fork and exec into it (and into
+    wait4's), so a small child of a big process would report the big one's peak.
+    """
     values = {"VmRSS": 0, "VmHWM": 0}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -133,7 +138,7 @@ class Processes:
                           (BENCH, self.own_pid)):  # fmt: skip
             if pid is None or (stat := _stat(pid)) is None:
                 continue
-            rss, hwm = _memory(pid)
+            rss, hwm = memory(pid)
             found[name] = Usage(round(stat[1], 2), rss, hwm)
         tree = _children()
         if self.spark_pid is not None:
@@ -153,7 +158,7 @@ def _group(pids: list[int]) -> Usage:
         stat = _stat(pid)
         if stat is not None:
             cpu += stat[1] + stat[2]
-            now, high = _memory(pid)
+            now, high = memory(pid)
             rss, hwm = rss + now, max(hwm, high)
     return Usage(round(cpu, 2), rss, hwm)
 

@@ -7,8 +7,9 @@ with the REST ingress on a thread when the REST path is measured; then
 1. a warm-up load and an idle look at the engine, then each path's throughput phase
    (throughput.py), one after the other on the same engine;
 2. the pending-state phase on a fresh engine of its own (pending.py);
-3. the ceiling (ceiling.py) and the peer (peer.py), with the engines stopped, so neither
-   competes with the coordinator for the machine's cores.
+3. the ceiling (ceiling.py) and the peers (peer.py: kafka-python; java_peer.py: Kafka's
+   ProducerPerformance), with the engines stopped, so none competes with the coordinator
+   for the machine's cores.
 
 Everything is stopped in reverse order, whatever fails; the run folder is removed unless
 `state_dir` was given. The result is one JSON-ready dict (report.py writes it).
@@ -34,6 +35,7 @@ from typing import Any
 from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
+from coordinator.bench.java_peer import SHAPES, run_java_peer
 from coordinator.bench.peer import run_peer
 from coordinator.bench.pending import pending_config, run_pending
 from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
@@ -42,6 +44,7 @@ from coordinator.bench.throughput import idle, run_path, warm_up
 from coordinator.bench.visibility import commit_counts
 from coordinator.config import Config, load_config
 from coordinator.engine import Engine
+from coordinator.local_stack.artifacts import jar_cache_dir
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from coordinator.spark_session import SparkSettings, build_spark_session
 
@@ -281,9 +284,9 @@ class Bench:
         return found
 
     def _references(self, spark: Any, bootstrap: str, work_dir: Path) -> dict[str, Any]:
-        """Measure the ceiling and the peer (with the engines stopped)."""
+        """Measure the ceiling and the peers (with the engines stopped)."""
         settings = self.settings
-        found: dict[str, Any] = {"ceiling": None, "peer": None}
+        found: dict[str, Any] = {"ceiling": None, "peer": None, "java_peer": None}
         if settings.ceiling:
             self.reporter.phase("ceiling: raw Kafka -> Delta", None)
             with self._measure("ceiling"):
@@ -300,6 +303,14 @@ class Bench:
                     producers=settings.peer_producers, seconds=settings.peer_seconds,
                     work_dir=work_dir,
                 )  # fmt: skip
+        if settings.java_peer:
+            self.reporter.phase("java peer: ProducerPerformance, transactional", None)
+            with self._measure("java peer"):
+                found["java_peer"] = run_java_peer(
+                    bootstrap, self.stamp, producers=settings.peer_producers,
+                    records=settings.java_peer_records, batch=settings.java_peer_batch,
+                    work_dir=work_dir / "java-peer", jar_cache=jar_cache_dir(self.environ),
+                )  # fmt: skip
         return found
 
     def _resources(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -310,21 +321,33 @@ class Bench:
             peaks[f"load process ({path} path)"] = numbers["load_process"]["peak_rss_bytes"]
         if result.get("peer"):
             peaks["peer producers process"] = result["peer"]["load_peak_rss_bytes"]
+        for shape, numbers in ((result.get("java_peer") or {}).get("shapes") or {}).items():
+            peaks[f"java peer JVM ({shape}, largest)"] = numbers["peak_rss_bytes"]
         return {"phases": self.phases, "peak_rss_bytes": peaks}
 
 
 def ratios(result: dict[str, Any]) -> dict[str, Any]:
-    """Return, per path: our sustained tx/s over the peer's, and over the ceiling's."""
+    """Return, per path: our sustained tx/s over each peer's and over the ceiling's.
+
+    For the Java peer also our rate over its records/s (`..._records`): a transaction of
+    ours carries one message, one of its carries `records_per_tx`.
+    """
     peer = (result.get("peer") or {}).get("tx_per_s")
     ceiling = (result.get("ceiling") or {}).get("tx_per_s_equivalent")
-    return {
-        path: {
-            "sustained_tx_per_s": numbers["sustained_tx_per_s"],
-            "ours_over_peer": ratio(numbers["sustained_tx_per_s"], peer),
-            "ours_over_ceiling": ratio(numbers["sustained_tx_per_s"], ceiling),
+    shapes = ((result.get("java_peer") or {}).get("shapes")) or {}
+    found = {}
+    for path, numbers in (result.get("paths") or {}).items():
+        ours = numbers["sustained_tx_per_s"]
+        found[path] = {
+            "sustained_tx_per_s": ours,
+            "ours_over_peer": ratio(ours, peer),
+            "ours_over_ceiling": ratio(ours, ceiling),
         }
-        for path, numbers in (result.get("paths") or {}).items()
-    }
+        for shape in SHAPES:
+            java = shapes.get(shape) or {}
+            found[path][f"ours_over_java_{shape}"] = ratio(ours, java.get("tx_per_s"))
+            found[path][f"ours_over_java_{shape}_records"] = ratio(ours, java.get("records_per_s"))
+    return found
 
 
 def notes(result: dict[str, Any]) -> list[str]:
@@ -361,5 +384,15 @@ def notes(result: dict[str, Any]) -> list[str]:
         "Peer: Kafka transactions give atomic multi-partition writes and read_committed "
         "visibility, but no check-back of unknown outcomes, no dense per-queue offsets and no "
         "queryable table; the ratio compares throughput only.",
+        "Java peer: Kafka's own ProducerPerformance (Java client, default producer settings, "
+        "unthrottled), `peer_producers` JVMs side by side, one topic of one partition each; "
+        "tx/s and records/s are their sums. The tool commits on the first send at least "
+        "--transaction-duration-ms (> 0) after beginTransaction, so it cannot make one-record "
+        "transactions: 'short' (1 ms) is the closest it gets, 'batch' aims at "
+        "`java_peer_batch` records; records_per_tx is measured (commit markers: log end offset "
+        "- records). Its latency is per record, send() to acknowledgement (in the log, not "
+        "yet readable by read_committed consumers), as it prints it: mean and max over all "
+        "producers, p50...p99.9 the median of the producers' figures. ours_over_java_<shape> "
+        "divides tx/s; ..._records divides our tx/s (one message each) by its records/s.",
     ]
     return found

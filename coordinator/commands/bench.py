@@ -88,6 +88,8 @@ def _summary(result: dict[str, Any], console: Console) -> None:
         "commit→visible ms p50/p95/p99",
         "first check delay ms p50/p95",
         "÷ peer",
+        "÷ java short",
+        "÷ java batch",
         "÷ ceiling",
     ):
         table.add_column(column)
@@ -101,6 +103,8 @@ def _summary(result: dict[str, Any], console: Console) -> None:
             f"{lat['p50']}/{lat['p95']}/{lat['p99']}",
             f"{checks['p50']}/{checks['p95']}",
             str(r["ours_over_peer"]),
+            str(r["ours_over_java_short"]),
+            str(r["ours_over_java_batch"]),
             str(r["ours_over_ceiling"]),
         )
     console.print(table)
@@ -109,6 +113,15 @@ def _summary(result: dict[str, Any], console: Console) -> None:
         console.print(
             f"peer: {peer['tx_per_s']} tx/s ({peer['what']}); visible p50 "
             f"{peer['visible_latency_ms']['p50']} ms",
+            highlight=False,
+        )
+    for shape, numbers in ((result.get("java_peer") or {}).get("shapes") or {}).items():
+        latency = numbers["latency_ms"]
+        console.print(
+            f"java peer, {shape} (--transaction-duration-ms {numbers['transaction_duration_ms']}"
+            f", {numbers['records_per_tx']} records/tx): {numbers['tx_per_s']} tx/s, "
+            f"{numbers['records_per_s']} records/s; send→ack avg {latency['avg']} ms, p50 "
+            f"{latency['p50']}, p99 {latency['p99']}, max {latency['max']} ms",
             highlight=False,
         )
     if result.get("ceiling"):
@@ -200,7 +213,32 @@ def _summary(result: dict[str, Any], console: Console) -> None:
 )
 @click.option("--skip-peer", is_flag=True, help="Do not measure Kafka's transactional producer.")
 @click.option("--peer-seconds", type=click.FloatRange(min=1), default=15, show_default=True)
-@click.option("--peer-producers", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option(
+    "--peer-producers",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Transactional producers side by side, for each peer.",
+)
+@click.option(
+    "--skip-java-peer",
+    is_flag=True,
+    help="Do not measure Kafka's ProducerPerformance (Java client, transactional).",
+)
+@click.option(
+    "--java-peer-records",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Records per ProducerPerformance producer in its short shape (1 ms transactions).",
+)
+@click.option(
+    "--java-peer-batch",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Records per transaction its batch shape aims at.",
+)
 @click.option("--skip-ceiling", is_flag=True, help="Do not measure the raw Kafka→Delta append.")
 @click.option("--ceiling-records", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option("--ceiling-repeats", type=click.IntRange(1, 20), default=3, show_default=True)
@@ -265,6 +303,9 @@ def bench(
     skip_peer: bool,
     peer_seconds: float,
     peer_producers: int,
+    skip_java_peer: bool,
+    java_peer_records: int,
+    java_peer_batch: int,
     skip_ceiling: bool,
     ceiling_records: int,
     ceiling_repeats: int,
@@ -281,8 +322,9 @@ def bench(
 
     Starts its own broker, Spark, engine and REST ingress; drives transactions of the mix
     through the Kafka and/or REST ingress; waits for every decision; then measures
-    batch time against unresolved state, the raw Kafka→Delta append rate (the ceiling) and
-    kafka-python's transactional producer (the peer). Writes JSON, markdown and PNG to --out.
+    batch time against unresolved state, the raw Kafka→Delta append rate (the ceiling), and
+    two peers: kafka-python's transactional producer, and Kafka's own ProducerPerformance
+    (Java client) with short and batched transactions. Writes JSON, markdown and PNG to --out.
     """
     try:
         Mix.parse(mix)
@@ -302,6 +344,9 @@ def bench(
             peer=not skip_peer,
             peer_seconds=peer_seconds,
             peer_producers=peer_producers,
+            java_peer=not skip_java_peer,
+            java_peer_records=java_peer_records,
+            java_peer_batch=java_peer_batch,
             ceiling=not skip_ceiling,
             ceiling_records=ceiling_records,
             ceiling_repeats=ceiling_repeats,

@@ -28,6 +28,24 @@ def _is_summary(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == set(SUMMARY)
 
 
+def _check_references(result: dict[str, Any]) -> None:
+    """The ceiling, both peers and the ratios to each are there and sensible."""
+    assert result["ceiling"]["repeats"][0]["rows"] == 2000
+    assert result["ceiling"]["rows_per_s_median"] > 0
+    assert result["peer"]["transactions"] > 0
+    assert result["peer"]["not_seen_by_consumer"] == 0
+    assert _is_summary(result["peer"]["visible_latency_ms"])
+    for shape in result["java_peer"]["shapes"].values():
+        assert shape["tx_per_s"] > 0
+        assert shape["records"] >= shape["transactions"] > 0
+    assert result["java_peer"]["shapes"]["short"]["records"] == 2 * 200
+    for ratios in result["ratios"].values():
+        assert set(ratios) == {"sustained_tx_per_s", "ours_over_peer", "ours_over_ceiling",
+                               "ours_over_java_short", "ours_over_java_short_records",
+                               "ours_over_java_batch", "ours_over_java_batch_records"}  # fmt: skip
+        assert all(value > 0 for value in ratios.values())
+
+
 @pytest.mark.timeout(900)
 def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     if shutil.which("java") is None:
@@ -39,6 +57,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
         "--warmup", "20", "--idle-seconds", "2",
         "--pending", "1000", "--pending-window", "4", "--pending-rate", "20",
         "--peer-seconds", "3", "--peer-producers", "2",
+        "--java-peer-records", "200", "--java-peer-batch", "20",
         "--ceiling-records", "2000", "--ceiling-repeats", "1",
         "--drain-timeout", "300", "--driver-memory", "1g",
         "--state-dir", str(tmp_path / "state"), "--out", str(out),
@@ -82,13 +101,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     assert levels[0]["coordinator_batch_ms"]["count"] > 0
     assert result["delta_commits"]["tables"]["system/half_messages"] > 0
 
-    assert result["ceiling"]["repeats"][0]["rows"] == 2000
-    assert result["ceiling"]["rows_per_s_median"] > 0
-    assert result["peer"]["transactions"] > 0
-    assert result["peer"]["not_seen_by_consumer"] == 0
-    assert _is_summary(result["peer"]["visible_latency_ms"])
-    for ratios in result["ratios"].values():
-        assert set(ratios) == {"sustained_tx_per_s", "ours_over_peer", "ours_over_ceiling"}
+    _check_references(result)
     peaks = result["resources"]["peak_rss_bytes"]
     assert {BROKER, SPARK, BENCH, WORKERS} <= set(peaks)
     assert all(isinstance(v, int) and v > 0 for v in peaks.values())

@@ -34,6 +34,17 @@ def _path(name: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _java_shape(
+    duration: int, records: int, transactions: int, tx_per_s: float, records_per_s: float
+) -> dict[str, Any]:
+    return {"transaction_duration_ms": duration, "records": records,
+            "transactions": transactions, "records_per_tx": records / transactions,
+            "seconds": 16.0, "tx_per_s": tx_per_s, "records_per_s": records_per_s,
+            "latency_ms": {"avg": 17.59, "p50": 13.0, "p95": 36.0, "p99": 39.0,
+                           "p99_9": 53.0, "max": 132.0},
+            "cpu_seconds": 20.0, "peak_rss_bytes": 3 * 10**8, "producers": []}  # fmt: skip
+
+
 def sample_result() -> dict[str, Any]:
     """Return a result with every section a real run fills."""
     result: dict[str, Any] = {
@@ -62,6 +73,10 @@ def sample_result() -> dict[str, Any]:
                  "tx_per_s": 100.0, "visible_latency_ms": summarize([5.0, 8.0]),
                  "not_seen_by_consumer": 0, "load_cpu_seconds": 4.0,
                  "load_peak_rss_bytes": 10**8},
+        "java_peer": {"what": "ProducerPerformance", "producers": 2,
+                      "batch_target_records_per_tx": 100, "shapes": {
+            "short": _java_shape(1, 20_000, 800, 50.0, 1250.0),
+            "batch": _java_shape(3, 80_000, 800, 40.0, 4000.0)}},
         "resources": {"phases": {"kafka path": {"seconds": 15.0, "processes": {
             "spark (JVM)": {"cpu_seconds": 12.0, "cores": 0.8}}}},
             "peak_rss_bytes": {"spark (JVM)": 2 * 1024**3}},
@@ -73,13 +88,28 @@ def sample_result() -> dict[str, Any]:
 
 def test_ratios_divide_our_sustained_rate() -> None:
     r = ratios(sample_result())["kafka"]
-    assert r == {"sustained_tx_per_s": 250.5, "ours_over_peer": 2.505, "ours_over_ceiling": 0.1}
+    assert r == {"sustained_tx_per_s": 250.5, "ours_over_peer": 2.505, "ours_over_ceiling": 0.1,
+                 "ours_over_java_short": 5.01, "ours_over_java_short_records": 0.2,
+                 "ours_over_java_batch": 6.263, "ours_over_java_batch_records": 0.063}  # fmt: skip
+
+
+def test_ratios_without_the_java_peer_are_none() -> None:
+    result = sample_result()
+    result["java_peer"] = None
+    r = ratios(result)["rest"]
+    assert r["ours_over_peer"] == 2.505
+    assert r["ours_over_java_short"] is r["ours_over_java_batch_records"] is None
+    result["ratios"] = ratios(result)
+    assert "| rest | 2.505 | 0.100 | -, - | -, - |" in markdown(result, None)
 
 
 def test_markdown_names_the_headline_numbers() -> None:
     text = markdown(sample_result(), "plot.png")
     for expected in ("![throughput and latency](plot.png)", "**250.5**", "2.505", "10,000",
-                     "transaction_timeout 2 s", "1,500 / 2,500 / 2,500"):  # fmt: skip
+                     "transaction_timeout 2 s", "1,500 / 2,500 / 2,500",
+                     "| short | 1 | 800 | 25.0 | **50.0** | 1,250.0 | "
+                     "17.6 / 13.0 / 36.0 / 39.0 / 53.0 / 132.0 |",
+                     "| kafka | 2.505 | 0.100 | 5.010, 0.200 | 6.263, 0.063 |"):  # fmt: skip
         assert expected in text
 
 
