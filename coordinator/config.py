@@ -102,7 +102,7 @@ class StreamsConfig:
     # Heartbeats keep event time moving when no producer writes (SPEC 7.4).
     tick_interval: timedelta = timedelta(seconds=1)
     # How long a resolved transaction is remembered to classify later ops as duplicates or
-    # conflicts, counted from its last change (Spark's state TTL); afterwards such an op is
+    # conflicts, counted in store time from its decision (a timer); afterwards such an op is
     # recorded as an orphan (still deciding nothing).
     resolved_retention: timedelta = timedelta(minutes=30)
     # Most Delta files the coordinator reads per micro-batch (Delta's own default): bounds a

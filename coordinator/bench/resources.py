@@ -5,7 +5,7 @@ Processes, found by their relation to the benchmark's own process:
     kafka broker      the broker's JVM (its pid is known)
     spark JVM         the java child of this process (pyspark's gateway)
     python workers    the Python processes under the Spark JVM (pyspark.daemon and its
-                      workers: the transformWithState stage, Arrow conversions)
+                      workers: the ingest's Arrow conversions; the stage runs in the JVM)
     bench process     this process: the coordinator's Python driver (foreachBatch), the REST
                       ingress, the ticker, and the benchmark's own bookkeeping
     load processes    the Python children of this process that send load (and the peer's
