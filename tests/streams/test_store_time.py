@@ -63,7 +63,8 @@ FEW = 5
 #: check 3's interval, before the discard is due at requested_at(check 3) + interval,
 #: however late check 3 itself reaches the producer. That is the race of issue 16.
 LAST_ANSWER_AFTER = 2.0
-#: The answer to check 1, read from the check topic: a second after it was requested.
+#: The answer to every check of "answer-first", read from the check topic: a second after
+#: it was requested (or at once, if it was read later than that).
 FIRST_ANSWER_AFTER = 1.0
 #: A producer's own COMMIT this long after its half was stored: after check 1 was due,
 #: before check 2 can be (requested_at(check 1) + interval >= stored_at + timeout + interval).
@@ -300,14 +301,17 @@ def test_no_check_is_sent_after_an_answer_was_stored(stories: dict[str, Story]) 
     # The rule, over every transaction of the run: no check due after a stored answer is sent.
     extra = {tx: s.sent_after_answer() for tx, s in stories.items() if s.sent_after_answer()}
     assert extra == {}, f"checks sent after the answer was stored: {extra}"
-    # Committed after check 1 was due and before check 2 could be: checked exactly once.
+    # Committed after check 1 was due and before check 2 could be: check 1 may have gone out
+    # (it was due first), check 2 never.
     meanwhile = {tx: (s.state(), sorted(s.checks), s.delivered,
                       seconds(s.answered_at, s.due(1)) if s.answered_at else None)
                  for tx, s in of_plan(stories, "meanwhile").items()}  # fmt: skip
     assert all(v[3] is not None and v[3] > 0 for v in meanwhile.values()), meanwhile
-    assert all(v[:3] == ("COMMITTED", [1], 1) for v in meanwhile.values()), meanwhile
-    # Answered a second after check 1 was requested: committed, delivered once, and (by the
-    # rule above) checked again only if check 1 reached it too late to answer in time.
+    assert all(v[0] == "COMMITTED" and v[1] in ([], [1]) and v[2] == 1
+               for v in meanwhile.values()), meanwhile  # fmt: skip
+    # Every check answered COMMIT a second after it was requested: committed, delivered
+    # once, and (by the rule above) checked again only if a check reached it too late to
+    # answer before the next one was due.
     first = {tx: (s.state(), sorted(s.checks), s.delivered)
              for tx, s in of_plan(stories, "answer-first").items()}  # fmt: skip
     assert all(v[0] == "COMMITTED" and v[2] == 1 for v in first.values()), first
