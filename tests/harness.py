@@ -21,6 +21,7 @@ from coordinator.config import Config
 from streams import ingress_format as fmt
 from streams.coordinator_job import QUERY_NAME
 from streams.ingest_job import QUERY_NAME as INGEST_QUERY_NAME
+from streams.ingest_job import start_ingest
 
 GROUP = "orders"
 TOPIC = "OrderPaid"
@@ -170,6 +171,16 @@ class Engine(engine.Engine):
         """Stop the coordinator query; a failure before the stop is kept for `stop`."""
         self._judge(self.coordinator)
         super().stop_coordinator()
+
+    def stop_ingest(self) -> None:
+        """Stop the ingest query: what producers send is stored in Kafka but not landed."""
+        self._judge(self.ingest)
+        if self.ingest is not None:
+            self.ingest.stop()
+
+    def start_ingest(self) -> None:
+        """Start the ingest query again from its checkpoint."""
+        self.ingest = start_ingest(self.spark, self.config, tally=self.tally)
 
     def stop(self) -> None:
         """Stop everything; fail if a query had failed."""

@@ -195,6 +195,45 @@ def test_a_freshly_started_stack_sends_the_first_check_on_time(
     assert TIMEOUT - CLOCK <= first <= 2 * TIMEOUT + FEW, f"first check {first} s after the half"
 
 
+# -- an ingest that lags: a stored answer the coordinator has not read yet ---------------------
+def test_an_answer_stored_while_the_ingest_lags_wins_over_every_timer(
+    spark: SparkSession, make_config: ConfigFactory
+) -> None:
+    # A longer interval than elsewhere: the answer must be stored within it of check 1 being
+    # requested, and this test stops a query before sending it.
+    interval = 10
+    config = make_config(
+        transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{interval}s",
+        transaction_check_max="2",
+    )  # fmt: skip
+    engine = Engine(spark, config)
+    producer = Producer(config)
+    try:
+        warm(engine)
+        producer.half("lagging").get(timeout=60)
+        wait_for(lambda: table(spark, config, "system/check_requests").count() >= 1, 240,
+                 "check 1")  # fmt: skip
+        engine.stop_ingest()
+        producer.op("lagging", "COMMIT", from_check=True).get(timeout=60)
+        # The scenario, not a synchronisation: the ingest is down for longer than check 2,
+        # and the discard after it, would take on a processing-time clock.
+        time.sleep(2 * interval + 5)
+        engine.start_ingest()
+        # Ended, and the answer landed and judged (APPLIED, or LATE after a discard).
+        wait_for(lambda: table(spark, config, "system/transactions").count() >= 1
+                 and table(spark, config, "system/op_verdicts").count() >= 1, 240,
+                 "the transaction to end and its answer to be judged")  # fmt: skip
+    finally:
+        producer.close()
+        engine.stop()
+    story = read_stories(spark, config)["lagging"]
+    assert story.answered_at is not None and 1 in story.checks, story
+    margin = seconds(story.checks[1] + timedelta(seconds=interval), story.answered_at)
+    assert margin > 0, f"the answer was stored {-margin} s after check 2 was due: {story}"
+    ended = (story.state(), sorted(story.checks), story.delivered, story.verdicts)
+    assert ended == ("COMMITTED", [1], 1, [("COMMIT", "APPLIED")]), ended
+
+
 # -- one warm engine, every plan side by side ------------------------------------------------
 @pytest.fixture(scope="module")
 def stories(
