@@ -288,13 +288,16 @@ def of_plan(stories: dict[str, Story], plan: str) -> dict[str, Story]:
 def last_answer_race(stories: dict[str, Story], plan: str) -> dict[str, tuple[Any, ...]]:
     """Return, per transaction of `plan`: (state, checks, margin of its answer, verdicts).
 
-    The margin is how long before the discard was due the answer was stored.
+    The margin is how long before the discard was due the answer was stored; infinite when
+    the last check was never sent (no discard can be due then).
     """
     seen = {}
     for tx, s in of_plan(stories, plan).items():
         margin = None
         if len(s.checks) == CHECK_MAX and s.answered_at is not None:
             margin = seconds(s.due(CHECK_MAX + 1), s.answered_at)
+        elif len(s.checks) == CHECK_MAX - 1 and s.answered_at is not None:
+            margin = float("inf")
         seen[tx] = (s.state(), sorted(s.checks), margin, s.verdicts)
     return seen
 
@@ -312,8 +315,9 @@ def assert_mostly_in_time(margins: dict[str, float | None], what: str) -> None:
 
 def assert_in_time_answers_win(stories: dict[str, Story], plan: str, state: str) -> None:
     seen = last_answer_race(stories, plan)
-    # Stored after check 3 was due (by construction): check 3 is rightly sent.
-    assert all(checks == [1, 2, 3] for _, checks, _, _ in seen.values()), seen
+    # Stored after check 3 was due (by construction): check 3 may rightly go out, or be
+    # skipped when the answer was read before it was sent; check 4 does not exist.
+    assert all(checks in ([1, 2, 3], [1, 2]) for _, checks, _, _ in seen.values()), seen
     # Store time decides: an answer stored in time wins over the discard, a later one is LATE.
     wrong = {tx: v for tx, v in seen.items() if (v[0] == state) != (v[2] is not None and v[2] > 0)}
     assert wrong == {}, f"decided against store time (state, checks, margin, verdicts): {wrong}"
