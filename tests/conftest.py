@@ -97,24 +97,29 @@ def warehouse(tmp_path: Path) -> Path:
 ConfigFactory = Callable[..., Config]
 
 
+def config_under(root: Path, bootstrap_servers: str, **overrides: str) -> Config:
+    """Return a configuration with uuid-named topics and its warehouse under `root`."""
+    suffix = uuid.uuid4().hex[:8]
+    return load_config(
+        overrides={
+            "warehouse": str(root / "warehouse"),
+            "kafka.bootstrap_servers": bootstrap_servers,
+            "kafka.half_topic": f"half-{suffix}",
+            "kafka.op_topic": f"op-{suffix}",
+            "kafka.check_topic": f"check-{suffix}",
+            "kafka.partitions": "2",
+            "streams.checkpoint_dir": str(root / "checkpoints"),
+            "metrics.port": "0",  # any free port: tests may run engines side by side
+            **overrides,
+        }
+    )
+
+
 @pytest.fixture
 def make_config(bootstrap_servers: str, tmp_path: Path) -> ConfigFactory:
     """Return a factory of configurations with uuid-named topics and a private warehouse."""
 
     def make(**overrides: str) -> Config:
-        suffix = uuid.uuid4().hex[:8]
-        return load_config(
-            overrides={
-                "warehouse": str(tmp_path / "warehouse"),
-                "kafka.bootstrap_servers": bootstrap_servers,
-                "kafka.half_topic": f"half-{suffix}",
-                "kafka.op_topic": f"op-{suffix}",
-                "kafka.check_topic": f"check-{suffix}",
-                "kafka.partitions": "2",
-                "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
-                "metrics.port": "0",  # any free port: tests may run engines side by side
-                **overrides,
-            }
-        )
+        return config_under(tmp_path, bootstrap_servers, **overrides)
 
     return make

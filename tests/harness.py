@@ -11,14 +11,19 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
 from coordinator.config import Config
+from coordinator.engine import stop_quietly
 from streams import ingress_format as fmt
+from streams.batch_gate import BatchGate
+from streams.coordinator_job import QUERY_NAME
+from streams.ingest_job import QUERY_NAME as INGEST_QUERY_NAME
+from streams.ingest_job import start_ingest
 
 GROUP = "orders"
 TOPIC = "OrderPaid"
@@ -72,17 +77,38 @@ class Producer:
         self.kafka.close(timeout=10)
 
 
-Answer = Callable[[dict[str, Any]], str | None]
+class Reply(NamedTuple):
+    """An answer sent `after` seconds past the check's `requested_at`, not at once.
+
+    Timed from the check's own `requested_at_ms` (the coordinator's clock, the same host's),
+    not from when the responder read it: how late the check record reached the responder
+    then does not move the answer, so a test knows when its answer is stored.
+    """
+
+    op: str
+    after: float
+
+
+Answer = Callable[[dict[str, Any]], str | Reply | None]
 
 
 class Responder:
-    """A producer group's check listener: answers each check request with `answer(request)`."""
+    """A producer group's check listener: answers each check request with `answer(request)`.
+
+    A plain op is sent at once; a `Reply` is sent on a timer of its own, so that one slow
+    answer never holds up the next check's.
+    """
 
     def __init__(self, config: Config, answer: Answer, group: str = GROUP) -> None:
         self.config, self.answer, self.group = config, answer, group
         self.requests: list[dict[str, Any]] = []
+        #: (transaction id, check number) -> when that check first reached the check topic:
+        #: its record's timestamp, epoch ms (a replayed batch may publish a check again).
+        self.published_ms: dict[tuple[str, int], int] = {}
+        self.sent: list[tuple[str, str]] = []  # (transaction id, op), once acknowledged
         self._producer = Producer(config)
         self._stop = threading.Event()
+        self._timers: list[threading.Timer] = []
         self._thread = threading.Thread(target=self._run, name="responder", daemon=True)
         self._thread.start()
 
@@ -98,17 +124,33 @@ class Responder:
                     if request.get("producer_group") != self.group:
                         continue  # another group's check: its own producers answer it
                     self.requests.append(request)
-                    op = self.answer(request)
-                    if op is not None:
-                        self._producer.op(request["transaction_id"], op, group=self.group,
-                                          from_check=True)  # fmt: skip
-                        self._producer.flush()
+                    check = (request["transaction_id"], request["check_number"])
+                    self.published_ms.setdefault(check, record.timestamp)
+                    reply = self.answer(request)
+                    if isinstance(reply, Reply):
+                        at = request.get("requested_at_ms", time.time() * 1000) / 1000
+                        self._later(at + reply.after - time.time(), request, reply.op)
+                    elif reply is not None:
+                        self._send(request, reply)
         finally:
             consumer.close()
 
+    def _later(self, delay: float, request: dict[str, Any], op: str) -> None:
+        timer = threading.Timer(max(delay, 0.0), self._send, (request, op))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _send(self, request: dict[str, Any], op: str) -> None:
+        tx = request["transaction_id"]
+        self._producer.op(tx, op, group=self.group, from_check=True).get(timeout=60)
+        self.sent.append((tx, op))
+
     def stop(self) -> None:
-        """Stop answering."""
+        """Stop answering (answers still on their timers are not sent)."""
         self._stop.set()
+        for timer in self._timers:
+            timer.cancel()
         self._thread.join(15)
         self._producer.close()
 
@@ -132,6 +174,17 @@ class Engine(engine.Engine):
         self._judge(self.coordinator)
         super().stop_coordinator(hurry)
 
+    def stop_ingest(self) -> None:
+        """Stop the ingest query: what producers send is stored in Kafka but not landed."""
+        self._judge(self.ingest)
+        if self.ingest is not None:
+            stop_quietly(self.ingest, self.ingest_gate)
+
+    def start_ingest(self) -> None:
+        """Start the ingest query again from its checkpoint."""
+        self.ingest_gate = BatchGate()
+        self.ingest = start_ingest(self.spark, self.config, tally=self.tally, gate=self.ingest_gate)
+
     def stop(self, hurry: threading.Event | None = None) -> None:
         """Stop everything; fail if a query had failed."""
         self._judge(self.ingest)
@@ -153,3 +206,11 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(1)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def warm(engine: Engine, batches: int = 3) -> None:
+    """Wait until both queries have run a few batches (startup is not what is measured)."""
+    wait_for(
+        lambda: min(engine.progress.batches[q] for q in (INGEST_QUERY_NAME, QUERY_NAME))
+        >= batches, 240, "the queries to start",
+    )  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streams.coordinator_job import QUERY_NAME
-from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, table, wait_for, warm
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -23,14 +23,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 #: never checks at all, and one running on producer traffic only would wait for it: both
 #: fail this bound. Shrinking it is the benchmark issue's work (issue 6).
 FEW_SECONDS = 30
-
-
-def warm(engine: Engine, batches: int = 3) -> None:
-    """Wait until both queries have run a few batches (startup is not what is measured)."""
-    wait_for(
-        lambda: min(engine.progress.batches[q] for q in ("txcoord-ingest", QUERY_NAME)) >= batches,
-        240, "the queries to start",
-    )  # fmt: skip
 
 
 def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigFactory) -> None:
