@@ -11,15 +11,18 @@ from coordinator.spark_session import LOCAL_FILESYSTEM_CONF, ROCKSDB_PROVIDER, S
 
 
 def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
-    (tmp_path / "spark").mkdir()
-    (tmp_path / "spark" / "delta.jar").touch()
+    for folder, jar in (("spark", "delta.jar"), ("stage", "txcoord-stage.jar")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / jar).touch()
     conf = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=tmp_path).conf()
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     assert conf["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
     assert conf["spark.sql.shuffle.partitions"] == "2"
     assert conf["spark.ui.enabled"] == "false"
-    assert conf["spark.jars"] == str(tmp_path / "spark" / "delta.jar")
+    assert conf["spark.jars"] == (
+        f"{tmp_path / 'spark' / 'delta.jar'},{tmp_path / 'stage' / 'txcoord-stage.jar'}"
+    )
     assert conf["spark.sql.warehouse.dir"] == str((tmp_path / "wh").resolve())
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
 

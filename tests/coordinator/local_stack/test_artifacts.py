@@ -23,7 +23,7 @@ def test_missing_jars_name_the_folder_and_the_fix(tmp_path: Path) -> None:
 
 
 def test_unknown_component_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="'spark' or 'kafka'"):
+    with pytest.raises(ValueError, match="'spark', 'kafka' or 'stage'"):
         jars("flink", tmp_path)
 
 
@@ -42,6 +42,8 @@ def test_installed_cache_holds_both_components() -> None:
     assert any(n.startswith("spark-sql-kafka-0-10_2.13-4.2.0") for n in spark_jars), spark_jars
     assert any(re.fullmatch(r"kafka_2\.13-4\.1\.\d+\.jar", n) for n in kafka_jars), kafka_jars
     assert any(n.startswith("log4j-slf4j-impl-") for n in kafka_jars), kafka_jars
+    # The coordinator's stage, compiled from streams/jvm/ by the install step.
+    assert [p.name for p in jars("stage")] == ["txcoord-stage.jar"]
 
 
 def test_jvm_versions_agree_with_pyproject() -> None:
