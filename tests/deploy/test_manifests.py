@@ -319,7 +319,7 @@ def test_class_path_is_the_jar_folders_of_the_image(
     jar_folders = {
         str(workdir(runtime) / copy_parts(a)[2])
         for a in runtime.all("COPY")
-        if copy_parts(a)[0].get("from") == "jars"
+        if copy_parts(a)[0].get("from") in ("jars", "stage")  # connectors; the stage
     }
     assert len(jar_folders) >= 2, f"the image copies too few jar folders: {jar_folders}"
     for role in ("driver", "executor"):
