@@ -28,13 +28,10 @@ interval to answer, however late the check went out. (Store time and the driver'
 assumed to agree to within a second: the broker's and the driver's clocks, NTP-synchronised
 in a cluster, the same clock locally.)
 
-What reaches this stage (see streams/coordinator_job.py):
-
-- a half matched by the watermark join with a COMMIT/ROLLBACK op stored within
-  `transaction_timeout` of it: the common, fast case, decided at once;
-- a half the join gave up on (no op within the window): due for its first check;
-- every op record on its own, so that answers to checks, which come long after the first
-  check, and ops that arrive before their half are seen too.
+What reaches this stage (see streams/coordinator_job.py): every half and every op record of
+the transaction, as they land, in whichever order (an op may come before its half; an answer
+to a check long after the half). A half whose decisive op is stored within
+`transaction_timeout` of it is decided without a check: the common, fast case.
 
 One transaction's rows may repeat an op (an ingest batch replayed, a half the producer sent
 twice); ops are deduplicated by `op_id` (within the batch, and against

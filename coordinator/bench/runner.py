@@ -373,8 +373,9 @@ def notes(result: dict[str, Any]) -> list[str]:
         "the REST 202) to the modification time of the Delta commit file that added the "
         "row to topics/<topic>; checked commits start at the check answer's acknowledgement.",
         "check_timeliness_ms: first check requested_at - prepared_at - transaction_timeout. "
-        "By design a half leaves the watermark join about 2 x transaction_timeout after it "
-        "was stored (SPEC 7.4 allows transaction_timeout + a few seconds of delay).",
+        "A check is due transaction_timeout after the half was stored and goes out once the "
+        "coordinator has seen everything stored up to then (its store-time lag: ingest and "
+        "coordinator batches plus store_time_skew; SPEC 7.4 allows 2 x timeout + a few s).",
         "Ceiling: raw Kafka -> Delta append, no parsing, join or state; a transaction costs at "
         "least 2 ingress records, so tx_per_s_equivalent = records/s / 2.",
         "CPU: seconds used by each group of processes during each phase (/proc); 'other "
