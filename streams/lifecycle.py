@@ -276,7 +276,10 @@ def _apply_op(
     if outcome.state is TransactionState.COMMITTED:
         emits.append(Emit(Kind.DELIVER, half.transaction_id, wall_ms, half=half, op=op))
     emits.append(_final(s, wall_ms, reason, op))
-    return replace(s, timer_ms=_forget_at(s, now_ms, rules)), emits
+    # Counted from the decision (the batch's time; the watermark may still be unset, 0, in a
+    # query's first batches), as `resolved_retention` says.
+    decided = max(now_ms, op.stored_ms, wall_ms)
+    return replace(s, timer_ms=_forget_at(s, decided, rules)), emits
 
 
 def on_input(

@@ -371,3 +371,10 @@ def test_an_orphan_waits_from_its_own_store_time() -> None:
     step = on_input(None, [], [commit], T0 + 50 * S, RULES)  # a backlog: long past the wait
     assert verdicts(step) == ["ORPHAN"]
     assert step.state is None
+
+
+def test_a_decision_before_the_watermark_is_set_is_remembered_for_the_retention() -> None:
+    """A query's first batches run with watermark 0: the memory still lasts the retention."""
+    step = on_input(None, [half()], [op("COMMIT", T0 + S)], 0, RULES, wall_ms=T0 + 2 * S)
+    assert step.state is not None
+    assert step.state.timer_ms == T0 + 2 * S + RULES.resolved_retention_ms

@@ -230,7 +230,9 @@ public final class Lifecycle {
           op, null, null, null, null));
     }
     emits.add(fin(s, wallMs, reason, op));
-    return s.withTimerMs(forgetAt(s, nowMs, rules));
+    // From the decision (the batch's time; the watermark may be unset, 0, in first batches).
+    long decided = Math.max(Math.max(nowMs, op.storedMs()), wallMs);
+    return s.withTimerMs(forgetAt(s, decided, rules));
   }
 
   /** lifecycle.on_input. */
