@@ -151,7 +151,7 @@ def read_table(spark: SparkSession, location: str, max_files_per_trigger: int) -
 
 
 #: How the coordinator's state is keyed, recorded beside its checkpoint when it starts fresh.
-STATE_LAYOUT = "store-time stage v1: producer_group,transaction_id"
+STATE_LAYOUT = "store-time stage v2: producer_group,transaction_id"
 STATE_LAYOUT_FILE = "_txcoord_state_layout"
 
 
