@@ -1,7 +1,7 @@
 """The coordinator as a Spark application: `deploy/submit-coordinator` runs this file.
 
 One driver runs the whole engine: it creates the ingress topics and the system tables when
-absent, starts the heartbeat ticker, the ingest query and the coordinator query, and waits.
+absent, starts the heartbeat ticker and the coordinator query, and waits.
 SIGTERM or SIGINT stops the queries in order, letting the batches in flight finish
 (coordinator/stop_signals.py; each micro-batch is idempotent, so even a kill -9 at
 any point is safe: the next start replays from the checkpoints).
@@ -31,7 +31,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """Return the application's arguments."""
     parser = argparse.ArgumentParser(
         prog="coordinator/app.py",
-        description="Run the ingest and coordinator streams until SIGTERM or SIGINT.",
+        description="Run the coordinator stream until SIGTERM or SIGINT.",
     )
     parser.add_argument("--config", type=Path, help="TOML configuration file (SPEC section 4)")
     parser.add_argument(

@@ -95,7 +95,7 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class StreamsConfig:
-    """How the ingest and coordinator queries run."""
+    """How the coordinator query runs."""
 
     checkpoint_dir: str = "var/checkpoints"
     trigger_interval: timedelta = timedelta(seconds=1)

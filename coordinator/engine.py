@@ -1,14 +1,14 @@
-"""The engine: heartbeat ticker, ingest query and coordinator query in one Spark session.
+"""The engine: heartbeat ticker and the coordinator query in one Spark session.
 
 `coordinator/app.py` (spark-submit) and `txcoord up` both run it. Start order: ingress
 topics and system tables (created when absent), the progress listener, the ticker, the
-ingest, the coordinator. Stop order is the reverse of what depends on what: ticker first
-(nothing more to land), then the coordinator, then the ingest. Each micro-batch is
-idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays from the
-checkpoints.
+coordinator query (which reads the ingress topics, lands every record and decides, one
+micro-batch at a time: streams/coordinator_job.py). Stop order: ticker first, then the
+query. Each micro-batch is idempotent, so a stop — or a kill -9 — at any point is safe: the
+next start replays from the checkpoint.
 
-An orderly stop is also quiet: each query's batch gate closes first (streams/batch_gate.py),
-and a query is stopped only once it is between triggers or its next batch waits at the gate,
+An orderly stop is also quiet: the query's batch gate closes first (streams/batch_gate.py),
+and the query is stopped only once it is between triggers or its next batch waits at the gate,
 never while a batch writes. Interrupting a batch's writes logs Spark and py4j errors (and a
 StackOverflowError out of Spark's stop detection) for what is in fact an ordinary stop. A
 batch that does not finish within `BATCH_FINISH_WAIT` (or a caller in a hurry) is stopped
@@ -33,7 +33,6 @@ from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
 from streams.coordinator_job import start_coordinator
 from streams.coordinator_writer import CoordinatorBatchWriter
-from streams.ingest_job import start_ingest
 from streams.ingress_topics import ensure_ingress_topics
 from streams.progress import ProgressLog
 from streams.tally import Counts, Tally
@@ -103,15 +102,13 @@ class Engine:
         self.progress = ProgressLog()
         self.tally = Tally()
         self.ticker: Ticker | None = None
-        self.ingest: StreamingQuery | None = None
         self.coordinator: StreamingQuery | None = None
         self.writer: CoordinatorBatchWriter | None = None
-        self.ingest_gate = BatchGate()
         self.metrics: MetricsServer | None = None
         self._listening = False
 
     def start(self) -> Engine:
-        """Create what is missing and start the ticker and both queries."""
+        """Create what is missing and start the ticker and the coordinator query."""
         ensure_ingress_topics(self.config)
         create_system_tables(self.spark, self.config.warehouse)
         self.tally.seed(table_counts(self.spark, self.config))
@@ -122,18 +119,18 @@ class Engine:
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
                              self.config.streams.tick_interval).start()  # fmt: skip
-        self.ingest = start_ingest(self.spark, self.config, tally=self.tally, gate=self.ingest_gate)
         self.start_coordinator()
-        log.info("engine running: ingest %s, coordinator %s", self.ingest.id,
-                 self.coordinator.id if self.coordinator else None)  # fmt: skip
+        log.info("engine running: coordinator query %s", self.coordinator and self.coordinator.id)
         return self
 
     def start_coordinator(self) -> None:
         """Start the coordinator query from its checkpoint."""
-        self.coordinator, self.writer = start_coordinator(self.spark, self.config, self.tally)
+        self.coordinator, self.writer = start_coordinator(
+            self.spark, self.config, self.tally, BatchGate()
+        )
 
     def stop_coordinator(self, hurry: threading.Event | None = None) -> None:
-        """Stop the coordinator query (the ingest keeps landing what arrives)."""
+        """Stop the coordinator query (producers' records wait in Kafka)."""
         if self.coordinator is not None:
             gate = self.writer.gate if self.writer is not None else None
             stop_quietly(self.coordinator, gate, hurry)
@@ -151,25 +148,19 @@ class Engine:
         """Return what is wrong right now: a query that stopped, with its error."""
         return [
             f"query {query.name} stopped: {query.exception()}"
-            for query in (self.ingest, self.coordinator)
+            for query in (self.coordinator,)
             if query is not None and not query.isActive
         ]
 
     def stop(self, hurry: threading.Event | None = None) -> None:
-        """Stop the ticker, the coordinator, then the ingest; safe to call more than once.
+        """Stop the ticker, then the coordinator query; safe to call more than once.
 
-        Each query's batch in flight finishes first (up to `BATCH_FINISH_WAIT`, or until
-        `hurry` is set); see the module docstring.
+        The batch in flight finishes first (up to `BATCH_FINISH_WAIT`, or until `hurry` is
+        set); see the module docstring.
         """
         if self.ticker is not None:
             self.ticker.stop()
-        # Both gates close at once: neither query starts new work while the other finishes.
-        self.ingest_gate.close()
-        if self.writer is not None:
-            self.writer.gate.close()
         self.stop_coordinator(hurry)
-        if self.ingest is not None:
-            stop_quietly(self.ingest, self.ingest_gate, hurry)
         if self._listening:
             self.spark.streams.removeListener(self.progress)
             self._listening = False

@@ -13,10 +13,9 @@ it waits for that line and sends SIGKILL to the process group, so the process di
 there, as a `kill -9` from outside. Unarmed, a failpoint costs one dictionary lookup.
 
 Several failpoints armed together freeze in the order given: a later one counts its passes
-only once every earlier one has frozen. With the coordinator's failpoint first and the
-ingest's second, one start of the application dies at both, the coordinator frozen first
-(the ingest does not depend on it, so it reaches its own); the other order could starve the
-coordinator of input and never reach its failpoint.
+only once every earlier one has frozen. The crash test arms one per start: the coordinator
+query writes its tables from one thread per table, so two failpoints of one batch could
+freeze in either order.
 """
 
 from __future__ import annotations

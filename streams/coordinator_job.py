@@ -1,11 +1,19 @@
-"""The coordinator query: one keyed stage, in store time, decides every transaction.
+"""The coordinator query: one query lands every ingress record and decides every transaction.
 
-    system/half_messages ──withWatermark(stored_at, skew)──┐
-                                                           ├─ union ─► groupByKey (group, id)
-    system/op_records ─────withWatermark(stored_at, skew)──┘           .transformWithState
-      (halves, ops, and both tables' heartbeats)                        (JVM, EventTime)
-                                                                          │ foreachBatch
-                                   topics/<topic>, system/* tables, check topic ◄┘
+    Kafka: txcoord.half + txcoord.op ──parse (streams/ingest.py)──┬── valid, withWatermark
+      (halves, ops, heartbeats)                                   │   (stored_at, skew)
+                                                                  │    └► groupByKey (group, id)
+                                                                  │       .transformWithState
+                                                                  │       (JVM, EventTime)
+                                                                  └── every record (LAND rows)
+                                                      union ──► foreachBatch: land, then decide
+      system/half_messages, op_records, quarantine ◄── 1. land (streams/ingest_job.py)
+      topics/<topic>, system/* tables, check topic ◄── 2. write the decisions
+
+One query, one micro-batch for both jobs (SPEC 1: every half and op lands in Delta at the
+latest in the micro-batch that acts on it, appended idempotently before the decisions are
+written). A separate ingest query feeding this one through Delta cost a whole second
+micro-batch of latency on every decision, and twice the fixed cost of a batch.
 
 The stage (streams/coordinator_stage.py; its processor runs in the JVM, streams/jvm/) is
 the join of halves and ops: it keeps, per (producer group, transaction id), what arrived of
@@ -23,35 +31,33 @@ Store time is the broker's LogAppendTime, never a producer's clock (SPEC 9). The
 in event time: its timers (checks, discards, expiries, orphans) are store times, and fire
 only once the watermark has passed them, i.e. once the stream has seen everything stored up
 to then. An op stored before a check or a discard was due has therefore always been seen
-first, and wins (streams/lifecycle.py). The watermark is the minimum over both tables of
-(largest store time seen - `store_time_skew`), the margin for partitions whose store times
-trail each other slightly.
+first, and wins (streams/lifecycle.py). The watermark is the largest store time read so far
+minus `store_time_skew`, the margin for partitions whose store times trail each other
+slightly. Invalid records never reach it (a CreateTime record may carry any clock).
 
-*Stall* (SPEC 7.4). With no traffic no row arrives and the watermark would stay put. The
-ingest's ticker writes a heartbeat into every partition of both ingress topics each
-`tick_interval`, landed as one heartbeat row per table per batch: the watermark follows the
-wall clock, so a quiet half is checked ~`transaction_timeout` + skew + a tick + two batches
-after it was stored.
+*Stall* (SPEC 7.4). With no traffic no record arrives and the watermark would stay put. The
+ticker (streams/ticker.py) writes a heartbeat into every partition of both ingress topics
+each `tick_interval`: the watermark follows the wall clock, so a quiet half is checked
+~`transaction_timeout` + skew + a tick + two batches after it was stored.
 
-*Running ahead* (SPEC 7.5). A heartbeat is stored by the same broker, in the same
-partitions, after the data before it, and lands in the same Delta commit as the data of its
-ingest batch; each ingest commit is a single file holding everything stored before the
-batch was planned. This query reads Delta in commit order and never splits a file, so the
-heartbeats it has seen never claim a time beyond data it has not read: after a long stop,
-the backlog is read commit by commit and none of it is late. The stage's input carries
-store times as plain numbers (no event-time column), so Spark never drops a row as late:
-one that came later than the skew allows is still decided, only later than due; the count
-of such rows is zero in every test (Spark's numRowsDroppedByWatermark of the stage).
+*Running ahead* (SPEC 7.5). Each batch reads every partition of both topics up to the
+offsets it planned (no maxOffsetsPerTrigger), so a heartbeat it has read never claims a
+time beyond a record it has not: after a long stop, the backlog is read in one batch and
+none of it is late. The stage's input carries store times as plain numbers (no event-time
+column), so Spark never drops a row as late: one that came later than the skew allows is
+still decided, only later than due; the count of such rows is zero in every test (Spark's
+numRowsDroppedByWatermark of the stage).
 
-**Upgrade note.** A checkpoint written by an earlier version (a watermark join feeding a
-Python stage in processing time, or keyed by transaction id alone) cannot be resumed: the
-state changed. The checkpoint records its layout (`STATE_LAYOUT_FILE`); one with batches and
-another layout is refused at start with this explanation (`check_state_layout`). A fresh
-coordinator checkpoint (`<checkpoint_dir>/coordinator` moved aside) reads both tables from
-their start as a new writer (streams/delta_writes.py) and would deliver already committed
-messages again, so it is only right for a warehouse whose topic tables may be rebuilt
-(move `topics/*`, `system/queue_offsets` and the coordinator's output tables aside with
-it); there is no in-place migration of the old state.
+**Upgrade note.** A checkpoint written by an earlier version (reading the Delta tables of a
+separate ingest query, a watermark join feeding a Python stage in processing time, or keyed
+by transaction id alone) cannot be resumed: the source or the state changed. The checkpoint
+records its layout (`STATE_LAYOUT_FILE`); one with batches and another layout is refused at
+start with this explanation (`check_state_layout`). A fresh coordinator checkpoint
+(`<checkpoint_dir>/coordinator` moved aside) reads both topics from their start as a new
+writer (streams/delta_writes.py) and would deliver already committed messages again, so it
+is only right for a warehouse whose topic tables may be rebuilt (move `topics/*`,
+`system/queue_offsets` and the coordinator's output tables aside with it); there is no in-
+place migration of the old state.
 
 Per-batch work follows the batch: the stage keeps its state in RocksDB and touches only the
 keys of the batch; the writer appends only the batch's rows and reads
@@ -69,7 +75,8 @@ from pyspark.sql import functions as F
 
 from coordinator.config import Config
 from coordinator.errors import ConfigurationError
-from delta_tables import half_messages, op_records
+from delta_tables.half_messages import HEARTBEAT_ID
+from streams.batch_gate import BatchGate
 from streams.coordinator_stage import INPUT_SCHEMA, decisions
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.delta_writes import (
@@ -78,6 +85,10 @@ from streams.delta_writes import (
     checkpoint_has_batches,
     read_checkpoint_file,
 )
+from streams.ingest import IngestRules, parse
+from streams.ingest_job import IngestBatchWriter, ingress_records
+from streams.ingest_job import rules_of as ingest_rules_of
+from streams.landing import with_landing
 from streams.lifecycle import Rules
 from streams.tally import Tally
 
@@ -109,49 +120,44 @@ def rules_of(config: Config) -> Rules:
     )
 
 
-def _stage_columns(side: str) -> list[Column]:
-    """Return the stage-input columns of a half ("h") or an op ("o") row, NULL for the other.
+def _side(name: str, is_half: Column, is_op: Column) -> Column:
+    """Return stage-input column `name` (INPUT_SCHEMA) from a parsed ingress record.
 
     Store times cross as epoch milliseconds: the stage's input then has no event-time
     column, so Spark filters no row as late (see the module docstring).
     """
-    columns = []
-    for name in INPUT_SCHEMA.fieldNames():
-        prefix, _, source = name.partition("_")
-        if name in ("producer_group", "transaction_id"):  # the key
-            columns.append(F.col(name))
-        elif prefix != side:
-            columns.append(F.lit(None).cast(INPUT_SCHEMA[name].dataType).alias(name))
-        elif source == "stored_ms":
-            columns.append(F.unix_millis(F.col("stored_at")).alias(name))
-        else:
-            columns.append(F.col(source).alias(name))
-    return columns
+    if name == "transaction_id":  # a heartbeat's key is HEARTBEAT_ID (the stage skips it)
+        return F.when(F.col("is_tick"), F.lit(HEARTBEAT_ID)).otherwise(F.col(name)).alias(name)
+    if name == "producer_group":
+        return F.col(name)
+    prefix, _, source = name.partition("_")
+    side = (is_half if prefix == "h" else is_op) & ~F.col("is_tick")
+    value = {
+        "stored_ms": F.unix_millis(F.col("stored_at")),
+        "body": F.col("value"),
+        "reason": F.col("reason_text"),  # an operator's reason; `reason` is validation's
+    }.get(source, F.col(source))
+    return F.when(side, value).cast(INPUT_SCHEMA[name].dataType).alias(name)
 
 
-def stage_input(halves: DataFrame, ops: DataFrame, skew_seconds: float) -> DataFrame:
-    """Return the stateful stage's input: every half and op, and the heartbeats (pure)."""
-    interval = f"interval {skew_seconds} seconds"
-    # Heartbeat rows (transaction id HEARTBEAT_ID, no group) must reach the watermark: no
-    # filter here, Spark would push it below withWatermark. The stage ignores their key.
-    left = halves.withWatermark("stored_at", interval)
-    right = ops.withWatermark("stored_at", interval)
-    return left.select(*_stage_columns("h")).unionByName(right.select(*_stage_columns("o")))
+def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> DataFrame:
+    """Return the stateful stage's input: every valid half and op, and the heartbeats (pure).
 
-
-def read_table(spark: SparkSession, location: str, max_files_per_trigger: int) -> DataFrame:
-    """Return a Delta table as a stream, read in commit order."""
-    return (
-        spark.readStream.format("delta")
-        # Compaction (maintenance) rewrites files without changing data: skip those commits.
-        .option("skipChangeCommits", "true")
-        .option("maxFilesPerTrigger", max_files_per_trigger)
-        .load(location)
+    `parsed` is streams/ingest.py's `parse` of the Kafka ingress records. Invalid records
+    (quarantined by the writer) are left out before the watermark: a CreateTime record may
+    carry any clock. Heartbeat rows must reach the watermark: no filter after it, Spark would
+    push the filter below `withWatermark`.
+    """
+    valid = parsed.where(F.col("reason").isNull()).withWatermark(
+        "stored_at", f"interval {skew_seconds} seconds"
     )
+    is_half = F.col("source_topic") == rules.half_topic
+    is_op = F.col("source_topic") == rules.op_topic
+    return valid.select(*[_side(name, is_half, is_op) for name in INPUT_SCHEMA.fieldNames()])
 
 
 #: How the coordinator's state is keyed, recorded beside its checkpoint when it starts fresh.
-STATE_LAYOUT = "store-time stage v2: producer_group,transaction_id"
+STATE_LAYOUT = "store-time stage v3, reading Kafka: producer_group,transaction_id"
 STATE_LAYOUT_FILE = "_txcoord_state_layout"
 
 
@@ -182,22 +188,23 @@ def checkpoint_of(config: Config) -> str:
 
 
 def start_coordinator(
-    spark: SparkSession, config: Config, tally: Tally | None = None
+    spark: SparkSession,
+    config: Config,
+    tally: Tally | None = None,
+    gate: BatchGate | None = None,
 ) -> tuple[StreamingQuery, CoordinatorBatchWriter]:
-    """Start the coordinator query (the tables must exist); return it and its writer."""
-    limit = config.streams.max_files_per_trigger
-    halves = read_table(spark, half_messages.TABLE.path(config.warehouse), limit)
-    ops = read_table(spark, op_records.TABLE.path(config.warehouse), limit)
-    rules = rules_of(config)
-    rows = stage_input(halves, ops, config.streams.store_time_skew.total_seconds())
+    """Start the coordinator query (topics and tables must exist); return it and its writer."""
+    ingest_rules = ingest_rules_of(config)
+    parsed = parse(ingress_records(spark, config), ingest_rules)
+    rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
     checkpoint = checkpoint_of(config)
     check_state_layout(spark, checkpoint)
-    writer = CoordinatorBatchWriter(
-        config, checkpoint_app_id(spark, checkpoint, "coordinator"), tally
-    )
+    app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
+    lander = IngestBatchWriter(config, app_id, tally)
+    writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander)
     seconds = config.streams.trigger_interval.total_seconds()
     query = (
-        decisions(rows, rules)
+        with_landing(decisions(rows, rules_of(config)), parsed)
         .writeStream.queryName(QUERY_NAME)
         .foreachBatch(writer)
         .option("checkpointLocation", checkpoint)

@@ -28,6 +28,7 @@ record too large to publish is published slim instead of failing the batch for e
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections import Counter
 from typing import Any
@@ -57,7 +58,15 @@ from streams.check_topic import (
     slim_check_record,
 )
 from streams.delta_writes import BatchLedger
+from streams.ingest_job import IngestBatchWriter, census_columns
+from streams.landing import (
+    RAW_PREFIX,
+    landed_records,
+    landing_census,
+    lands_something,
+)
 from streams.lifecycle import Kind
+from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
 
@@ -104,8 +113,11 @@ class CoordinatorBatchWriter:
         app_id: str,
         tally: Tally | None = None,
         gate: BatchGate | None = None,
+        lander: IngestBatchWriter | None = None,
     ) -> None:
         self.config = config
+        # Lands the batch's ingress records (LAND rows) before any decision is written.
+        self.lander = lander
         self.ledger = BatchLedger(app_id)
         self.tally = tally or Tally()
         self.warehouse = config.warehouse
@@ -131,9 +143,9 @@ class CoordinatorBatchWriter:
             # It runs the stateful part of the query (join and stage): the step "decide".
             with timer.step("decide"):
                 summary = out.groupBy(
-                    "kind", "state",
+                    "kind", "state", lands_something().alias("lands"),
                     ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
-                    "topic", _finish_bucket().alias("bucket"),
+                    "topic", _finish_bucket().alias("bucket"), *census_columns(RAW_PREFIX),
                 ).agg(
                     F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds")
                 ).collect()  # fmt: skip
@@ -141,18 +153,29 @@ class CoordinatorBatchWriter:
             for row in summary:
                 counts[row.kind, row.state, row.first] += row["count"]
             present = {kind for kind, _, _ in counts}
+            if any(row.lands for row in summary):
+                if self.lander is None:
+                    raise ValueError("a batch with ingress records to land, and no lander")
+                with timer.step("land"):
+                    self.lander.land_parsed(landed_records(out), batch_id, landing_census(summary))
             delivered_to = sorted(
                 {row.topic for row in summary if row.kind == Kind.DELIVER.value and row.topic}
             )
-            for kind, write in (
-                (Kind.DELIVER, lambda rows, batch: self._deliver(rows, batch, delivered_to)),
-                (Kind.CHECK, self._check),
-                (Kind.FINAL, self._finals), (Kind.DISCARD, self._discards),
-                (Kind.VERDICT, self._verdicts),
-            ):  # fmt: skip
-                if kind in present:
-                    with timer.step(kind.value.lower()):
-                        write(out.where(F.col("kind") == kind.value), batch_id)
+            # Each kind goes to its own tables, in no order that matters: side by side.
+            steps: list[Step] = [
+                (kind.value.lower(), functools.partial(
+                    write, out.where(F.col("kind") == kind.value), batch_id
+                ))
+                for kind, write in (
+                    (Kind.DELIVER, lambda rows, batch: self._deliver(rows, batch, delivered_to)),
+                    (Kind.CHECK, self._check),
+                    (Kind.FINAL, self._finals), (Kind.DISCARD, self._discards),
+                    (Kind.VERDICT, self._verdicts),
+                )
+                if kind in present
+            ]  # fmt: skip
+            if steps:
+                run_steps(out.sparkSession, steps, timer)
             failpoint("coordinator.after_batch")
             self._count(counts)
             self._count_by_topic(summary)

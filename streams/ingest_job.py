@@ -1,37 +1,40 @@
-"""The ingest stream's edges: Kafka ingress topics in, four Delta tables out, exactly once.
+"""Landing: the ingress records of a micro-batch -> three Delta tables, exactly once.
 
-One query reads both ingress topics (so halves, ops and their heartbeats share batch
-boundaries) and, per micro-batch, appends:
+The coordinator query (streams/coordinator_job.py) lands each batch's records before it
+writes a single decision of that batch (`IngestBatchWriter.land_parsed`), appending:
 
-    valid halves + the half topic's heartbeat  -> system/half_messages   (one file)
-    valid ops    + the op topic's heartbeat    -> system/op_records      (one file)
-    everything else, with the reason           -> system/quarantine
+    valid halves + the half topic's newest heartbeat  -> system/half_messages   (one file)
+    valid ops    + the op topic's newest heartbeat    -> system/op_records      (one file)
+    everything else, with the reason                  -> system/quarantine
 
-Each append is idempotent (streams/delta_writes.py: marked with this checkpoint's app id
-and the batch id), so a batch replayed after a crash writes nothing twice. The Kafka
-source reads every partition up to its latest offset each batch (no maxOffsetsPerTrigger):
-a batch then holds everything stored before it was planned, in every partition, and the
-coordinator never sees one partition's rows far ahead of another's. Heartbeats go into the same
-commit as the data they follow, and each commit is a single file, which the coordinator
-reads whole: event time can never get ahead of rows still to be read.
+Each append is idempotent (streams/delta_writes.py: marked with the query's app id and the
+batch id), so a batch replayed after a crash writes nothing twice; the three run side by
+side (streams/parallel_writes.py). A batch of heartbeats alone lands nothing.
+
+`start_ingest` runs the same landing as a query of its own (`available_now` drains what
+Kafka holds and stops): a backfill of the tables without deciding anything, and the way the
+tests exercise landing alone.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
 from coordinator.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
+from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
 from streams.delta_writes import BatchLedger, checkpoint_app_id
 from streams.ingest import IngestRules, halves, ops, parse, quarantined, stamp, ticks
+from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import Tally
 
@@ -90,44 +93,49 @@ class IngestBatchWriter:
             self.land(records, batch_id)
 
     def land(self, records: DataFrame, batch_id: int) -> None:
-        """Land one micro-batch of ingress records."""
+        """Land one micro-batch of ingress records (the Kafka source's columns)."""
+        self.land_parsed(parse(records, self.rules), batch_id)
+
+    def land_parsed(self, parsed: DataFrame, batch_id: int, by_topic: Census | None = None) -> None:
+        """Land one micro-batch of ingress records, already `parse`d.
+
+        `by_topic` is the batch's `census`, when the caller has already counted it.
+        """
         timer = StepTimer()
-        parsed = parse(records, self.rules).persist()
+        parsed = parsed.persist()
         ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
         classified = stamp(parsed, ingested_at)
         try:
-            # One small job says which tables this batch touches: a Delta commit costs a
-            # third of a second here, so a table with nothing to add gets no commit at all.
-            # The real topic too: pending halves per topic are a metric (rocketmq_half_messages).
-            with timer.step("read"):
-                by_topic = {
-                    (row.source_topic, row.bad, row.is_tick, row.topic): row["count"]
-                    for row in parsed.groupBy(
-                        "source_topic", F.col("reason").isNotNull().alias("bad"), "is_tick",
-                        "topic",
-                    ).count().collect()
-                }  # fmt: skip
+            if by_topic is None:
+                with timer.step("read"):
+                    by_topic = census(parsed)
             counts: Counter[tuple[str, bool, bool]] = Counter()
             for (source, bad, tick, _), n in by_topic.items():
                 counts[source, bad, tick] += n
-            touched = {(topic, bad) for topic, bad, _ in counts}
-            for topic, table, rows, kind in (
-                (self.rules.half_topic, half_messages.TABLE, halves, half_messages.KIND_TICK),
-                (self.rules.op_topic, op_records.TABLE, ops, op_records.KIND_TICK),
-            ):
-                if (topic, False) in touched:
-                    landed = _with_heartbeat(
-                        rows(classified, self.rules), ticks(classified, topic), kind
+            # Each table its own commit, side by side (streams/parallel_writes.py). Heartbeats
+            # alone are not landed: the coordinator takes its event time from Kafka, and an
+            # idle stack then makes no Delta commit at all.
+            steps: list[Step] = []
+            if counts.get((self.rules.half_topic, False, False)):
+                steps.append(
+                    (
+                        half_messages.TABLE.name,
+                        functools.partial(self._land_halves, classified, batch_id),
                     )
-                    with timer.step(table.name):
-                        self.ledger.append(landed.coalesce(1), table.path(self.warehouse), batch_id)
-                    failpoint(f"ingest.after_{table.name.rsplit('/', 1)[-1]}")
-            if any(bad for _, bad in touched):
-                with timer.step(quarantine.TABLE.name):
-                    self.ledger.append(
-                        quarantined(classified), quarantine.TABLE.path(self.warehouse), batch_id
+                )
+            if counts.get((self.rules.op_topic, False, False)):
+                steps.append(
+                    (op_records.TABLE.name, functools.partial(self._land_ops, classified, batch_id))
+                )
+            if any(bad for _, bad, _ in counts):
+                steps.append(
+                    (
+                        quarantine.TABLE.name,
+                        functools.partial(self._quarantine, classified, batch_id),
                     )
-                failpoint("ingest.after_quarantine")
+                )
+            if steps:
+                run_steps(parsed.sparkSession, steps, timer)
             failpoint("ingest.after_batch")
             self.tally.add(
                 halves=counts.get((self.rules.half_topic, False, False), 0),
@@ -141,6 +149,61 @@ class IngestBatchWriter:
             log.info("ingest batch %d: %s", batch_id, timer.summary())
         finally:
             parsed.unpersist()
+
+    def _append(self, rows: DataFrame, table: TableSpec, batch_id: int) -> None:
+        self.ledger.append(rows, table.path(self.warehouse), batch_id)
+
+    def _land_halves(self, classified: DataFrame, batch_id: int) -> None:
+        rows = halves(classified, self.rules)
+        beat = ticks(classified, self.rules.half_topic)
+        self._append(_with_heartbeat(rows, beat, half_messages.KIND_TICK).coalesce(1),
+                     half_messages.TABLE, batch_id)  # fmt: skip
+        failpoint("ingest.after_half_messages")
+
+    def _land_ops(self, classified: DataFrame, batch_id: int) -> None:
+        rows = ops(classified, self.rules)
+        beat = ticks(classified, self.rules.op_topic)
+        self._append(_with_heartbeat(rows, beat, op_records.KIND_TICK).coalesce(1),
+                     op_records.TABLE, batch_id)  # fmt: skip
+        failpoint("ingest.after_op_records")
+
+    def _quarantine(self, classified: DataFrame, batch_id: int) -> None:
+        self._append(quarantined(classified), quarantine.TABLE, batch_id)
+        failpoint("ingest.after_quarantine")
+
+
+#: Records of one batch per (ingress topic, invalid, heartbeat, real topic).
+Census = dict[tuple[str, bool, bool, str | None], int]
+
+
+def census_columns(prefix: str = "") -> list[Column]:
+    """Return the grouping columns of `census` over `parse`d records named `prefix` + name."""
+    column = {name: F.col(prefix + name) for name in ("source_topic", "reason", "is_tick", "topic")}
+    return [
+        column["source_topic"].alias(prefix + "source_topic"),
+        column["reason"].isNotNull().alias(prefix + "bad"),
+        column["is_tick"].alias(prefix + "is_tick"),
+        column["topic"].alias(prefix + "topic"),
+    ]
+
+
+def census_of(rows: list[Row], prefix: str = "") -> Census:
+    """Return the `census` of rows grouped by `census_columns(prefix)` with a "count"."""
+    found: Census = {}
+    for row in rows:
+        key = (row[prefix + "source_topic"], row[prefix + "bad"], row[prefix + "is_tick"],
+               row[prefix + "topic"])  # fmt: skip
+        found[key] = found.get(key, 0) + row["count"]
+    return found
+
+
+def census(parsed: DataFrame) -> Census:
+    """Count a batch's parsed records: which tables it touches, and the tally's figures.
+
+    A table with nothing to add gets no commit at all. The real topic too: pending halves
+    per topic are a metric (rocketmq_half_messages).
+    """
+    return census_of(parsed.groupBy(*census_columns()).count().collect())
 
 
 def ingress_records(spark: SparkSession, config: Config) -> DataFrame:

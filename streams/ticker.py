@@ -1,13 +1,13 @@
 """Heartbeats into the ingress topics, so event time moves when no producer writes.
 
-A stream-stream join emits an unmatched half only when the watermark passes it, and the
-watermark moves only with new rows (spark-notes: "a quiet system never checks anything
-unless event time is made to move"). The ticker appends a heartbeat record to every
-partition of both ingress topics each `tick_interval`. Because a heartbeat travels the
-same path as data — same partitions, stamped by the broker's LogAppendTime, landed by the
-same ingest batch in the same Delta commit — it can only move event time up to what has
-really been stored: after a long stop, heartbeats sit in the backlog in order with the
-data and never run ahead of it (SPEC 7.4 and 7.5).
+The coordinator's timers fire only when the watermark passes them, and the watermark moves
+only with new rows (spark-notes: "a quiet system never checks anything unless event time is
+made to move"). The ticker appends a heartbeat record to every partition of both ingress
+topics each `tick_interval`. Because a heartbeat travels the same path as data — same
+partitions, stamped by the broker's LogAppendTime, read by the same micro-batch as the data
+stored before it — it can only move event time up to what has really been stored: after a
+long stop, heartbeats sit in the backlog in order with the data and never run ahead of it
+(SPEC 7.4 and 7.5).
 """
 
 from __future__ import annotations

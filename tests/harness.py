@@ -18,12 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
 from coordinator.config import Config
-from coordinator.engine import stop_quietly
 from streams import ingress_format as fmt
-from streams.batch_gate import BatchGate
 from streams.coordinator_job import QUERY_NAME
-from streams.ingest_job import QUERY_NAME as INGEST_QUERY_NAME
-from streams.ingest_job import start_ingest
 
 GROUP = "orders"
 TOPIC = "OrderPaid"
@@ -174,20 +170,8 @@ class Engine(engine.Engine):
         self._judge(self.coordinator)
         super().stop_coordinator(hurry)
 
-    def stop_ingest(self) -> None:
-        """Stop the ingest query: what producers send is stored in Kafka but not landed."""
-        self._judge(self.ingest)
-        if self.ingest is not None:
-            stop_quietly(self.ingest, self.ingest_gate)
-
-    def start_ingest(self) -> None:
-        """Start the ingest query again from its checkpoint."""
-        self.ingest_gate = BatchGate()
-        self.ingest = start_ingest(self.spark, self.config, tally=self.tally, gate=self.ingest_gate)
-
     def stop(self, hurry: threading.Event | None = None) -> None:
         """Stop everything; fail if a query had failed."""
-        self._judge(self.ingest)
         self._judge(self.coordinator)
         super().stop(hurry)
         assert self.failures == [], self.failures
@@ -209,8 +193,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def warm(engine: Engine, batches: int = 3) -> None:
-    """Wait until both queries have run a few batches (startup is not what is measured)."""
+    """Wait until the query has run a few batches (startup is not what is measured)."""
     wait_for(
-        lambda: min(engine.progress.batches[q] for q in (INGEST_QUERY_NAME, QUERY_NAME))
-        >= batches, 240, "the queries to start",
+        lambda: engine.progress.batches[QUERY_NAME] >= batches, 240, "the query to start",
     )  # fmt: skip

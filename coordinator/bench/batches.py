@@ -5,9 +5,9 @@ a listener of its own that keeps every summary (streams/progress.py `summary`: r
 duration, its phases, state rows, lag) with the wall clock at which Spark reported it, so
 each phase of the run can take exactly its batches.
 
-Spark's duration phases (`durationMs`): `addBatch` is the query's own work (for the ingest
-and the coordinator: the foreachBatch writer, which includes executing the join, the state
-stage and every Delta commit); `latestOffset` / `getBatch` / `queryPlanning` are planning
+Spark's duration phases (`durationMs`): `addBatch` is the query's own work (for the
+coordinator: the foreachBatch writer, which includes reading Kafka, the state stage, landing
+and every Delta commit); `latestOffset` / `getBatch` / `queryPlanning` are planning
 the batch; `walCommit` / `commitOffsets` write the checkpoint.
 """
 

@@ -32,7 +32,6 @@ from coordinator.bench.visibility import latencies_ms, visible_times
 from coordinator.config import Config
 from delta_tables import topics
 from streams.coordinator_job import QUERY_NAME as COORDINATOR
-from streams.ingest_job import QUERY_NAME as INGEST
 
 TOPIC = "BenchPending"
 GROUP = "bench-pending"
@@ -145,9 +144,6 @@ def run_pending(context: PhaseContext) -> dict[str, Any]:
                 "steady_transactions": len(acks[-1]),
                 "state_rows_median": median([b["state_rows"] for b in coordinator]),
                 "coordinator_batch_ms": summarize([b["duration_ms"] for b in coordinator], 0),
-                "ingest_batch_ms": summarize(
-                    [b["duration_ms"] for b in window if b["query"] == INGEST], 0
-                ),
                 "where_time_went": where_time_went(window),
             }
         )

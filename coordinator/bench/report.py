@@ -123,14 +123,13 @@ def _pending(result: dict[str, Any]) -> list[str]:
         pending["what"] + ".",
         "",
         "| pending | state rows (median) | coordinator batch ms p50 / p95 / max | "
-        "ingest batch ms p50 / p95 | steady commit→visible ms p50 / p95 |",
-        "|---:|---:|---:|---:|---:|",
+        "steady commit→visible ms p50 / p95 |",
+        "|---:|---:|---:|---:|",
     ]
     for level in pending["levels"]:
         lines.append(
             f"| {_n(level['pending'])} | {_n(level['state_rows_median'])} | "
             f"{_pcts(level['coordinator_batch_ms'], ('p50', 'p95', 'max'))} | "
-            f"{_pcts(level['ingest_batch_ms'], ('p50', 'p95'))} | "
             f"{_pcts(level['commit_to_visible_ms'], ('p50', 'p95'))} |"
         )
     return lines

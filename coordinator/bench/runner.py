@@ -1,7 +1,7 @@
 """One benchmark run, start to end, on components of its own.
 
 Order: a fresh KRaft broker and warehouse in a folder of the run's own; a local Spark
-session; the engine (ticker, ingest, coordinator) in this process, as `txcoord up` runs it,
+session; the engine (ticker, coordinator query) in this process, as `txcoord up` runs it,
 with the REST ingress on a thread when the REST path is measured; then
 
 1. a warm-up load and an idle look at the engine, then each path's throughput phase
@@ -374,8 +374,9 @@ def notes(result: dict[str, Any]) -> list[str]:
         "row to topics/<topic>; checked commits start at the check answer's acknowledgement.",
         "check_timeliness_ms: first check requested_at - prepared_at - transaction_timeout. "
         "A check is due transaction_timeout after the half was stored and goes out once the "
-        "coordinator has seen everything stored up to then (its store-time lag: ingest and "
-        "coordinator batches plus store_time_skew; SPEC 7.4 allows 2 x timeout + a few s).",
+        "coordinator has seen everything stored up to then (its store-time lag: about two "
+        "coordinator batches plus a tick and store_time_skew; SPEC 7.4 allows 2 x timeout + "
+        "a few s).",
         "Ceiling: raw Kafka -> Delta append, no parsing, join or state; a transaction costs at "
         "least 2 ingress records, so tx_per_s_equivalent = records/s / 2.",
         "CPU: seconds used by each group of processes during each phase (/proc); 'other "

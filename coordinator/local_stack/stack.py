@@ -1,7 +1,7 @@
 """The local stack behind `txcoord up`: broker, Spark, the engine's streams, the REST ingress.
 
 Start order: the KRaft broker (probed with a real round trip), a local Spark session
-(probed: Delta write + Kafka read), the engine (ticker, ingest, coordinator; see
+(probed: Delta write + Kafka read), the engine (ticker, coordinator query; see
 coordinator/engine.py), then the REST ingress on its own thread. Stop order is the reverse,
 and stopping is safe at any point of a failed start. Everything keeps its state under the
 state folder and the warehouse, so the next `up` continues where this one stopped.
@@ -28,6 +28,7 @@ from coordinator.errors import StackError
 from coordinator.local_stack.health import Health, check_kafka, check_spark
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
+from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
 from streams.tally import Counts
 
 if TYPE_CHECKING:
@@ -104,11 +105,11 @@ class LocalStack:
         )
         if not spark.healthy:
             raise StackError(str(spark))
-        log.info("starting the ingest and coordinator streams")
+        log.info("starting the coordinator stream")
         started = time.monotonic()
         self.engine = Engine(self.spark, self.config).start()
         metrics = f"; metrics at {self.engine.metrics_url}" if self.engine.metrics_url else ""
-        streams = Health("streams", True, f"ingest + coordinator running{metrics}",
+        streams = Health("streams", True, f"coordinator running{metrics}",
                          time.monotonic() - started)  # fmt: skip
         healths = [kafka, spark, streams]
         if self.settings.rest:
@@ -140,8 +141,8 @@ class LocalStack:
         """Return the current counts, input lag and REST address."""
         if self.engine is None:
             return Status(Counts(), 0, self.rest_url)
-        ingest = self.engine.progress.last.get("txcoord-ingest", {})
-        return Status(self.engine.tally.snapshot(), int(ingest.get("lag") or 0), self.rest_url)
+        query = self.engine.progress.last.get(COORDINATOR_QUERY, {})
+        return Status(self.engine.tally.snapshot(), int(query.get("lag") or 0), self.rest_url)
 
     def problems(self) -> list[str]:
         """Return what is wrong with the running stack right now (empty when all is well)."""

@@ -100,13 +100,6 @@ def test_the_crash_test_arms_every_failpoint_of_the_code() -> None:
     assert sorted(set(armed) - set(in_code)) == [], "a crash case for no failpoint"
 
 
-def test_the_ingest_names_come_from_its_table_loop() -> None:
-    names = failpoints_in_code()
-    # The f-string over the ingest's tables gives one name per table it lands.
-    assert names["ingest.after_half_messages"] == "streams.ingest_job"
-    assert names["ingest.after_op_records"] == "streams.ingest_job"
-
-
 def test_the_scanner_reads_literals_and_loops_and_refuses_what_it_cannot_name() -> None:
     source = """
 for n, table in ((1, "a/x"), (2, "b/y")):

@@ -208,12 +208,12 @@ def test_a_freshly_started_stack_sends_the_first_check_on_time(
     assert TIMEOUT - CLOCK <= first <= 2 * TIMEOUT + FEW, f"first check {first} s after the half"
 
 
-# -- an ingest that lags: a stored answer the coordinator has not read yet ---------------------
-def test_an_answer_stored_while_the_ingest_lags_wins_over_every_timer(
+# -- a coordinator that lags: a stored answer it has not read yet ------------------------------
+def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
     spark: SparkSession, make_config: ConfigFactory
 ) -> None:
     # A long interval and one check: the answer must be stored within the interval of check 1
-    # being requested, and this test first sees check 1 in its table and stops a query.
+    # being requested, and this test first sees check 1 in its table and stops the query.
     interval = 60
     config = make_config(
         transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{interval}s",
@@ -226,12 +226,12 @@ def test_an_answer_stored_while_the_ingest_lags_wins_over_every_timer(
         producer.half("lagging").get(timeout=60)
         wait_for(lambda: table(spark, config, "system/check_requests").count() >= 1, 240,
                  "check 1")  # fmt: skip
-        engine.stop_ingest()
+        engine.stop_coordinator()
         producer.op("lagging", "COMMIT", from_check=True).get(timeout=60)
-        # The scenario, not a synchronisation: the ingest stays down past the moment a
+        # The scenario, not a synchronisation: the query stays down past the moment a
         # processing-time clock would discard (requested_at(check 1) + interval).
         time.sleep(interval + 5)
-        engine.start_ingest()
+        engine.start_coordinator()
         # Ended, and the answer landed and judged (APPLIED, or LATE after a discard).
         wait_for(lambda: table(spark, config, "system/transactions").count() >= 1
                  and table(spark, config, "system/op_verdicts").count() >= 1, 240,

@@ -60,11 +60,11 @@ def sample_result() -> dict[str, Any]:
         "pending": {"what": "pending", "levels": [
             {"pending": 0, "steady_transactions": 500, "state_rows_median": 100,
              "coordinator_batch_ms": summarize([800, 900], 0),
-             "ingest_batch_ms": summarize([700], 0), "where_time_went": {},
+             "where_time_went": {},
              "commit_to_visible_ms": summarize([1500.0])},
             {"pending": 10000, "steady_transactions": 500, "state_rows_median": 10100,
              "coordinator_batch_ms": summarize([1800, 1900], 0),
-             "ingest_batch_ms": summarize([700], 0), "where_time_went": {},
+             "where_time_went": {},
              "commit_to_visible_ms": summarize([2500.0])}]},
         "ceiling": {"what": "raw", "records": 1000, "prefill_seconds": 1.0,
                     "repeats": [{"rows_per_s": 5000.0}], "rows_per_s_median": 5000.0,
