@@ -105,9 +105,6 @@ class StreamsConfig:
     # conflicts, counted in store time from its decision (a timer); afterwards such an op is
     # recorded as an orphan (still deciding nothing).
     resolved_retention: timedelta = timedelta(minutes=30)
-    # Most Delta files the coordinator reads per micro-batch (Delta's own default): bounds a
-    # batch after a long stop; the backlog is then read commit by commit, in order.
-    max_files_per_trigger: int = 1000
     # How far a record's store time (the broker's LogAppendTime) may trail the newest store
     # time the coordinator has seen in another partition: its watermark trails by this much.
     # Every check and discard waits this long past its due time (issue 16).
@@ -204,9 +201,6 @@ def _problems(c: Config) -> list[str]:
         found.append(f"default_queue_count must be 1..1024, not {c.default_queue_count}")
     if not timedelta(0) <= c.streams.store_time_skew <= timedelta(minutes=10):
         found.append(f"streams.store_time_skew must be 0..10m, not {c.streams.store_time_skew}")
-    files = c.streams.max_files_per_trigger
-    if not 1 <= files <= 1_000_000:
-        found.append(f"streams.max_files_per_trigger must be 1..1000000, not {files}")
     if not 1 <= c.kafka.partitions <= 1024:
         found.append(f"kafka.partitions must be 1..1024, not {c.kafka.partitions}")
     if not 1 <= c.spark.shuffle_partitions <= 10_000:

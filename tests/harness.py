@@ -1,8 +1,8 @@
 """What the end-to-end tests share: a Kafka-ingress producer, a check responder, the engine.
 
 Producers and responders speak the documented Kafka ingress format (streams/ingress_format.py)
-through a real broker; `Engine` runs the real ingest and coordinator queries in this test
-process's Spark session, each startable and stoppable on its own.
+through a real broker; `Engine` runs the real coordinator query in this test process's Spark
+session, stoppable and startable again.
 """
 
 from __future__ import annotations

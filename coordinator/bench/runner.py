@@ -94,7 +94,6 @@ def _configuration(config: Config, forced: Mapping[str, str]) -> dict[str, Any]:
         "transaction_check_max": config.transaction_check_max,
         "trigger_interval_s": streams.trigger_interval.total_seconds(),
         "tick_interval_s": streams.tick_interval.total_seconds(),
-        "max_files_per_trigger": streams.max_files_per_trigger,
         "resolved_retention_s": streams.resolved_retention.total_seconds(),
         "kafka_partitions": config.kafka.partitions,
         "shuffle_partitions": config.spark.shuffle_partitions,
