@@ -23,8 +23,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from delta_tables import half_messages, op_records
-from delta_tables.topics import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
 
 LOG_APPEND_TIME = 1
 MAX_INT = 2**31 - 1

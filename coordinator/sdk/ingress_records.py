@@ -1,7 +1,7 @@
-"""Kafka ingress records of SPEC 5.2, built exactly as streams/ingress_format.py documents.
+"""Kafka ingress records of SPEC 5.2, built exactly as protocol/ingress.py documents.
 
 Pure functions: the Kafka transport sends what these return, and tests compare against
-them. Ids are the ingest's own derivations (streams/ingress_format.py `msg_id_of`,
+them. Ids are the ingest's own derivations (protocol/ingress.py `msg_id_of`,
 `op_id_of`), re-exported here, so SDK, REST and the Delta tables agree.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from coordinator.sdk.message import Message
-from streams import ingress_format as fmt
-from streams.ingress_format import msg_id_of, op_id_of
+from protocol import ingress as fmt
+from protocol.ingress import msg_id_of, op_id_of
 
 __all__ = ["Headers", "half_headers", "msg_id_of", "op_headers", "op_id_of"]
 

@@ -31,8 +31,8 @@ from coordinator.sdk.ingress_records import half_headers, msg_id_of, op_headers,
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
-from streams import ingress_format as fmt
-from streams.ingress_topics import HEADER_ALLOWANCE_BYTES
+from protocol import ingress as fmt
+from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
 log = logging.getLogger(__name__)
 

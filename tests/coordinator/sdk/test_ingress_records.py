@@ -1,4 +1,4 @@
-"""The SDK writes exactly the ingress format of streams/ingress_format.py."""
+"""The SDK writes exactly the ingress format of protocol/ingress.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from coordinator.sdk import Message
 from coordinator.sdk.ingress_records import half_headers, msg_id_of, op_headers, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 
 def test_ids_follow_the_ingest_derivation() -> None:

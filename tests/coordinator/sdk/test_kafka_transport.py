@@ -18,7 +18,7 @@ from coordinator.sdk import (
     TransportError,
 )
 from coordinator.sdk.ingress_records import msg_id_of, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from streams.coordinator_writer import check_record
 
 from .conftest import (

@@ -17,7 +17,7 @@ from coordinator.sdk import (
     TransactionProducer,
 )
 from coordinator.sdk.ingress_records import msg_id_of, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 from .conftest import SdkTopics, publish, read_records
 from .helpers import RecordingListener, State, wait_until
