@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST ingress (notes/rest-contract.md).
+"""Request and response bodies of the REST ingress (SPEC 5.1).
 
 Types are strict: a JSON number is not a string and a string is not a number, a bool is not
 an integer, and unknown fields are refused (a misspelt `bodyBase64` must not silently send

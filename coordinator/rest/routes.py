@@ -1,4 +1,4 @@
-"""The endpoints of notes/rest-contract.md.
+"""The endpoints of the REST ingress (SPEC 5.1; the OpenAPI document at /openapi.json).
 
 Each handler checks who may act (auth.py), turns the validated request into records
 (records.py) and returns only after Kafka acknowledged them. A batch is validated and
