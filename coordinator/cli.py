@@ -46,7 +46,7 @@ def configure_logging(verbosity: int) -> None:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="More logging (-v: client libraries' requests, -vv: all).")
+@click.option("-v", "--verbose", count=True, help="More logging (-v: client requests, -vv: all).")
 @click.version_option(package_name="txcoord")
 def main(verbose: int) -> None:
     """Transactional messages (RocketMQ's protocol) on Spark Structured Streaming and Delta Lake."""
