@@ -162,6 +162,7 @@ def readme_sdk_example() -> str:
 def sdk_only_venv(tmp_path: Path) -> Path:
     """Return the python of a fresh venv with `pip install txcoord`: the base, no extra."""
     source = tmp_path / "txcoord"
+    source.mkdir()
     for name in SOURCES:  # a copy, so the build leaves nothing in the checkout
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, source / name,
