@@ -104,8 +104,8 @@ def classify(
 def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[Column, ...]]:
     """Build the classification's columns once per rule set.
 
-    Building an expression tree from Python costs one JVM call per node (about a second for
-    this one, every batch); Column objects are not bound to a DataFrame, so batches reuse them.
+    Building an expression tree from Python costs one JVM call per node (hundreds for this
+    one, every batch); Column objects are not bound to a DataFrame, so batches reuse them.
     """
     property_headers = F.expr(
         f"filter(headers, h -> startswith(h.key, {_sql_string(fmt.PROPERTY_PREFIX)}))"
