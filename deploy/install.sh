@@ -9,7 +9,7 @@
 #                       against pyspark's own jars (no jar is committed)  -> spark.jars
 #
 # Idempotent: every stage is skipped when its inputs have not changed since it last
-# succeeded (a stamp file records a hash of the inputs), so a warm run takes about a second.
+# succeeded (a stamp file records a hash of the inputs), so a warm run does almost nothing.
 # Nothing here writes outside the checkout.
 set -euo pipefail
 
