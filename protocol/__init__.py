@@ -6,7 +6,8 @@ tests read the same facts from here.
     ingress.py        header names, op kinds (from coordinator/state_machine.py's events),
                       id and msg-id formats, limits of the half and op records (SPEC 5.2)
     names.py          the name rules: topic, producer group, transaction id
+    records.py        the half and op records' headers (SDK, REST and operator commands)
     check_record.py   the check topic's record and its one codec (encode / decode)
 """
 
-__all__ = ["check_record", "ingress", "names"]
+__all__ = ["check_record", "ingress", "names", "records"]

@@ -9,7 +9,6 @@ msg_id) plus `check_number`, so a listener can treat both alike, as RocketMQ's
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +19,7 @@ from coordinator.sdk.state import LocalTransactionState
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
 from protocol.names import topic_name_problem, transaction_id_problem
+from protocol.records import Headers, half_headers
 
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
 
@@ -107,14 +107,17 @@ class Message:
             raise TypeError(f"msg_id must be a string, not {type(self.msg_id).__name__}")
         self._check_header_budget()
 
+    def half_headers(self, group: str, born_at_ms: int) -> Headers:
+        """Return the headers of this message's half record for producer group `group`."""
+        return half_headers(
+            group, self.topic, born_at_ms, queue_id=self.queue_id, keys=self.keys or None,
+            tags=self.tags, properties=self.properties,
+            check_immunity_seconds=self.check_immunity_seconds,
+        )  # fmt: skip
+
     def _check_header_budget(self) -> None:
         """Refuse keys, tags and properties the ingest would quarantine (HEADER_BUDGET)."""
-        optional = [
-            (fmt.KEYS, json.dumps(list(self.keys)).encode()) if self.keys else None,
-            (fmt.TAGS, self.tags.encode()) if self.tags is not None else None,
-            *[(fmt.PROPERTY_PREFIX + k, v.encode()) for k, v in self.properties.items()],
-        ]
-        size = fmt.budgeted_bytes(h for h in optional if h is not None)
+        size = fmt.budgeted_bytes(self.half_headers("group", 0))
         if size > fmt.HEADER_BUDGET:
             raise ValueError(
                 f"keys, tags and properties take {size} bytes together; at most "

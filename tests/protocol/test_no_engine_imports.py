@@ -14,7 +14,7 @@ HEAVY = ("pyspark", "py4j", "delta", "deltalake", "pandas", "pyarrow")
 @pytest.mark.parametrize(
     "modules",
     [
-        ["protocol.ingress", "protocol.names", "protocol.check_record"],
+        ["protocol.ingress", "protocol.names", "protocol.check_record", "protocol.records"],
         ["coordinator.sdk", "coordinator.sdk.rest_transport", "coordinator.sdk.kafka_transport"],
     ],
 )
