@@ -237,7 +237,7 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
     op_rules: list[tuple[Column, str]] = [
         (F.col("op").isNull(), f"header {fmt.OP} is missing"),
         (~F.col("op").isin(*fmt.OPS, *fmt.OPERATOR_OPS),
-         f"header {fmt.OP} must be COMMIT, ROLLBACK, UNKNOWN or RESUME"),
+         f"header {fmt.OP} must be {', '.join(fmt.OPS)} or {', '.join(fmt.OPERATOR_OPS)}"),
         (F.col("op").isin(*fmt.OPERATOR_OPS) & F.col("operator").isNull(),
          f"{fmt.OP} RESUME is an operator's op: header {fmt.OPERATOR} is required"),
         (F.col("_from_check").isNotNull() & ~F.col("_from_check").isin("true", "false"),

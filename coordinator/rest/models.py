@@ -60,6 +60,7 @@ MAX_IMMUNITY_SECONDS = 2**31 - 1
 MAX_BATCH = 1000
 #: Property names become header keys `prop.<name>` (the ingest's rule, fmt.PROPERTY_NAME_PATTERN).
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
+#: protocol.ingress.OPS as a type (a Literal must be spelt out; tests/protocol checks they agree).
 OPS = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
 STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 

@@ -1,15 +1,17 @@
-"""The check record's one codec: what the coordinator encodes, every reader decodes alike."""
+"""The check record's one codec (every reader decodes what the coordinator encodes); op kinds."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.rest.models import OPS as REST_OPS
 from coordinator.rest.models import CheckRequest as RestCheckRequest
 from coordinator.sdk.message import CheckRequest
+from coordinator.state_machine import PRODUCER_OPS
 from protocol import ingress as fmt
 from protocol.check_record import OMITTED, CheckRecord
 from streams.check_topic import check_record, slim_check_record
@@ -61,3 +63,9 @@ def test_a_slim_record_says_what_it_left_out() -> None:
     assert (decoded.omitted, decoded.body_size) == (OMITTED, 5)
     assert decoded.message_in == "system/check_requests"
     assert json.loads(value)["omitted_reason"] == "the check record is too large"
+
+
+def test_the_op_kinds_are_the_state_machines_producer_events() -> None:
+    assert tuple(event.value for event in PRODUCER_OPS) == fmt.OPS
+    assert fmt.OPERATOR_OPS == ("RESUME",)
+    assert get_args(REST_OPS) == fmt.OPS  # the REST's Literal spells out the same kinds
