@@ -26,19 +26,27 @@ class _Group(click.Group):
             raise click.ClickException(str(exc)) from exc
 
 
+#: Client libraries that log every request or connection (httpx: one INFO line per request).
+NOISY_LOGGERS = ("kafka", "py4j", "httpx", "httpcore")
+
+
 def configure_logging(verbosity: int) -> None:
-    """Log txcoord at INFO (DEBUG with -v) and the chatty client libraries at WARNING."""
+    """Log txcoord at INFO (DEBUG with -v), the chatty client libraries only at -v and above.
+
+    The client libraries log at WARNING by default, INFO with -v, DEBUG with -vv.
+    """
     logging.basicConfig(
         level=logging.DEBUG if verbosity else logging.INFO,
         format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    for noisy in ("kafka", "py4j"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if verbosity > 1 else logging.WARNING)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    for noisy in NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(level)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="More logging (-vv: client libraries too).")
+@click.option("-v", "--verbose", count=True, help="More logging (-v: client requests, -vv: all).")
 @click.version_option(package_name="txcoord")
 def main(verbose: int) -> None:
     """Transactional messages (RocketMQ's protocol) on Spark Structured Streaming and Delta Lake."""

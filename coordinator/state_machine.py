@@ -56,6 +56,12 @@ class Event(StrEnum):
     OPERATOR_ROLLBACK = "OPERATOR_ROLLBACK"  # admin: roll back, recorded with who and why
 
 
+#: The events a producer's op record names (txcoord.op), and those only an operator may send
+#: (txcoord.operator required): the wire's op kinds (protocol/ingress.py) come from these.
+PRODUCER_OPS = (Event.COMMIT, Event.ROLLBACK, Event.UNKNOWN)
+OPERATOR_ONLY_OPS = (Event.RESUME,)
+
+
 class Verdict(StrEnum):
     """What was recorded about an event."""
 
@@ -158,8 +164,7 @@ def apply(state: TransactionState, event: Event) -> Outcome:
 
 def event_for_op(op: str, by_operator: bool = False) -> Event:
     """Return the event of an op record's type (COMMIT, ROLLBACK, UNKNOWN; operators: RESUME)."""
-    allowed = (E.COMMIT, E.ROLLBACK, E.UNKNOWN, E.RESUME) if by_operator else (
-        E.COMMIT, E.ROLLBACK, E.UNKNOWN)  # fmt: skip
+    allowed = PRODUCER_OPS + OPERATOR_ONLY_OPS if by_operator else PRODUCER_OPS
     if op not in [event.value for event in allowed]:
         names = ", ".join(event.value for event in allowed)
         raise ValueError(f"op must be one of {names}, not {op!r}")

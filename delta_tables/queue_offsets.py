@@ -4,7 +4,7 @@ Append-only: each batch that delivers appends one row per (topic, queue) it move
 the batch id, after the topic tables and with the same batch mark (streams/delta_writes.py).
 Offsets only grow, so a queue's next offset is the largest `next_offset` of its rows
 (`next_offsets`). Rewriting one row per queue instead would make every batch rebuild the
-table's file list to remove it (measured: 1.3-2.4 s a batch); an append does not. A
+table's file list to remove it (seconds a batch); an append does not. A
 replayed batch reads the offsets from before itself and assigns the very same ones (SPEC 6:
 dense, stable across crashes and replays); `txcoord maintain` compacts the small files.
 """

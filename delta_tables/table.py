@@ -18,8 +18,8 @@ log = logging.getLogger(__name__)
 COMMON_PROPERTIES: Mapping[str, str] = {
     "delta.logRetentionDuration": "interval 7 days",
     "delta.deletedFileRetentionDuration": "interval 7 days",
-    # A checkpoint rewrites the table's whole file list: 2-3 s here at Delta's default of
-    # every 10 commits, i.e. every 10 s of a stream. Every 100 keeps log replay short
+    # A checkpoint rewrites the table's whole file list, at Delta's default every 10
+    # commits, i.e. every 10 batches of a stream. Every 100 keeps log replay short
     # (at most 99 small JSON files) and takes that cost off 9 batches in 10.
     "delta.checkpointInterval": "100",
 }

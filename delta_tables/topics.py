@@ -2,13 +2,11 @@
 
 A committed half is restored to its real topic and queue (RocketMQ's REAL_TOPIC and
 REAL_QID) and appended here exactly once, at the next offset of its queue. Topic names
-become table paths, so only RocketMQ's topic alphabet is accepted and system topic names
-are refused: nothing a producer sends can address a path outside `topics/`.
+become table paths, so only names that pass protocol/names.py `topic_name_problem` are
+accepted: nothing a producer sends can address a path outside `topics/`.
 """
 
 from __future__ import annotations
-
-import re
 
 from pyspark.sql.types import (
     LongType,
@@ -20,41 +18,7 @@ from pyspark.sql.types import (
 
 from delta_tables.columns import MESSAGE, PREPARED_AT
 from delta_tables.table import TableSpec
-
-#: RocketMQ's TopicValidator: letters, digits, '_', '%', '|', '-'; at most 127 characters.
-TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
-
-#: RocketMQ's system topics, and prefixes reserved for system use.
-SYSTEM_TOPICS = frozenset(
-    {
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SCHEDULE_TOPIC_XXXX",
-        "TBW102",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "BenchmarkTest",
-        "RMQ_SYS_TRACE_TOPIC",
-        "system",
-    }
-)
-SYSTEM_PREFIXES = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%", "%SYS%")
-
-
-def topic_name_problem(topic: object) -> str | None:
-    """Return why `topic` cannot be a topic name, or None if it can."""
-    if not isinstance(topic, str):
-        return f"topic must be a string, not {type(topic).__name__}"
-    if not TOPIC_NAME.fullmatch(topic):
-        return (
-            "topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-' "
-            f"(RocketMQ's rule), not {topic[:140]!r}"
-        )
-    if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIXES):
-        return f"topic {topic!r} is a system topic name and cannot be used"
-    return None
-
+from protocol.names import topic_name_problem
 
 SCHEMA = StructType(
     [

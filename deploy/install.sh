@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one install step behind `make up` and `make test`.
 #
-#   .venv/              Python environment with this package (editable) and its dev extras
+#   .venv/              Python environment with this package (editable), its engine and dev extras
 #   .cache/m2/          Maven's local repository (downloads from Maven Central)
 #   .cache/jars/spark/  Delta Lake + Spark Kafka connector jars  -> spark.jars
 #   .cache/jars/kafka/  Kafka broker (KRaft) + log4j2 binding     -> broker classpath
@@ -9,7 +9,7 @@
 #                       against pyspark's own jars (no jar is committed)  -> spark.jars
 #
 # Idempotent: every stage is skipped when its inputs have not changed since it last
-# succeeded (a stamp file records a hash of the inputs), so a warm run takes about a second.
+# succeeded (a stamp file records a hash of the inputs), so a warm run does almost nothing.
 # Nothing here writes outside the checkout.
 set -euo pipefail
 
@@ -31,6 +31,14 @@ need mvn "Apache Maven 3.8+"
 java_major=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/ *java.specification.version = //p')
 [ "${java_major:-0}" -ge 17 ] 2>/dev/null || die "Java 17+ is required; found '${java_major:-unknown}'."
 
+# maven <args...>: Maven without colour, progress or blank lines. Maven 3.8 writes colour
+# resets (ESC[0m) even in batch mode with style.color=never, so they are stripped here;
+# the exit status is Maven's (pipefail).
+maven() {
+  mvn --batch-mode --no-transfer-progress --quiet -Dstyle.color=never "$@" 2>&1 \
+    | sed -u $'s/\x1b\\[[0-9;]*m//g' | { grep -v '^[[:space:]]*$' || true; } >&2
+}
+
 # stamp <name> <inputs...>: succeed when the stage's inputs are unchanged since its last success.
 digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
 fresh() { local name=$1; shift; [ -f "$cache/$name.stamp" ] && [ "$(cat "$cache/$name.stamp")" = "$(digest "$@")" ]; }
@@ -40,10 +48,13 @@ stamp() { local name=$1; shift; digest "$@" >"$cache/$name.stamp"; }
 if fresh python pyproject.toml && [ -x .venv/bin/txcoord ]; then
   log "python environment is up to date (.venv)"
 else
-  log "creating .venv and installing txcoord[dev] (pyspark is a ~450 MB download on a cold machine)"
+  log "creating .venv and installing txcoord[engine,dev] (pyspark is a ~450 MB download on a cold machine)"
   [ -x .venv/bin/python ] || "$python" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev]'
+  # setuptools warns on every editable install that folders named like the package may
+  # shadow it on import: here those folders are the package itself.
+  PYTHONWARNINGS="ignore:Editable installation" \
+    .venv/bin/python -m pip install --quiet -e '.[engine,dev]'
   stamp python pyproject.toml
 fi
 
@@ -56,7 +67,7 @@ resolve() {  # resolve <name> <pom>
   fi
   log "resolving $name jars from Maven Central"
   rm -rf "$out"
-  mvn --batch-mode --quiet -Dstyle.color=never -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
+  maven -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out" \
     || die "Maven could not resolve $pom (is Maven Central reachable?)"
   if [ "$name" = spark ]; then prune_provided "$pom" "$out"; fi
@@ -71,7 +82,7 @@ resolve() {  # resolve <name> <pom>
 prune_provided() {
   local pom=$1 out=$2 listing="$cache/spark-dependencies.txt" provided coordinate
   provided=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-  mvn --batch-mode --quiet -Dstyle.color=never -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
+  maven -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
     dependency:list -DincludeScope=runtime -DoutputFile="$listing" >/dev/null
   # lines look like "   group:artifact:jar[:classifier]:version:scope"
   grep -E '^ +[^ :]+:[^ :]+:jar:' "$listing" | while read -r coordinate; do

@@ -24,8 +24,6 @@ that it must answer, which is what a check is for.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 from typing import Any
 
@@ -35,11 +33,9 @@ from coordinator.config import Config
 from coordinator.errors import ConfigurationError
 from coordinator.kafka_topics import admin_client, ensure_topic
 from delta_tables import check_requests
+from protocol.check_record import CheckRecord, Record
 
 log = logging.getLogger(__name__)
-
-#: A Kafka record as the producer sends it: key, value, headers.
-Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
 
 #: Room for the check record's fields other than the body: the half's keys, tags and
 #: properties (at most the ingress topics' header allowance, 256 KiB, before JSON escaping)
@@ -47,8 +43,6 @@ Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
 FIELDS_ALLOWANCE_BYTES = 512 * 1024
 #: Kafka's own framing of one record in a batch (batch header, varints, header keys).
 RECORD_OVERHEAD_BYTES = 16 * 1024
-#: What a slim record leaves out.
-OMITTED = ("body", "keys", "tags", "properties")
 
 
 def check_record_limit(max_message_size: int) -> int:
@@ -67,46 +61,28 @@ def record_bytes(record: Record) -> int:
     return len(key) + len(value) + sum(len(name) + len(data) for name, data in headers)
 
 
-def _value(row: Any, *, slim: bool) -> dict[str, Any]:
-    body = bytes(row["body"] or b"")
-    value: dict[str, Any] = {
-        "transaction_id": row["transaction_id"],
-        "msg_id": row["msg_id"],
-        "producer_group": row["producer_group"],
-        "topic": row["topic"],
-        "queue_id": row["queue_id"],
-        "body_base64": "" if slim else base64.b64encode(body).decode(),
-        "keys": [] if slim else list(row["keys"] or []),
-        "tags": None if slim else row["tags"],
-        "properties": {} if slim else dict(row["properties"] or {}),
-        "check_number": row["check_number"],
-        "prepared_at_ms": row["prepared_ms"],
-        "requested_at_ms": row["at_ms"],
-    }
-    if slim:
-        value["body_size"] = len(body)
-    return value
+def _check(row: Any) -> CheckRecord:
+    """Return the check record of one CHECK row of the stateful stage's output.
 
-
-def _record(row: Any, value: dict[str, Any]) -> Record:
-    headers = [("txcoord.producer_group", row["producer_group"].encode())]
-    return row["transaction_id"].encode(), json.dumps(value).encode(), headers
+    `row` is a Spark Row, or any mapping by name, with the stage's column names.
+    """
+    return CheckRecord(
+        transaction_id=row["transaction_id"], msg_id=row["msg_id"],
+        producer_group=row["producer_group"], topic=row["topic"], queue_id=row["queue_id"],
+        body=bytes(row["body"] or b""), keys=tuple(row["keys"] or []), tags=row["tags"],
+        properties=dict(row["properties"] or {}), check_number=row["check_number"],
+        prepared_at_ms=row["prepared_ms"], requested_at_ms=row["at_ms"],
+    )  # fmt: skip
 
 
 def check_record(row: Any) -> Record:
-    """Return (key, value, headers) of the check-topic record for one CHECK row.
-
-    `row` is a row of the stateful stage's output (a Spark Row, or any mapping by name).
-    """
-    return _record(row, _value(row, slim=False))
+    """Return (key, value, headers) of the check-topic record for one CHECK row."""
+    return _check(row).encode()
 
 
 def slim_check_record(row: Any, reason: str) -> Record:
     """Return the check record without the message's body, keys, tags and properties."""
-    value = _value(row, slim=True)
-    value.update(omitted=list(OMITTED), omitted_reason=reason,
-                 message_in=check_requests.TABLE.name)  # fmt: skip
-    return _record(row, value)
+    return _check(row).slim(reason, message_in=check_requests.TABLE.name).encode()
 
 
 def publishable_record(row: Any, limit: int) -> Record:

@@ -48,9 +48,9 @@ from delta_tables import (
     topics,
     transactions,
 )
+from protocol.check_record import Record
 from streams.batch_gate import BatchGate
 from streams.check_topic import (
-    Record,
     check_record,
     check_record_limit,
     check_topic_max_bytes,

@@ -23,8 +23,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from delta_tables import half_messages, op_records
-from delta_tables.topics import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
 
 LOG_APPEND_TIME = 1
 MAX_INT = 2**31 - 1
@@ -104,8 +104,8 @@ def classify(
 def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[Column, ...]]:
     """Build the classification's columns once per rule set.
 
-    Building an expression tree from Python costs one JVM call per node (about a second for
-    this one, every batch); Column objects are not bound to a DataFrame, so batches reuse them.
+    Building an expression tree from Python costs one JVM call per node (hundreds for this
+    one, every batch); Column objects are not bound to a DataFrame, so batches reuse them.
     """
     property_headers = F.expr(
         f"filter(headers, h -> startswith(h.key, {_sql_string(fmt.PROPERTY_PREFIX)}))"
@@ -237,7 +237,7 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
     op_rules: list[tuple[Column, str]] = [
         (F.col("op").isNull(), f"header {fmt.OP} is missing"),
         (~F.col("op").isin(*fmt.OPS, *fmt.OPERATOR_OPS),
-         f"header {fmt.OP} must be COMMIT, ROLLBACK, UNKNOWN or RESUME"),
+         f"header {fmt.OP} must be {', '.join(fmt.OPS)} or {', '.join(fmt.OPERATOR_OPS)}"),
         (F.col("op").isin(*fmt.OPERATOR_OPS) & F.col("operator").isNull(),
          f"{fmt.OP} RESUME is an operator's op: header {fmt.OPERATOR} is required"),
         (F.col("_from_check").isNotNull() & ~F.col("_from_check").isin("true", "false"),

@@ -9,10 +9,8 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from coordinator.config import Config
 from coordinator.errors import ConfigurationError
 from coordinator.kafka_topics import admin_client, ensure_topic
+from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.check_topic import ensure_check_topic
-
-#: Room for headers (group, topic, keys, properties) on top of the body.
-HEADER_ALLOWANCE_BYTES = 256 * 1024
 
 
 def ingress_topic_config(config: Config) -> dict[str, str]:

@@ -22,7 +22,7 @@ from datetime import timedelta
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What the end-to-end tests share: a Kafka-ingress producer, a check responder, the engine.
 
-Producers and responders speak the documented Kafka ingress format (streams/ingress_format.py)
+Producers and responders speak the documented Kafka ingress format (protocol/ingress.py)
 through a real broker; `Engine` runs the real coordinator query in this test process's Spark
 session, stoppable and startable again.
 """
@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
 from coordinator.config import Config
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.check_record import CheckRecord
 from streams.coordinator_job import QUERY_NAME
 
 GROUP = "orders"
@@ -116,7 +117,7 @@ class Responder:
         try:
             while not self._stop.is_set():
                 for record in consumer:
-                    request = json.loads(record.value)
+                    request = CheckRecord.decode(record.value).to_value()  # the one codec
                     if request.get("producer_group") != self.group:
                         continue  # another group's check: its own producers answer it
                     self.requests.append(request)

@@ -20,8 +20,9 @@ from kafka.errors import KafkaError
 
 from coordinator.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.models import TransactionState
-from coordinator.sdk.ingress_records import op_headers, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.ingress import op_id_of
+from protocol.records import op_headers
 
 #: Operator op -> the states in which the coordinator would apply it.
 APPLIES_IN = {

@@ -21,7 +21,7 @@ from kafka import KafkaProducer
 
 from coordinator.bench.stats import median
 from coordinator.kafka_topics import ensure_topic
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """The Kafka path: halves and ops written straight to the ingress topics (SPEC 5.2).
 
 Records are the documented ingress format, built by the SDK's own
-coordinator/sdk/ingress_records.py (as its Kafka transport builds them), written by one
+protocol/records.py (as the SDK's Kafka transport builds them), written by one
 idempotent producer with acks=all, as the README asks of Kafka producers. Per batch:
 send every half, wait until all are acknowledged (a producer runs its local transaction
 only once its half is stored), then send the batch's ops without waiting; the next batch's
@@ -18,8 +18,8 @@ from typing import Any
 from kafka import KafkaProducer
 
 from coordinator.bench.workload import Kind
-from coordinator.sdk.ingress_records import half_headers, op_headers
 from coordinator.sdk.message import Message
+from protocol.records import op_headers
 
 
 def now_ms() -> int:
@@ -83,7 +83,7 @@ class KafkaDriver:
                 self.half_topic,
                 key=transaction_id.encode(),
                 value=self.body,
-                headers=half_headers(self.group, message, born),
+                headers=message.half_headers(self.group, born),
             )
             self._timed(future, self.half_acks, transaction_id)
         self._wait()

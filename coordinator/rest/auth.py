@@ -44,7 +44,7 @@ from typing import Any
 
 from coordinator.errors import ConfigurationError
 from coordinator.rest.errors import ApiError
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 log = logging.getLogger("txcoord.rest.auth")
 

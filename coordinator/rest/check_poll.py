@@ -15,7 +15,6 @@ unresolved transaction again every transaction_check_interval (RocketMQ does the
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -29,7 +28,8 @@ from kafka import errors as kafka_errors
 from coordinator.errors import KafkaUnavailableError
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.rest.models import CheckRequest
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.check_record import CheckRecord
 
 log = logging.getLogger("txcoord.rest.checks")
 
@@ -132,7 +132,8 @@ class CheckPoller:
                     if dict(record.headers or []).get(fmt.PRODUCER_GROUP) != wanted:
                         continue
                     try:
-                        found.append(CheckRequest.model_validate(json.loads(record.value)))
+                        value = CheckRecord.decode(record.value).to_value()
+                        found.append(CheckRequest.model_validate(value))
                     except (TypeError, ValueError):  # ValidationError is a ValueError
                         log.warning(
                             "skipping a malformed check record at %s-%d offset %d",

@@ -23,7 +23,7 @@ from kafka import errors as kafka_errors
 
 from coordinator.errors import KafkaUnavailableError, RecordTooLargeError
 from coordinator.rest.records import Record
-from streams.ingress_topics import HEADER_ALLOWANCE_BYTES
+from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
 log = logging.getLogger("txcoord.rest.kafka")
 

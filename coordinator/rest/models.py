@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST ingress (notes/rest-contract.md).
+"""Request and response bodies of the REST ingress (SPEC 5.1).
 
 Types are strict: a JSON number is not a string and a string is not a number, a bool is not
 an integer, and unknown fields are refused (a misspelt `bodyBase64` must not silently send
@@ -7,7 +7,7 @@ accepts is quarantined later:
 
     producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup)
     transaction_id   TRANSACTION_ID_PATTERN (printable ASCII, 1..128)
-    topic            TOPIC_NAME, then delta_tables.topics.topic_name_problem (refused as
+    topic            TOPIC_NAME, then protocol.names.topic_name_problem (refused as
                      `invalid_topic`)
 
 Every name rule matches the whole string (`re.fullmatch`): `re.match` with a `$` anchor
@@ -46,8 +46,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from delta_tables.topics import TOPIC_NAME, topic_name_problem
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.names import TOPIC_NAME, topic_name_problem
 
 #: Codes of the custom validation errors that errors.py maps to their own answers.
 INVALID_TOPIC = "invalid_topic"
@@ -60,6 +60,7 @@ MAX_IMMUNITY_SECONDS = 2**31 - 1
 MAX_BATCH = 1000
 #: Property names become header keys `prop.<name>` (the ingest's rule, fmt.PROPERTY_NAME_PATTERN).
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
+#: protocol.ingress.OPS as a type (a Literal must be spelt out; tests/protocol checks they agree).
 OPS = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
 STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 
@@ -308,7 +309,12 @@ class TransactionState(BaseModel):
 
 
 class CheckRequest(BaseModel):
-    """One check request, as the coordinator publishes it on the check topic."""
+    """One check request, as the coordinator publishes it on the check topic.
+
+    The value of protocol/check_record.py `CheckRecord.to_value()`; check_poll.py decodes
+    each record with that codec. A slim record adds omitted, omitted_reason, body_size and
+    message_in.
+    """
 
     model_config = ConfigDict(extra="allow")
 

@@ -1,4 +1,4 @@
-"""A validated request -> the Kafka record the ingest parses (streams/ingress_format.py).
+"""A validated request -> the Kafka record the ingest parses (protocol/ingress.py).
 
 Pure functions. The rules that need the configuration or the whole record live here:
 
@@ -8,20 +8,19 @@ Pure functions. The rules that need the configuration or the whole record live h
 - keys, tags and properties together must fit HEADER_BUDGET bytes. RocketMQ keeps a
   message's properties (keys and tags among them) behind a 2-byte length (MessageDecoder,
   at most Short.MAX_VALUE); the same budget keeps every record inside the ingress topics'
-  `max.message.bytes` (max_message_size + streams.ingress_topics.HEADER_ALLOWANCE_BYTES).
+  `max.message.bytes` (max_message_size + protocol.ingress.HEADER_ALLOWANCE_BYTES).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from coordinator.rest.errors import ApiError
 from coordinator.rest.models import MAX_IMMUNITY_SECONDS, OpRequest, SendRequest
-from coordinator.sdk.ingress_records import op_headers
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.records import half_headers, op_headers
 
 HEADER_BUDGET = fmt.HEADER_BUDGET
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,31 +75,19 @@ def half_record(
             f"{field}{which}: the body is {len(body)} bytes, larger than max_message_size "
             f"({max_message_size} bytes)",
         )  # fmt: skip
-    headers: list[tuple[str, bytes]] = [
-        (fmt.PRODUCER_GROUP, request.producer_group.encode()),
-        (fmt.TOPIC, request.topic.encode()),
-    ]
-    optional: list[tuple[str, bytes]] = []
-    if request.queue_id is not None:
-        headers.append((fmt.QUEUE_ID, str(request.queue_id).encode()))
-    if request.keys is not None:
-        optional.append((fmt.KEYS, json.dumps(request.keys).encode()))
-    if request.tags is not None:
-        optional.append((fmt.TAGS, request.tags.encode()))
-    for name, value in (request.properties or {}).items():
-        optional.append((fmt.PROPERTY_PREFIX + name, value.encode()))
-    size = fmt.budgeted_bytes(optional)
+    # born_at: the REST's receive time; the store time is the broker's LogAppendTime.
+    headers = half_headers(
+        request.producer_group, request.topic, received_ms, queue_id=request.queue_id,
+        keys=request.keys, tags=request.tags, properties=request.properties,
+        check_immunity_seconds=request.check_immunity_seconds,
+    )  # fmt: skip
+    size = fmt.budgeted_bytes(headers)
     if size > HEADER_BUDGET:
         raise ApiError(
             413, "too_large",
             f"{field}keys, tags and properties take {size} bytes together; at most "
             f"{HEADER_BUDGET} are allowed",
         )  # fmt: skip
-    headers += optional
-    if request.check_immunity_seconds is not None:
-        headers.append((fmt.CHECK_IMMUNITY_SECONDS, str(request.check_immunity_seconds).encode()))
-    # Recorded only: the store time (event time) is always the broker's LogAppendTime.
-    headers.append((fmt.BORN_AT, str(received_ms).encode()))
     return Record(key=transaction_id.encode(), value=body, headers=headers)
 
 

@@ -1,4 +1,4 @@
-"""The endpoints of notes/rest-contract.md.
+"""The endpoints of the REST ingress (SPEC 5.1; the OpenAPI document at /openapi.json).
 
 Each handler checks who may act (auth.py), turns the validated request into records
 (records.py) and returns only after Kafka acknowledged them. A batch is validated and
@@ -52,7 +52,7 @@ from coordinator.rest.models import (
 from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 #: A batch of which some items are durable and some are not (WebDAV's Multi-Status).
 MULTI_STATUS = 207

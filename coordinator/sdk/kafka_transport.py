@@ -27,12 +27,12 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.config import KafkaConfig
 from coordinator.sdk.errors import TransportError
-from coordinator.sdk.ingress_records import half_headers, msg_id_of, op_headers, op_id_of
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
-from streams import ingress_format as fmt
-from streams.ingress_topics import HEADER_ALLOWANCE_BYTES
+from protocol import ingress as fmt
+from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
+from protocol.records import op_headers
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class KafkaTransport:
 
     def send_half(self, message: Message, transaction_id: str) -> HalfReceipt:
         """Write the half record and wait for acks=all."""
-        headers = half_headers(self.group, message, _now_ms())
+        headers = message.half_headers(self.group, _now_ms())
         stored = self._send(self.half_topic, transaction_id, message.body, headers)
         return HalfReceipt(
             transaction_id=transaction_id,

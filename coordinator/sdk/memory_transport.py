@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from coordinator.sdk.errors import TransportError
-from coordinator.sdk.ingress_records import msg_id_of, op_id_of
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.transport import HalfReceipt, OpReceipt
+from protocol.ingress import msg_id_of, op_id_of
 
 
 class InMemoryTransport:

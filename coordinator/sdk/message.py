@@ -9,30 +9,19 @@ msg_id) plus `check_number`, so a listener can treat both alike, as RocketMQ's
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from coordinator.sdk.state import LocalTransactionState
-from delta_tables.topics import topic_name_problem
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.check_record import CheckRecord
+from protocol.names import topic_name_problem, transaction_id_problem
+from protocol.records import Headers, half_headers
 
-_TRANSACTION_ID = re.compile(fmt.TRANSACTION_ID_PATTERN)
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
-
-
-def transaction_id_problem(value: object) -> str | None:
-    """Return why `value` cannot be a transaction id, or None if it can."""
-    if not isinstance(value, str):
-        return f"transaction_id must be a string, not {type(value).__name__}"
-    if not _TRANSACTION_ID.fullmatch(value):
-        return f"transaction_id must be 1-128 printable ASCII characters, not {value[:140]!r}"
-    return None
 
 
 def _as_keys(value: object) -> tuple[str, ...]:
@@ -118,14 +107,17 @@ class Message:
             raise TypeError(f"msg_id must be a string, not {type(self.msg_id).__name__}")
         self._check_header_budget()
 
+    def half_headers(self, group: str, born_at_ms: int) -> Headers:
+        """Return the headers of this message's half record for producer group `group`."""
+        return half_headers(
+            group, self.topic, born_at_ms, queue_id=self.queue_id, keys=self.keys or None,
+            tags=self.tags, properties=self.properties,
+            check_immunity_seconds=self.check_immunity_seconds,
+        )  # fmt: skip
+
     def _check_header_budget(self) -> None:
         """Refuse keys, tags and properties the ingest would quarantine (HEADER_BUDGET)."""
-        optional = [
-            (fmt.KEYS, json.dumps(list(self.keys)).encode()) if self.keys else None,
-            (fmt.TAGS, self.tags.encode()) if self.tags is not None else None,
-            *[(fmt.PROPERTY_PREFIX + k, v.encode()) for k, v in self.properties.items()],
-        ]
-        size = fmt.budgeted_bytes(h for h in optional if h is not None)
+        size = fmt.budgeted_bytes(self.half_headers("group", 0))
         if size > fmt.HEADER_BUDGET:
             raise ValueError(
                 f"keys, tags and properties take {size} bytes together; at most "
@@ -155,36 +147,16 @@ class SendResult:
         return self.op_id is not None
 
 
-def _field(value: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    item = value.get(name)
-    if not isinstance(item, kind) or isinstance(item, bool):
-        raise ValueError(f"check request field {name!r} is missing or not {kind}: {item!r}")
-    return item
-
-
 @dataclass(frozen=True)
-class CheckRequest:
+class CheckRequest(CheckRecord):
     """ "Tell me the state of transaction X": one item of the check topic or the long poll.
 
-    `source` is where the transport read it (for acknowledgement); it takes no part in
-    equality. The request's identity is `key`: (transaction_id, check_number).
+    The fields are the check record's (protocol/check_record.py). `source` is where the
+    transport read it (for acknowledgement); it takes no part in equality. The request's
+    identity is `key`: (transaction_id, check_number). When `omitted` is not empty, the
+    message itself is in system/check_requests.
     """
 
-    transaction_id: str
-    msg_id: str
-    producer_group: str
-    topic: str
-    queue_id: int | None
-    body: bytes
-    keys: tuple[str, ...]
-    tags: str | None
-    properties: dict[str, str]
-    check_number: int
-    prepared_at_ms: int | None = None
-    requested_at_ms: int | None = None
-    #: What the coordinator left out of a check too large for the check topic ("body",
-    #: "keys", ...): empty for a whole one. The message itself is in system/check_requests.
-    omitted: tuple[str, ...] = ()
     source: tuple[str, int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -210,51 +182,5 @@ class CheckRequest:
     def from_json(
         cls, value: Mapping[str, Any] | bytes | str, source: tuple[str, int, int] | None = None
     ) -> CheckRequest:
-        """Parse the check topic's JSON value (streams/coordinator_writer.py check_record)."""
-        if isinstance(value, bytes | str):
-            try:
-                value = json.loads(value)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ValueError(f"check request is not JSON: {exc}") from None
-        if not isinstance(value, Mapping):
-            raise ValueError(f"check request must be a JSON object, not {type(value).__name__}")
-        try:
-            body = base64.b64decode(value.get("body_base64") or "", validate=True)
-        except (binascii.Error, TypeError) as exc:
-            raise ValueError(f"check request field 'body_base64' is not base64: {exc}") from None
-        keys = value.get("keys") or []
-        properties = value.get("properties") or {}
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise ValueError(f"check request field 'keys' is not a list of strings: {keys!r}")
-        if not isinstance(properties, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
-        ):
-            raise ValueError(
-                f"check request field 'properties' is not a string map: {properties!r}"
-            )
-        omitted = value.get("omitted") or []
-        if not isinstance(omitted, list) or not all(isinstance(o, str) for o in omitted):
-            raise ValueError(f"check request field 'omitted' is not a list of strings: {omitted!r}")
-        tags = value.get("tags")
-        if tags is not None and not isinstance(tags, str):
-            raise ValueError(f"check request field 'tags' is not a string: {tags!r}")
-        optional = {}
-        for name in ("queue_id", "prepared_at_ms", "requested_at_ms"):
-            item = value.get(name)
-            if item is not None and (isinstance(item, bool) or not isinstance(item, int)):
-                raise ValueError(f"check request field {name!r} is not an integer: {item!r}")
-            optional[name] = item
-        return cls(
-            transaction_id=_field(value, "transaction_id", str),
-            msg_id=_field(value, "msg_id", str),
-            producer_group=_field(value, "producer_group", str),
-            topic=_field(value, "topic", str),
-            body=body,
-            keys=tuple(keys),
-            tags=tags,
-            properties=dict(properties),
-            check_number=_field(value, "check_number", int),
-            omitted=tuple(omitted),
-            source=source,
-            **optional,
-        )
+        """Parse the check topic's value with the protocol's codec (CheckRecord.decode)."""
+        return replace(cls.decode(value), source=source)

@@ -45,7 +45,7 @@ from coordinator.sdk.errors import ProducerStateError, SdkError
 from coordinator.sdk.listener import TransactionListener, decide
 from coordinator.sdk.message import Message, SendResult
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, Transport
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
 

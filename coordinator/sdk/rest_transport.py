@@ -1,4 +1,4 @@
-"""The REST adapter: the ingress's endpoints (notes/rest-contract.md) over httpx.
+"""The REST adapter: the ingress's endpoints (SPEC 5.1) over httpx.
 
 Errors: a 4xx becomes `RequestRejectedError` with the contract's `error` code and
 `message`; a 5xx other than 503 becomes `ServerError` (the contract calls it a bug).
@@ -28,6 +28,7 @@ from coordinator.sdk.backoff import Backoff
 from coordinator.sdk.errors import RequestRejectedError, ServerError, TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.transport import HalfReceipt, OpReceipt
+from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ _RETRIABLE_STATUSES = frozenset({429, 503})
 #: The contract's bounds of GET /v1/check-requests.
 MAX_CHECKS_PER_POLL = 500
 MAX_WAIT_SECONDS = 30
-_OP_PATHS = {"COMMIT": "commit", "ROLLBACK": "rollback", "UNKNOWN": "unknown"}
+#: POST /v1/transactions/{id}/<op, lowercase> for each producer op kind.
+_OP_PATHS = {op: op.lower() for op in fmt.OPS}
 
 
 def _error_of(response: httpx.Response) -> tuple[str, str]:

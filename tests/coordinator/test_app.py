@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 from kafka import KafkaProducer
 
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from tests.app_process import AppProcess
 from tests.conftest import unavailable
 from tests.quiet_stop import noise_in

@@ -46,10 +46,10 @@ S3_PREFIXES = ("spark.delta.logStore.", "spark.io.delta.storage.", "spark.hadoop
 
 
 def pinned_versions() -> dict[str, str]:
-    """Return {distribution: version} of the `==` pins in pyproject.toml."""
+    """Return {distribution: version} of the `==` pins in pyproject.toml (base and engine)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = {}
-    for requirement in project["dependencies"]:
+    for requirement in project["dependencies"] + project["optional-dependencies"]["engine"]:
         match = re.match(r"^([A-Za-z0-9_.-]+)==([^;\s]+)", requirement)
         if match:
             pins[match.group(1).lower()] = match.group(2)

@@ -42,7 +42,7 @@ from coordinator.config import Config, load_config
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from tests.conftest import unavailable
 from tests.guarantees.app_runs import AppRuns
 from tests.harness import GROUP, Producer, Responder

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator.config import Config
-from streams.ingress_topics import HEADER_ALLOWANCE_BYTES
+from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

@@ -23,7 +23,7 @@ from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
 from coordinator.config import Config
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

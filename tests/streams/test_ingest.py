@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from delta_tables import half_messages, op_records, quarantine
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from streams.ingest import IngestRules, classify, halves, ops, quarantined, ticks
 
 pytestmark = pytest.mark.spark

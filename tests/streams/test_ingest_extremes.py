@@ -22,7 +22,7 @@ from coordinator.admin import inventory
 from coordinator.config import Config
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from streams.ingest_job import start_ingest
 from streams.ingress_topics import ensure_ingress_topics
 from tests.streams.conftest import ConfigFactory

@@ -18,7 +18,7 @@ from coordinator.errors import ConfigurationError
 from coordinator.kafka_topics import ensure_topic
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from streams.ingest_job import checkpoint_of, start_ingest
 from streams.ingress_topics import ensure_ingress_topics
 from streams.ticker import Ticker

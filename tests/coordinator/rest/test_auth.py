@@ -14,7 +14,7 @@ from coordinator.config import Config
 from coordinator.errors import ConfigurationError
 from coordinator.rest.auth import Authenticator, load_token_file, sha256_hex
 from coordinator.rest.errors import ApiError
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
     BILLING_TOKEN,

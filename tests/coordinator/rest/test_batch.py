@@ -19,7 +19,7 @@ from kafka.partitioner.default import murmur2
 from coordinator.config import Config, load_config
 from coordinator.kafka_topics import ensure_topic
 from coordinator.rest.app import create_app
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from streams.ingress_topics import ensure_ingress_topics
 from tests.coordinator.rest.conftest import drop_topics
 from tests.coordinator.rest.kafka_io import read_all

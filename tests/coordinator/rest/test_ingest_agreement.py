@@ -17,7 +17,7 @@ from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
 from delta_tables import half_messages, transactions
 from delta_tables.registry import create_system_tables
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from streams.ingest import IngestRules, classify, halves, ops
 
 pytestmark = pytest.mark.spark

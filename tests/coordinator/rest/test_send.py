@@ -1,4 +1,4 @@
-"""Halves and ops through the REST land in Kafka exactly as streams/ingress_format.py says."""
+"""Halves and ops through the REST land in Kafka exactly as protocol/ingress.py says."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.config import Config
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 from tests.coordinator.rest.kafka_io import read_all
 
 pytestmark = pytest.mark.kafka

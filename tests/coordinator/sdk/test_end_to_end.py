@@ -4,13 +4,22 @@ Two producer groups run at once against one engine: `orders` through the REST in
 `payments` straight through Kafka. Each group has two producers; the first sends half of
 the group's transactions and shuts down before any check comes, so its checks must be
 answered by the other, live producer of the group (SPEC 5.3: any live producer answers).
+
+And a producer application's install: `pip install txcoord` (no extra, so no Spark) in a
+fresh virtual environment runs the README's SDK example against the running stack.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +39,10 @@ from tests.harness import Engine, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+ROOT = Path(__file__).resolve().parents[3]
+#: What a wheel of txcoord is built from (pyproject's packages and metadata).
+SOURCES = ("pyproject.toml", "README.md", "coordinator", "protocol", "streams", "delta_tables")
 
 PLAN = ["commit", "rollback", "commit_when_checked", "rollback_when_checked", "unknown"]
 PER_GROUP = 10
@@ -137,3 +150,54 @@ def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
 def message(group: str, i: int) -> Message:
     return Message(topic="Orders", body=f"{group} {i}".encode(), keys=[f"o-{i}"],
                    transaction_id=f"{group}-{i}")  # fmt: skip
+
+
+def readme_sdk_example() -> str:
+    """Return the README's Python SDK example (the code block that starts a producer)."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    (example,) = [block for block in blocks if "TransactionProducer(" in block]
+    return example
+
+
+def sdk_only_venv(tmp_path: Path) -> Path:
+    """Return the python of a fresh venv with `pip install txcoord`: the base, no extra."""
+    source = tmp_path / "txcoord"
+    source.mkdir()
+    for name in SOURCES:  # a copy, so the build leaves nothing in the checkout
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(source)], check=True,
+                   timeout=600)  # fmt: skip
+    return python
+
+
+def test_the_readme_sdk_example_runs_from_an_sdk_only_install(
+    spark: SparkSession, config: Config, engine: Engine, tmp_path: Path
+) -> None:
+    python = sdk_only_venv(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    no_spark = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('pyspark'))"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert no_spark.stdout.strip() == "None"  # the base install pulled no Spark
+    with serving(create_app(config)) as endpoint:
+        example = readme_sdk_example().replace("http://127.0.0.1:8080", endpoint)
+        # The example, then proof that it ran on the venv's txcoord and loaded no Spark.
+        check = ("\nimport sys, coordinator\nassert 'pyspark' not in sys.modules\n"
+                 "print(coordinator.__file__)\n")  # fmt: skip
+        ran = subprocess.run([str(python), "-c", example + check], env=env, cwd=tmp_path,
+                             check=False, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip().startswith(str(tmp_path / "venv"))
+        wait_for(lambda: table(spark, config, "system/transactions").count() >= 1, 300,
+                 "the README's transaction to end")  # fmt: skip
+    (final,) = table(spark, config, "system/transactions").collect()
+    assert (final.producer_group, final.state, final.reason) == ("orders", "COMMITTED", "op")
+    (delivered,) = table(spark, config, "topics/OrderPaid").collect()
+    assert bytes(delivered.body) == b"paid"

@@ -1,12 +1,13 @@
-"""The SDK writes exactly the ingress format of streams/ingress_format.py."""
+"""The SDK writes exactly the ingress format of protocol/ingress.py (protocol/records.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from coordinator.sdk import Message
-from coordinator.sdk.ingress_records import half_headers, msg_id_of, op_headers, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.ingress import msg_id_of, op_id_of
+from protocol.records import op_headers
 
 
 def test_ids_follow_the_ingest_derivation() -> None:
@@ -18,7 +19,7 @@ def test_a_full_half_has_every_header_once() -> None:
     msg = Message(topic="OrderPaid", body=b"b", keys=["o-1", "é"], tags="paid",
                   properties={"region": "eu", "x": ""}, queue_id=3,
                   check_immunity_seconds=60)  # fmt: skip
-    headers = half_headers("orders", msg, born_at_ms=1234)
+    headers = msg.half_headers("orders", born_at_ms=1234)
     assert headers == [
         (fmt.PRODUCER_GROUP, b"orders"),
         (fmt.TOPIC, b"OrderPaid"),
@@ -35,7 +36,7 @@ def test_a_full_half_has_every_header_once() -> None:
 
 
 def test_a_minimal_half_leaves_optional_headers_out() -> None:
-    headers = half_headers("orders", Message(topic="T"), born_at_ms=1)
+    headers = Message(topic="T").half_headers("orders", born_at_ms=1)
     assert [name for name, _ in headers] == [fmt.PRODUCER_GROUP, fmt.TOPIC, fmt.BORN_AT]
 
 

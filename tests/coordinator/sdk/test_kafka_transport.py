@@ -17,8 +17,8 @@ from coordinator.sdk import (
     TransactionProducer,
     TransportError,
 )
-from coordinator.sdk.ingress_records import msg_id_of, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.ingress import msg_id_of, op_id_of
 from streams.coordinator_writer import check_record
 
 from .conftest import (

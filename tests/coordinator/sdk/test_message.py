@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from coordinator.sdk import CheckRequest, Message
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
 
 
 def test_a_message_with_defaults() -> None:

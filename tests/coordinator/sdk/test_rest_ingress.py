@@ -16,8 +16,8 @@ from coordinator.sdk import (
     RequestRejectedError,
     TransactionProducer,
 )
-from coordinator.sdk.ingress_records import msg_id_of, op_id_of
-from streams import ingress_format as fmt
+from protocol import ingress as fmt
+from protocol.ingress import msg_id_of, op_id_of
 
 from .conftest import SdkTopics, publish, read_records
 from .helpers import RecordingListener, State, wait_until

@@ -1,6 +1,6 @@
 """The REST transport against a small real HTTP server that answers what each test scripts.
 
-These pin the client side of notes/rest-contract.md: paths, bodies, the bearer token, error
+These pin the client side of the REST ingress (SPEC 5.1): paths, bodies, the bearer token, error
 mapping (4xx -> RequestRejectedError with the contract's code) and the retry policy (only
 connection failures, 503 and 429, with backoff). test_rest_ingress.py runs the SDK against the
 real REST app.

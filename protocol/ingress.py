@@ -1,4 +1,4 @@
-"""The Kafka ingress record format (SPEC 5.2), shared by the ingest stream and the producers.
+"""The Kafka ingress record format (SPEC 5.2), shared by the ingest stream, REST and the SDK.
 
 Half messages go to the half topic (default `txcoord.half`), op records to the op topic
 (default `txcoord.op`). Both topics use LogAppendTime: the broker's clock, not the
@@ -63,6 +63,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from coordinator.state_machine import OPERATOR_ONLY_OPS, PRODUCER_OPS
+
 PRODUCER_GROUP = "txcoord.producer_group"
 TOPIC = "txcoord.topic"
 QUEUE_ID = "txcoord.queue_id"
@@ -79,11 +81,15 @@ KIND = "txcoord.kind"
 PROPERTY_PREFIX = "prop."
 
 KIND_TICK = "TICK"
-OPS = ("COMMIT", "ROLLBACK", "UNKNOWN")
+#: The op kinds a producer sends: the state machine's producer events.
+OPS: tuple[str, ...] = tuple(event.value for event in PRODUCER_OPS)
 #: Ops only an operator may send (header txcoord.operator required): RESUME checks a
 #: discarded transaction again with its count reset (RocketMQ's resumeCheckHalfMessage).
-OPERATOR_OPS = ("RESUME",)
+OPERATOR_OPS: tuple[str, ...] = tuple(event.value for event in OPERATOR_ONLY_OPS)
 
+#: Room for headers (group, topic, keys, properties) on top of the body, in the ingress
+#: topics' max.message.bytes (streams/ingress_topics.py) and the Kafka transport's requests.
+HEADER_ALLOWANCE_BYTES = 256 * 1024
 #: Queue ids a producer may name: RocketMQ topics rarely have more than a few dozen queues.
 MAX_QUEUE_ID = 1023
 MAX_TRANSACTION_ID_LENGTH = 128

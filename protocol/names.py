@@ -1,0 +1,72 @@
+"""The name rules of the wire: topics, producer groups and transaction ids.
+
+One place for each rule, so the SDK (before sending), the REST ingress (a 4xx) and the
+ingest (quarantine, streams/ingest.py, which matches the same patterns with Spark's rlike)
+accept exactly the same names (tests/streams/test_protocol_agreement.py). Topic names become
+table paths (`topics/<topic>`), so only RocketMQ's topic alphabet is accepted and system
+topic names are refused: nothing a producer sends can address a path outside `topics/`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from protocol.ingress import GROUP_PATTERN, TRANSACTION_ID_PATTERN
+
+#: RocketMQ's TopicValidator: letters, digits, '_', '%', '|', '-'; at most 127 characters.
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
+
+#: RocketMQ's system topics, and prefixes reserved for system use.
+SYSTEM_TOPICS = frozenset(
+    {
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SCHEDULE_TOPIC_XXXX",
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "BenchmarkTest",
+        "RMQ_SYS_TRACE_TOPIC",
+        "system",
+    }
+)
+SYSTEM_PREFIXES = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%", "%SYS%")
+
+_TRANSACTION_ID = re.compile(TRANSACTION_ID_PATTERN)
+_GROUP = re.compile(GROUP_PATTERN)
+
+
+def topic_name_problem(topic: object) -> str | None:
+    """Return why `topic` cannot be a topic name, or None if it can."""
+    if not isinstance(topic, str):
+        return f"topic must be a string, not {type(topic).__name__}"
+    if not TOPIC_NAME.fullmatch(topic):
+        return (
+            "topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-' "
+            f"(RocketMQ's rule), not {topic[:140]!r}"
+        )
+    if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIXES):
+        return f"topic {topic!r} is a system topic name and cannot be used"
+    return None
+
+
+def transaction_id_problem(value: object) -> str | None:
+    """Return why `value` cannot be a transaction id, or None if it can."""
+    if not isinstance(value, str):
+        return f"transaction_id must be a string, not {type(value).__name__}"
+    if not _TRANSACTION_ID.fullmatch(value):
+        return f"transaction_id must be 1-128 printable ASCII characters, not {value[:140]!r}"
+    return None
+
+
+def group_problem(value: object) -> str | None:
+    """Return why `value` cannot be a producer group, or None if it can."""
+    if not isinstance(value, str):
+        return f"producer_group must be a string, not {type(value).__name__}"
+    if not _GROUP.fullmatch(value):
+        return (
+            "producer_group must be 1-255 characters of letters, digits, '_', '%', '|' or '-' "
+            f"(RocketMQ's rule), not {value[:300]!r}"
+        )
+    return None

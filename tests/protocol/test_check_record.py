@@ -1,0 +1,71 @@
+"""The check record's one codec (every reader decodes what the coordinator encodes); op kinds."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, get_args
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.rest.models import OPS as REST_OPS
+from coordinator.rest.models import CheckRequest as RestCheckRequest
+from coordinator.sdk.message import CheckRequest
+from coordinator.state_machine import PRODUCER_OPS
+from protocol import ingress as fmt
+from protocol.check_record import OMITTED, CheckRecord
+from streams.check_topic import check_record, slim_check_record
+
+TEXT = st.text(max_size=20)
+MILLIS = st.none() | st.integers(0, 2**53)
+RECORDS = st.builds(
+    CheckRecord,
+    transaction_id=TEXT, msg_id=TEXT, producer_group=TEXT, topic=TEXT,
+    queue_id=st.none() | st.integers(0, fmt.MAX_QUEUE_ID), body=st.binary(max_size=64),
+    keys=st.lists(TEXT, max_size=3).map(tuple), tags=st.none() | TEXT,
+    properties=st.dictionaries(TEXT, TEXT, max_size=3), check_number=st.integers(0, 100),
+    prepared_at_ms=MILLIS, requested_at_ms=MILLIS,
+)  # fmt: skip
+
+
+@given(record=RECORDS, slim=st.booleans())
+def test_decode_inverts_encode(record: CheckRecord, slim: bool) -> None:
+    if slim:
+        record = record.slim("too large", message_in="system/check_requests")
+    key, value, headers = record.encode()
+    assert key == record.transaction_id.encode()
+    assert headers == [(fmt.PRODUCER_GROUP, record.producer_group.encode())]
+    assert CheckRecord.decode(value) == record
+
+
+def _row(**changes: Any) -> dict[str, Any]:
+    row = {"transaction_id": "tx-1", "msg_id": "0001000000000000000A", "producer_group": "g",
+           "topic": "OrderPaid", "queue_id": 2, "body": b"\x00body", "keys": ["o-1"],
+           "tags": "paid", "properties": {"a": "b"}, "check_number": 3, "prepared_ms": 1000,
+           "at_ms": 2000}  # fmt: skip
+    return row | changes
+
+
+def test_the_writer_the_sdk_and_the_rest_read_the_same_record() -> None:
+    _, value, _ = check_record(_row())
+    request = CheckRequest.from_json(value, source=("checks", 0, 7))
+    assert request.to_value() == json.loads(value)  # the SDK's request is the decoded record
+    assert request.source == ("checks", 0, 7)
+    assert (request.body, request.keys, request.check_number) == (b"\x00body", ("o-1",), 3)
+    rest = RestCheckRequest.model_validate(CheckRecord.decode(value).to_value())
+    assert rest.model_dump() == json.loads(value)  # the long poll returns the record as written
+
+
+def test_a_slim_record_says_what_it_left_out() -> None:
+    _, value, _ = slim_check_record(_row(), "the check record is too large")
+    decoded = CheckRecord.decode(value)
+    assert (decoded.body, decoded.keys, decoded.properties) == (b"", (), {})
+    assert (decoded.omitted, decoded.body_size) == (OMITTED, 5)
+    assert decoded.message_in == "system/check_requests"
+    assert json.loads(value)["omitted_reason"] == "the check record is too large"
+
+
+def test_the_op_kinds_are_the_state_machines_producer_events() -> None:
+    assert tuple(event.value for event in PRODUCER_OPS) == fmt.OPS
+    assert fmt.OPERATOR_OPS == ("RESUME",)
+    assert get_args(REST_OPS) == fmt.OPS  # the REST's Literal spells out the same kinds
