@@ -202,6 +202,7 @@ def start_coordinator(
     app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
     lander = IngestBatchWriter(config, app_id, tally)
     writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander)
+    writer.prepare(spark)
     seconds = config.streams.trigger_interval.total_seconds()
     query = (
         with_landing(decisions(rows, rules_of(config)), parsed)

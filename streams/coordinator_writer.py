@@ -35,7 +35,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError
-from pyspark.sql import Column, DataFrame, Row, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from coordinator.config import Config
@@ -128,6 +128,34 @@ class CoordinatorBatchWriter:
         # system/queue_offsets; None: read the table (after a start or a replay).
         self._next_offsets: dict[tuple[str, int], int] | None = None
         self._producer: KafkaProducer | None = None
+
+    def prepare(self, spark: SparkSession) -> None:
+        """Do before the query starts what the first batch would otherwise do on its way.
+
+        Each table's last batch (its history, read once per process), the queues' next
+        offsets and the check-topic producer's connection would cost a first batch seconds,
+        and delay its decisions by as much (a check due then would go out late).
+        """
+        timer = StepTimer()
+        tables = [check_requests.TABLE, discarded.TABLE, op_verdicts.TABLE, queue_offsets.TABLE,
+                  transactions.TABLE]  # fmt: skip
+        steps: list[Step] = [
+            (spec.name, functools.partial(self.ledger.prime, spark, spec.path(self.warehouse)))
+            for spec in tables
+        ]
+        steps.append(("queue offsets", functools.partial(self._read_next_offsets, spark)))
+        steps.append(("check producer", self._connect))
+        if self.lander is not None:
+            steps += self.lander.prepare_steps(spark)
+        run_steps(spark, steps, timer)
+        log.info("coordinator writer ready: %s", timer.summary())
+
+    def _read_next_offsets(self, spark: SparkSession) -> None:
+        table = spark.read.format("delta").load(queue_offsets.TABLE.path(self.warehouse))
+        self._next_offsets = {
+            (row.topic, row.queue_id): row.next_offset
+            for row in queue_offsets.next_offsets(table).collect()
+        }
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output, unless the query is stopping."""
@@ -226,13 +254,10 @@ class CoordinatorBatchWriter:
                 topics.table(name).create_if_absent(spark, self.warehouse)
                 self._topic_tables.add(name)
         offsets_path = queue_offsets.TABLE.path(self.warehouse)
+        if self._next_offsets is None:  # after a start, or a replayed batch: the table says
+            self._read_next_offsets(spark)
         before = self._next_offsets
-        if before is None:  # after a start, or a replayed batch: the table says
-            table = spark.read.format("delta").load(offsets_path)
-            before = {
-                (row.topic, row.queue_id): row.next_offset
-                for row in queue_offsets.next_offsets(table).collect()
-            }
+        assert before is not None
         # Unknown again until this batch's offsets are in the table (a failure below must
         # not leave the writer numbering from offsets that were never written).
         self._next_offsets = None
@@ -341,19 +366,13 @@ class CoordinatorBatchWriter:
         """Send and flush `records`; return those refused as too large, and other failures."""
         if not records:
             return [], []
-        if self._producer is None:
-            self._producer = KafkaProducer(
-                bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5,
-                max_block_ms=30_000,
-                # A check carries a body of up to max_message_size (streams/check_topic.py).
-                max_request_size=check_topic_max_bytes(self.config.max_message_size),
-            )  # fmt: skip
+        producer = self._connect()
         futures = [
-            (row, record, self._producer.send(self.config.kafka.check_topic, key=record[0],
-                                              value=record[1], headers=record[2]))
+            (row, record, producer.send(self.config.kafka.check_topic, key=record[0],
+                                        value=record[1], headers=record[2]))
             for row, record in records
         ]  # fmt: skip
-        self._producer.flush(timeout=30)
+        producer.flush(timeout=30)
         too_large: Failures = []
         failed: Failures = []
         for row, record, future in futures:
@@ -364,6 +383,17 @@ class CoordinatorBatchWriter:
             except Exception as exc:
                 failed.append((row, record, exc))
         return too_large, failed
+
+    def _connect(self) -> KafkaProducer:
+        """Return the check-topic producer, connecting it first if there is none."""
+        if self._producer is None:
+            self._producer = KafkaProducer(
+                bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5,
+                max_block_ms=30_000,
+                # A check carries a body of up to max_message_size (streams/check_topic.py).
+                max_request_size=check_topic_max_bytes(self.config.max_message_size),
+            )  # fmt: skip
+        return self._producer
 
     # -- outcomes ------------------------------------------------------------------------
     def _finals(self, rows: DataFrame, batch_id: int) -> None:

@@ -143,6 +143,15 @@ class BatchLedger:
         self.app_id = app_id
         self._last: dict[str, int | None] = {}  # location -> last batch written (None: unknown)
 
+    def prime(self, spark: SparkSession, location: str) -> None:
+        """Learn the last batch this app id wrote to `location` now, not in a batch.
+
+        The first write to a table in a process reads the table's history; a stream that
+        primes its tables before it starts keeps that cost out of its first batches.
+        """
+        if location not in self._last:
+            self._last[location] = last_marked_batch(spark, location, self.app_id)
+
     def append(self, frame: DataFrame, location: str, batch_id: int) -> bool:
         """Append `frame` unless this batch already did; return True when it wrote."""
         if location not in self._last:

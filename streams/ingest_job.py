@@ -150,6 +150,13 @@ class IngestBatchWriter:
         finally:
             parsed.unpersist()
 
+    def prepare_steps(self, spark: SparkSession) -> list[Step]:
+        """Return the steps that read each landing table's last batch ahead of the first."""
+        return [
+            (spec.name, functools.partial(self.ledger.prime, spark, spec.path(self.warehouse)))
+            for spec in (half_messages.TABLE, op_records.TABLE, quarantine.TABLE)
+        ]
+
     def _append(self, rows: DataFrame, table: TableSpec, batch_id: int) -> None:
         self.ledger.append(rows, table.path(self.warehouse), batch_id)
 

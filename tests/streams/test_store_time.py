@@ -173,15 +173,17 @@ def seconds(later: datetime, earlier: datetime) -> float:
 
 
 # -- a freshly started stack (runs first: nothing else has warmed Spark yet) ----------------
-#: Open defect (issue 16, item 2, with issue 13's latency work): every decision is now made in
-#: store time, but the coordinator sees store time 4-6 s behind the wall clock on an idle
-#: machine (ingest batch + coordinator batch + skew) and 15-20 s behind under load, so checks
-#: go out that much after they are due. These tests reproduce it and must keep failing until
-#: the lag is cut (strict: a pass turns the suite red, so the marker cannot outlive the fix).
+#: Open defect (issue 16, item 2, with issue 13's latency work). Every decision is made in
+#: store time, and one query now lands and decides (no ingest hop): an idle batch takes
+#: 0.5-1 s and a quiet stack checks on time. But the first batch that writes decisions in a
+#: process takes 9-12 s (each table's first Delta append; priming the tables' history, the
+#: offsets and the producer did not remove it, nor did a warm-up write), and every check due
+#: meanwhile leaves that much late, which these scenarios hit; later batches with writes
+#: take 2-4 s. Not strict: on a quiet machine some of these pass (the cold start did).
 LAGGING = pytest.mark.xfail(
-    strict=True,
-    reason="issue 16 item 2: checks leave 5-20 s after due (store-time lag of two chained "
-    "queries); fixed by the single-query engine of issue 13",
+    strict=False,
+    reason="issue 16 item 2: a process's first decision batch takes 9-12 s, so checks due "
+    "meanwhile leave late; later ones 2-4 s after due",
 )
 
 
