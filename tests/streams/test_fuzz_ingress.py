@@ -3,8 +3,8 @@
 Hypothesis generates raw records (random and extreme headers, keys and values: invalid UTF-8,
 huge numbers, empty and oversize fields, repeated headers, names with trailing newlines, and
 records one field away from valid) and sends them straight to the ingress topics while a
-workload of another producer group runs through the real ingest and coordinator. Afterwards:
-both streams are still up, every fuzzed record is accounted for by its (topic, partition,
+workload of another producer group runs through the real coordinator query. Afterwards:
+the stream is still up, every fuzzed record is accounted for by its (topic, partition,
 offset) in `system/quarantine` or in the table it belongs to, and the workload ended exactly
 as it does without the flood. Fuzzed records never carry `txcoord.kind: TICK` exactly: valid
 heartbeats are collapsed to one per batch by design, so they would not be countable.

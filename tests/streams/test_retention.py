@@ -20,8 +20,8 @@ from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
-#: Long enough for an op sent after the decision to reach the stage (ingest and coordinator
-#: batches, a few seconds each under CI load), short enough for a test.
+#: Long enough for an op sent after the decision to reach the stage (a coordinator batch or
+#: two, a few seconds each under CI load), short enough for a test.
 RETENTION_S = 30
 
 

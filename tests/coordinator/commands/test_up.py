@@ -39,7 +39,7 @@ def test_up_runs_the_whole_stack_stops_on_ctrl_c_and_restarts_in_place(tmp_path:
         text = "".join(first.output)
         assert re.search(r"kafka: healthy - 127\.0\.0\.1:\d+, cluster \S+, 1 broker", text), text
         assert "spark: healthy - Spark 4.2.0 on local[2], delta + kafka connector ok" in text, text
-        assert "streams: healthy - ingest + coordinator running" in text, text
+        assert "streams: healthy - coordinator running" in text, text
         assert f"rest: healthy - {base}" in text, text
         # A transaction through the REST ingress, the streams, and back out of the Delta tables.
         sent = httpx.post(f"{base}/v1/transactions", timeout=30, json={
