@@ -49,7 +49,8 @@ def test_installed_cache_holds_both_components() -> None:
 def test_jvm_versions_agree_with_pyproject() -> None:
     """delta-spark's Python package and its Maven artifact carry one version; so do Spark's."""
     project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
-    pins = dict(dep.split("==") for dep in project["dependencies"] if "==" in dep)
+    engine = project["optional-dependencies"]["engine"]  # pyspark and delta-spark live there
+    pins = dict(dep.split("==") for dep in [*project["dependencies"], *engine] if "==" in dep)
     pom = (PROJECT_ROOT / "deploy" / "jvm" / "spark-connectors.pom.xml").read_text()
     assert f"<delta.version>{pins['delta-spark']}</delta.version>" in pom
     assert f"<spark.version>{pins['pyspark']}</spark.version>" in pom
