@@ -1,16 +1,17 @@
 """foreachBatch of the coordinator: the stateful stage's rows -> Delta tables and check topic.
 
-Per micro-batch, in this order:
+Per micro-batch, after the batch's records are landed (streams/ingest_job.py), three
+chains run side by side (streams/parallel_writes.py), each in its own order:
 
 1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
    `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
    and are appended to `topics/<topic>`; then the queues' new next offsets are appended
    to `system/queue_offsets`. The writer keeps what it last wrote there and reads the
-   table only after a start or a replayed batch (a Delta read of it cost a second a
-   batch here);
+   table only after a start or a replayed batch. Then FINAL rows go to
+   `system/transactions` and VERDICT rows to `system/op_verdicts`: a message is visible
+   before its transaction reads COMMITTED, and an outcome before the verdict on its op;
 2. CHECK rows go to `system/check_requests`, then to the Kafka check topic;
-3. FINAL, DISCARD and VERDICT rows go to `system/transactions`, `system/discarded` and
-   `system/op_verdicts`.
+3. DISCARD rows go to `system/discarded`.
 
 Every Delta write is idempotent for this batch (streams/delta_writes.py), and the rows are a
 pure function of the batch (the stage's clock is the batch timestamp, which Spark records
@@ -31,6 +32,7 @@ import contextlib
 import functools
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
@@ -189,19 +191,24 @@ class CoordinatorBatchWriter:
             delivered_to = sorted(
                 {row.topic for row in summary if row.kind == Kind.DELIVER.value and row.topic}
             )
-            # Each kind goes to its own tables, in no order that matters: side by side.
-            steps: list[Step] = [
-                (kind.value.lower(), functools.partial(
-                    write, out.where(F.col("kind") == kind.value), batch_id
-                ))
-                for kind, write in (
-                    (Kind.DELIVER, lambda rows, batch: self._deliver(rows, batch, delivered_to)),
-                    (Kind.CHECK, self._check),
-                    (Kind.FINAL, self._finals), (Kind.DISCARD, self._discards),
-                    (Kind.VERDICT, self._verdicts),
-                )
-                if kind in present
-            ]  # fmt: skip
+            # Three chains side by side. In order within the first, because readers rely on
+            # it: a message is in its topic table before its transaction reads COMMITTED,
+            # and an outcome is recorded before the verdict on the op that caused it (an
+            # operator's command waits for the verdict, then reads the outcome).
+            writers: dict[Kind, Callable[[DataFrame, int], None]] = {
+                Kind.DELIVER: lambda rows, batch: self._deliver(rows, batch, delivered_to),
+                Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
+                Kind.CHECK: self._check, Kind.DISCARD: self._discards,
+            }  # fmt: skip
+            chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
+            steps: list[Step] = []
+            for chain in chains:
+                kinds = [kind for kind in chain if kind in present]
+                if kinds:
+                    name = "+".join(kind.value.lower() for kind in kinds)
+                    steps.append((name, functools.partial(
+                        self._write_in_order, out, kinds, writers, batch_id, timer
+                    )))  # fmt: skip
             if steps:
                 run_steps(out.sparkSession, steps, timer)
             failpoint("coordinator.after_batch")
@@ -210,6 +217,18 @@ class CoordinatorBatchWriter:
             log.info("coordinator batch %d: %s", batch_id, timer.summary())
         finally:
             out.unpersist()
+
+    @staticmethod
+    def _write_in_order(
+        out: DataFrame,
+        kinds: list[Kind],
+        writers: dict[Kind, Callable[[DataFrame, int], None]],
+        batch_id: int,
+        timer: StepTimer,
+    ) -> None:
+        for kind in kinds:
+            with timer.step(kind.value.lower()):
+                writers[kind](out.where(F.col("kind") == kind.value), batch_id)
 
     def _count(self, counts: dict[tuple[str, str | None, bool | None], int]) -> None:
         def total(kind: Kind, state: str | None = None, first: bool | None = None) -> int:
