@@ -65,7 +65,6 @@ from streams.landing import (
     RAW_PREFIX,
     landed_records,
     landing_census,
-    lands_something,
 )
 from streams.lifecycle import Kind
 from streams.parallel_writes import Step, run_steps
@@ -173,7 +172,7 @@ class CoordinatorBatchWriter:
             # It runs the stateful part of the query (join and stage): the step "decide".
             with timer.step("decide"):
                 summary = out.groupBy(
-                    "kind", "state", lands_something().alias("lands"),
+                    "kind", "state",
                     ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
                     "topic", _finish_bucket().alias("bucket"), *census_columns(RAW_PREFIX),
                 ).agg(
@@ -183,11 +182,13 @@ class CoordinatorBatchWriter:
             for row in summary:
                 counts[row.kind, row.state, row.first] += row["count"]
             present = {kind for kind, _, _ in counts}
-            if any(row.lands for row in summary):
+            census = landing_census(summary)
+            # Every record but a valid heartbeat is landed (heartbeats alone: nothing).
+            if any(bad or not tick for _, bad, tick, _ in census):
                 if self.lander is None:
                     raise ValueError("a batch with ingress records to land, and no lander")
                 with timer.step("land"):
-                    self.lander.land_parsed(landed_records(out), batch_id, landing_census(summary))
+                    self.lander.land_parsed(landed_records(out), batch_id, census)
             delivered_to = sorted(
                 {row.topic for row in summary if row.kind == Kind.DELIVER.value and row.topic}
             )

@@ -12,7 +12,7 @@ Spark plans one source per query, so a batch's records and its decisions always 
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from streams.coordinator_stage import OUTPUT_SCHEMA
@@ -45,17 +45,6 @@ def with_landing(decided: DataFrame, parsed: DataFrame) -> DataFrame:
         *[F.col(name).alias(RAW_PREFIX + name) for name in raw],
     )
     return decisions_part.unionByName(landing)
-
-
-def lands_something() -> Column:
-    """Return, for a row of `with_landing`, whether it is a record that must be landed.
-
-    Every record but a valid heartbeat: heartbeats alone are not landed (the stage takes
-    its event time from Kafka), so an idle stack makes no Delta commit.
-    """
-    return (F.col("kind") == KIND_LAND) & (
-        F.col(RAW_PREFIX + "reason").isNotNull() | ~F.col(RAW_PREFIX + "is_tick")
-    )
 
 
 def landed_records(out: DataFrame) -> DataFrame:
