@@ -49,6 +49,7 @@ from delta_tables import (
     topics,
     transactions,
 )
+from delta_tables.registry import warehouse_tables
 from protocol.check_record import Record
 from streams.batch_gate import BatchGate
 from streams.check_topic import (
@@ -133,8 +134,9 @@ class CoordinatorBatchWriter:
         """Do before the query starts what the first batch would otherwise do on its way.
 
         Each table's last batch (its history, read once per process), the queues' next
-        offsets and the check-topic producer's connection would cost a first batch seconds,
-        and delay its decisions by as much (a check due then would go out late).
+        offsets, the check-topic producer's connection and the first Delta append of the
+        process would cost a first batch seconds, and delay its decisions by as much (a
+        check due then would go out late).
         """
         timer = StepTimer()
         tables = [check_requests.TABLE, discarded.TABLE, op_verdicts.TABLE, queue_offsets.TABLE,
@@ -145,10 +147,26 @@ class CoordinatorBatchWriter:
         ]
         steps.append(("queue offsets", functools.partial(self._read_next_offsets, spark)))
         steps.append(("check producer", self._connect))
+        steps.append(("warm-up", functools.partial(self._warm_up, spark)))
+        # Topic tables that exist need no creating (a first delivery would otherwise ask).
+        self._topic_tables.update(name.removeprefix("topics/")
+                                  for name in warehouse_tables(self.warehouse)
+                                  if name.startswith("topics/"))  # fmt: skip
         if self.lander is not None:
             steps += self.lander.prepare_steps(spark)
         run_steps(spark, steps, timer)
         log.info("coordinator writer ready: %s", timer.summary())
+
+    def _warm_up(self, spark: SparkSession) -> None:
+        """Append one row to a scratch Delta table beside the checkpoint.
+
+        The first Delta append of a process costs several times a later one (classes loaded,
+        code generated and compiled), whatever the table: paid here, before the query
+        starts, it does not delay the first batch's decisions.
+        """
+        scratch = f"{self.config.streams.checkpoint_dir.rstrip('/')}/writer-warm-up"
+        row = spark.range(1).select(F.col("id"), F.current_timestamp().alias("at"))
+        row.write.format("delta").mode("overwrite").save(scratch)
 
     def _read_next_offsets(self, spark: SparkSession) -> None:
         table = spark.read.format("delta").load(queue_offsets.TABLE.path(self.warehouse))
