@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from coordinator.config import Config
 from coordinator.driver_metrics import MetricsServer, serve_metrics
+from core.config import Config
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec

@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from coordinator.errors import ConfigurationError
+from core.errors import ConfigurationError
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step

@@ -21,19 +21,35 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from pydantic import BaseModel, Field
 
-from coordinator.rest.models import TransactionState
 from delta_tables import check_requests, half_messages, transactions
 
 log = logging.getLogger("txcoord.rest.lookup")
 
+STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 Row = dict[str, Any]
 #: What the lookup needs: (table name, transaction id, columns) -> matching rows.
 RowReader = Callable[[str, str, Sequence[str]], list[Row]]
+
+
+class TransactionState(BaseModel):
+    """Where a transaction is, as the Delta tables say (GET /v1/transactions/{id})."""
+
+    transaction_id: str
+    producer_group: str | None
+    topic: str | None
+    queue_id: int | None
+    msg_id: str | None
+    state: STATES
+    check_count: int
+    prepared_at: str | None
+    resolved_at: str | None = Field(description="null unless the state is final")
+    reason: str | None = Field(description="null unless the state is final")
 
 
 def delta_uri(warehouse: str, name: str) -> str:

@@ -62,7 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from coordinator.state_machine import (
+from core.state_machine import (
     Event,
     Outcome,
     TransactionState,

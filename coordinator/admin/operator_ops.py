@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from coordinator.errors import KafkaUnavailableError, TxcoordError
-from coordinator.rest.models import TransactionState
+from core.errors import KafkaUnavailableError, TxcoordError
+from delta_tables.lookup import TransactionState
 from protocol import ingress as fmt
 from protocol.ingress import op_id_of
 from protocol.records import op_headers

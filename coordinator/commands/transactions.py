@@ -27,10 +27,10 @@ from rich.table import Table
 
 from coordinator.admin import inventory
 from coordinator.admin.operator_ops import send_operator_op
-from coordinator.config import Config, load_config, parse_duration, parse_overrides
-from coordinator.errors import ConfigurationError
 from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
-from coordinator.rest.models import TransactionState
+from core.config import Config, load_config, parse_duration, parse_overrides
+from core.errors import ConfigurationError
+from delta_tables.lookup import TransactionState
 
 STATES = ("PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED")
 

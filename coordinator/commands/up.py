@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from coordinator.config import load_config, parse_overrides
-from coordinator.errors import StackError
 from coordinator.local_stack.stack import LocalStack, StackSettings
 from coordinator.stop_signals import StopSignals
+from core.config import load_config, parse_overrides
+from core.errors import StackError
 
 #: Without a terminal (CI, a log file) the status is logged this often instead of redrawn.
 PLAIN_STATUS_EVERY_SECONDS = 30.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from coordinator.errors import ArtifactsMissingError
+from core.errors import ArtifactsMissingError
 
 #: Environment variable that points at a jar cache outside the checkout.
 JAR_CACHE_ENV = "TXCOORD_JAR_CACHE"

@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coordinator.config import Config
 from coordinator.engine import Engine
-from coordinator.errors import StackError
 from coordinator.local_stack.health import Health, check_kafka, check_spark
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
+from core.config import Config
+from core.errors import StackError
 from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
 from streams.tally import Counts
 

@@ -9,13 +9,14 @@ from typing import Protocol
 
 import anyio
 
-from coordinator.config import Config
 from coordinator.rest.auth import Authenticator
 from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import Metrics
-from coordinator.rest.models import CheckRequest, TransactionState
+from coordinator.rest.models import CheckRequest
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.records import Record
+from core.config import Config
+from delta_tables.lookup import TransactionState
 
 
 class Writer(Protocol):

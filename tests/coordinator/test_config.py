@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import (
+from coordinator.local_stack.artifacts import JAR_CACHE_ENV
+from core.config import (
     Config,
     load_config,
     parse_duration,
     parse_overrides,
     parse_size,
 )
-from coordinator.errors import ConfigurationError
-from coordinator.local_stack.artifacts import JAR_CACHE_ENV
+from core.errors import ConfigurationError
 
 
 def test_defaults_are_rocketmqs() -> None:

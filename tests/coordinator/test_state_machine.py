@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from coordinator.state_machine import (
+from core.state_machine import (
     TRANSITIONS,
     Event,
     TransactionState,

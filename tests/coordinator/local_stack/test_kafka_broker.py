@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator.errors import BrokerError
-from coordinator.kafka_topics import ensure_topic
 from coordinator.local_stack.artifacts import jars
 from coordinator.local_stack.kafka_broker import (
     BrokerSettings,
@@ -25,6 +23,8 @@ from coordinator.local_stack.kafka_broker import (
     pid_is_our_broker,
     read_info,
 )
+from core.errors import BrokerError
+from streams.kafka_topics import ensure_topic
 from tests.conftest import unavailable
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.config import Config, load_config
 from coordinator.rest.app import create_app
+from core.config import Config, load_config
 from delta_tables import check_requests, half_messages, transactions
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
