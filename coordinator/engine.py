@@ -115,7 +115,8 @@ class Engine:
         self.spark.streams.addListener(self.progress)
         self._listening = True
         if self.config.metrics.port >= 0:
-            self.metrics = serve_metrics(self, self.config.metrics.host, self.config.metrics.port)
+            metrics = self.config.metrics
+            self.metrics = serve_metrics(self.tally, self.progress, metrics.host, metrics.port)
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
                              self.config.streams.tick_interval).start()  # fmt: skip

@@ -40,9 +40,9 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from coordinator.artifacts import jars
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import median
-from coordinator.local_stack.artifacts import jars
 from core.errors import ArtifactsMissingError
 from streams.kafka_topics import ensure_topic
 

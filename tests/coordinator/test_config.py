@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.local_stack.artifacts import JAR_CACHE_ENV
+from coordinator.artifacts import JAR_CACHE_ENV
 from core.config import (
     Config,
     load_config,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.local_stack.artifacts import JAR_CACHE_ENV, PROJECT_ROOT, jar_cache_dir, jars
+from coordinator.artifacts import JAR_CACHE_ENV, PROJECT_ROOT, jar_cache_dir, jars
 from core.errors import ArtifactsMissingError
 
 

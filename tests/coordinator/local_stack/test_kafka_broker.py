@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator.local_stack.artifacts import jars
+from coordinator.artifacts import jars
 from coordinator.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
