@@ -222,6 +222,64 @@ def test_core_imports_only_the_standard_library() -> None:
     assert not wrong, "core imports beyond the standard library:\n" + "\n".join(wrong)
 
 
+def public_names(package: Path) -> list[str] | None:
+    """Return a package's literal `__all__` (None without one)."""
+    for node in ast.parse((package / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, list) and all(isinstance(v, str) for v in value)
+            return value
+    return None
+
+
+def packages() -> dict[str, Path]:
+    """Return every package (a folder with an __init__.py) by dotted name."""
+    return {name: path.parent for name, path in module_files().items()
+            if path.name == "__init__.py"}  # fmt: skip
+
+
+def test_every_package_marks_its_public_surface() -> None:
+    """`__all__` exists and names only what is there: a submodule or a name it defines."""
+    wrong = []
+    for name, folder in packages().items():
+        listed = public_names(folder)
+        if listed is None:
+            wrong.append(f"{folder.relative_to(ROOT)}/__init__.py: no __all__")
+            continue
+        tree = ast.parse((folder / "__init__.py").read_text())
+        bound = {alias.asname or alias.name for node in tree.body
+                 if isinstance(node, ast.ImportFrom) for alias in node.names}  # fmt: skip
+        for entry in listed:
+            if entry not in bound and f"{name}.{entry}" not in module_files():
+                wrong.append(f"{folder.relative_to(ROOT)}/__init__.py: {entry!r} is not there")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_other_units_use_only_a_package_s_public_surface() -> None:
+    """An import from another unit reaches a package only through a name in its __all__."""
+    surfaces = {name: set(public_names(folder) or ()) for name, folder in packages().items()}
+    wrong = []
+    for module, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                entries = [(node.module, alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                entries = [(alias.name, None) for alias in node.names]
+            else:
+                continue
+            for target, name in entries:
+                package = unit(target)
+                if package not in surfaces or unit(module) == package:
+                    continue
+                rest = target[len(package) + 1 :].split(".")[0] if target != package else name
+                if rest is not None and rest not in surfaces[package]:
+                    where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                    wrong.append(f"{where}: {module} uses {package}.{rest}, not in its __all__")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The reader above must not miss an import because of where or how it is written."""
     path = tmp_path / "engine.py"

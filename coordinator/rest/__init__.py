@@ -20,3 +20,5 @@ One module per job:
 `python -m coordinator.rest --config FILE --set key=value` runs it standalone. Importing
 this package touches neither the network nor Kafka.
 """
+
+__all__ = ["app", "models"]
