@@ -31,6 +31,7 @@ from delta_tables import check_requests, half_messages, transactions
 
 log = logging.getLogger("txcoord.rest.lookup")
 
+#: core.state_machine.TransactionState's names as a type (tests/coordinator/rest/test_lookup.py).
 STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 Row = dict[str, Any]
 #: What the lookup needs: (table name, transaction id, columns) -> matching rows.
