@@ -6,6 +6,8 @@ resumed by an operator (RocketMQ's resumeCheckHalfMessage): it is CHECKING again
 restarted. Without a final row, check requests make it CHECKING (count = the highest check
 number) and a half in `system/half_messages` makes it PREPARED. A table that does not exist
 yet (nothing has run) reads as empty, so an unknown transaction is a 404, never an error.
+The REST ingress (GET /v1/transactions/{id}) and the operator commands (coordinator/admin)
+both read through it, so it lives here, below both.
 
 A transaction is identified by (producer group, transaction id) (SPEC 3): given a group,
 only that group's rows are read, so another group's transaction with the same id is as

@@ -4,8 +4,8 @@ Start order: the KRaft broker (probed with a real round trip), a local Spark ses
 (probed: Delta write + Kafka read), the engine (ticker, coordinator query; see
 coordinator/engine.py), then the REST ingress on its own thread (an application above this
 layer: the caller, `txcoord up`, hands in how to build its server). Stop order is the
-reverse, and stopping is safe at any point of a failed start. Everything keeps its state under the
-state folder and the warehouse, so the next `up` continues where this one stopped.
+reverse, and stopping is safe at any point of a failed start. Everything keeps its state
+under the state folder and the warehouse, so the next `up` continues where this one stopped.
 
 State folder layout::
 
