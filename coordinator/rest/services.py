@@ -30,7 +30,7 @@ class Writer(Protocol):
 
 
 class Lookup(Protocol):
-    """Finds a transaction's state (lookup.TransactionLookup)."""
+    """Finds a transaction's state (delta_tables/lookup.py TransactionLookup)."""
 
     def state(
         self, transaction_id: str, producer_group: str | None = None
