@@ -3,9 +3,10 @@
 `coordinator/app.py` (spark-submit) and `txcoord up` both run it. Start order: ingress
 topics and system tables (created when absent), the progress listener, the ticker, the
 coordinator query (which reads the ingress topics, lands every record and decides, one
-micro-batch at a time: streams/coordinator_job.py). Stop order: ticker first, then the
-query. Each micro-batch is idempotent, so a stop — or a kill -9 — at any point is safe: the
-next start replays from the checkpoint.
+micro-batch at a time: streams/coordinator_job.py), the compactor of the output tables
+(streams/compactor.py). Stop order: compactor, ticker, then the query. Each micro-batch
+is idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays
+from the checkpoint.
 
 An orderly stop is also quiet: the query's batch gate closes first (streams/batch_gate.py),
 and the query is stopped only once it is between triggers or its next batch waits at the gate,
@@ -31,6 +32,7 @@ from delta_tables import check_requests, half_messages, op_records, quarantine, 
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
+from streams.compactor import Compactor
 from streams.coordinator_job import start_coordinator
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
@@ -104,6 +106,7 @@ class Engine:
         self.ticker: Ticker | None = None
         self.coordinator: StreamingQuery | None = None
         self.writer: CoordinatorBatchWriter | None = None
+        self.compactor: Compactor | None = None
         self.metrics: MetricsServer | None = None
         self._listening = False
 
@@ -121,6 +124,9 @@ class Engine:
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
                              self.config.streams.tick_interval).start()  # fmt: skip
         self.start_coordinator()
+        self.compactor = Compactor(
+            self.spark, self.config.warehouse, self.config.streams.compact_interval
+        ).start()
         log.info("engine running: coordinator query %s", self.coordinator and self.coordinator.id)
         return self
 
@@ -154,11 +160,14 @@ class Engine:
         ]
 
     def stop(self, hurry: threading.Event | None = None) -> None:
-        """Stop the ticker, then the coordinator query; safe to call more than once.
+        """Stop the compactor, the ticker, then the coordinator query; safe to call more than once.
 
         The batch in flight finishes first (up to `BATCH_FINISH_WAIT`, or until `hurry` is
         set); see the module docstring.
         """
+        compactor, self.compactor = self.compactor, None
+        if compactor is not None:
+            compactor.stop()
         if self.ticker is not None:
             self.ticker.stop()
         self.stop_coordinator(hurry)

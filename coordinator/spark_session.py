@@ -93,6 +93,12 @@ class SparkSettings:
             # Delta reads its log with this many partitions; the default of 50 is built for
             # clusters and makes every snapshot on a laptop pay for 50 tiny tasks.
             "spark.databricks.delta.snapshotPartitions": str(self.shuffle_partitions),
+            # Auto compaction runs after every commit and first scans the table's file list
+            # for small files: a Spark job that more than doubles the cost of each small
+            # append on the coordinator's path (issue 13). Tables created before carry the
+            # property; this turns it off for them too. The engine compacts off the batch
+            # path instead (streams/compactor.py).
+            "spark.databricks.delta.autoCompact.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
             # Bad input must become a row with a reason, never an exception that stops a
             # stream: a map built from repeated keys keeps the last value.

@@ -109,6 +109,9 @@ class StreamsConfig:
     # time the coordinator has seen in another partition: its watermark trails by this much.
     # Every check and discard waits this long past its due time (issue 16).
     store_time_skew: timedelta = timedelta(seconds=1)
+    # How often the engine compacts the small files its batches leave in the output tables,
+    # off the batch path (streams/compactor.py); 0 turns it off (`txcoord maintenance`).
+    compact_interval: timedelta = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,8 @@ def _problems(c: Config) -> list[str]:
         found.append(f"max_message_size must be 1 B..64 MiB, not {c.max_message_size}")
     if not 1 <= c.default_queue_count <= 1024:
         found.append(f"default_queue_count must be 1..1024, not {c.default_queue_count}")
+    if (compact := c.streams.compact_interval) < timedelta(0):
+        found.append(f"streams.compact_interval must be 0 or more, not {compact}")
     if not timedelta(0) <= c.streams.store_time_skew <= timedelta(minutes=10):
         found.append(f"streams.store_time_skew must be 0..10m, not {c.streams.store_time_skew}")
     if not 1 <= c.kafka.partitions <= 1024:

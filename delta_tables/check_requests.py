@@ -22,5 +22,5 @@ TABLE = TableSpec(
     name="system/check_requests",
     schema=SCHEMA,
     description="Check requests sent to producer groups",
-    properties={"delta.autoOptimize.autoCompact": "true"},
+    stats_columns=("transaction_id", "producer_group", "requested_at"),
 )

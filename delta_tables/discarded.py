@@ -35,4 +35,5 @@ TABLE = TableSpec(
     name="system/discarded",
     schema=SCHEMA,
     description="Discarded halves (check_max or expired); resumable",
+    stats_columns=("transaction_id", "producer_group", "discarded_at"),
 )

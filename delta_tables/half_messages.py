@@ -50,4 +50,5 @@ TABLE = TableSpec(
     name="system/half_messages",
     schema=SCHEMA,
     description="Half (prepare) messages and ingest heartbeats; RMQ_SYS_TRANS_HALF_TOPIC",
+    stats_columns=("transaction_id", "producer_group", "stored_at"),
 )

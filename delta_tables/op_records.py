@@ -46,4 +46,5 @@ TABLE = TableSpec(
     name="system/op_records",
     schema=SCHEMA,
     description="Op records (COMMIT/ROLLBACK/UNKNOWN) and ingest heartbeats",
+    stats_columns=("transaction_id", "producer_group", "stored_at"),
 )

@@ -32,5 +32,5 @@ TABLE = TableSpec(
     name="system/op_verdicts",
     schema=SCHEMA,
     description="The verdict on every op record: applied, duplicate, conflict, rejected...",
-    properties={"delta.autoOptimize.autoCompact": "true"},
+    stats_columns=("op_id", "transaction_id", "recorded_at"),
 )

@@ -39,4 +39,5 @@ TABLE = TableSpec(
     name="system/quarantine",
     schema=SCHEMA,
     description="Ingress records refused by validation, with the reason",
+    stats_columns=("source_topic", "stored_at", "quarantined_at"),
 )

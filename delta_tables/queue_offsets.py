@@ -33,6 +33,7 @@ TABLE = TableSpec(
     name="system/queue_offsets",
     schema=SCHEMA,
     description="Next queue offset per (topic, queue): one row per batch that moved it",
+    stats_columns=("topic", "queue_id", "batch_id"),
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyspark.sql import SparkSession
 
 from delta_tables import (
@@ -26,6 +28,21 @@ SYSTEM_TABLES: tuple[TableSpec, ...] = (
     op_verdicts.TABLE,
     queue_offsets.TABLE,
 )
+
+
+#: Tables never compacted: their files keep the ingest's batches apart in store time
+#: (coordinator/admin/maintenance.py).
+UNCOMPACTED: frozenset[str] = frozenset({half_messages.TABLE.name, op_records.TABLE.name})
+
+
+def warehouse_tables(warehouse: str) -> list[str]:
+    """Return every table of a local `warehouse` that exists: system tables, then topics."""
+    names = [spec.name for spec in SYSTEM_TABLES]
+    topics = Path(warehouse) / "topics"
+    if topics.is_dir():
+        names += sorted(f"topics/{p.name}" for p in topics.iterdir()
+                        if (p / "_delta_log").is_dir())  # fmt: skip
+    return [name for name in names if (Path(warehouse) / name / "_delta_log").is_dir()]
 
 
 def create_system_tables(spark: SparkSession, warehouse: str) -> dict[str, str]:

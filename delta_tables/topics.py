@@ -43,5 +43,6 @@ def table(topic: str) -> TableSpec:
         name=f"topics/{topic}",
         schema=SCHEMA,
         description=f"Messages delivered to topic {topic}",
-        properties={"delta.autoOptimize.autoCompact": "true"},
+        # Consumers read a queue by offset range, or a time range.
+        stats_columns=("transaction_id", "queue_id", "queue_offset", "delivered_at"),
     )

@@ -40,5 +40,5 @@ TABLE = TableSpec(
     name="system/transactions",
     schema=SCHEMA,
     description="One row per final state reached (COMMITTED, ROLLED_BACK, DISCARDED)",
-    properties={"delta.autoOptimize.autoCompact": "true"},
+    stats_columns=("transaction_id", "producer_group", "resolved_at"),
 )

@@ -7,6 +7,7 @@ engine and the applications use, the rest is internal to the streams.
 
 __all__ = [
     "batch_gate",
+    "compactor",
     "coordinator_job",
     "coordinator_writer",
     "ingress_topics",

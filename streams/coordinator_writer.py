@@ -1,7 +1,7 @@
 """foreachBatch of the coordinator: the stateful stage's rows -> Delta tables and check topic.
 
-Per micro-batch, after the batch's records are landed (streams/ingest_job.py), three
-chains run side by side (streams/parallel_writes.py), each in its own order:
+Per micro-batch, the batch's records are landed (streams/ingest_job.py) while three chains
+run beside that (streams/parallel_writes.py), each in its own order:
 
 1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
    `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
@@ -10,7 +10,7 @@ chains run side by side (streams/parallel_writes.py), each in its own order:
    table only after a start or a replayed batch. Then FINAL rows go to
    `system/transactions` and VERDICT rows to `system/op_verdicts`: a message is visible
    before its transaction reads COMMITTED, and an outcome before the verdict on its op;
-2. CHECK rows go to `system/check_requests`, then to the Kafka check topic;
+2. CHECK rows go to `system/check_requests` and, at the same time, to the Kafka check topic;
 3. DISCARD rows go to `system/discarded`.
 
 Every Delta write is idempotent for this batch (streams/delta_writes.py), and the rows are a
@@ -20,10 +20,9 @@ once: a table the first attempt reached skips the write, a table it did not reac
 same rows, and because the offsets table is written after the topic tables, a replay reads
 the offsets the first attempt read and numbers the messages the same way.
 
-The check topic is written after `system/check_requests`, at least once: a replay may send a
-check again, with the same transaction id and check number, which the SDK ignores. A check
-record too large to publish is published slim instead of failing the batch for ever
-(streams/check_topic.py).
+The check topic is written at least once: a replay may send a check again, with the same
+transaction id and check number, which the SDK ignores. A check record too large to publish
+is published slim instead of failing the batch for ever (streams/check_topic.py).
 """
 
 from __future__ import annotations
@@ -174,7 +173,8 @@ class CoordinatorBatchWriter:
                 summary = out.groupBy(
                     "kind", "state",
                     ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
-                    "topic", _finish_bucket().alias("bucket"), *census_columns(RAW_PREFIX),
+                    "topic", "queue_id", _finish_bucket().alias("bucket"),
+                    *census_columns(RAW_PREFIX),
                 ).agg(
                     F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds")
                 ).collect()  # fmt: skip
@@ -183,26 +183,31 @@ class CoordinatorBatchWriter:
                 counts[row.kind, row.state, row.first] += row["count"]
             present = {kind for kind, _, _ in counts}
             census = landing_census(summary)
-            # Every record but a valid heartbeat is landed (heartbeats alone: nothing).
+            steps: list[Step] = []
+            # Every record but a valid heartbeat is landed (heartbeats alone: nothing), in
+            # this batch, beside its decisions: the batch ends only when both are written.
             if any(bad or not tick for _, bad, tick, _ in census):
                 if self.lander is None:
                     raise ValueError("a batch with ingress records to land, and no lander")
-                with timer.step("land"):
-                    self.lander.land_parsed(landed_records(out), batch_id, census)
-            delivered_to = sorted(
-                {row.topic for row in summary if row.kind == Kind.DELIVER.value and row.topic}
-            )
-            # Three chains side by side. In order within the first, because readers rely on
-            # it: a message is in its topic table before its transaction reads COMMITTED,
-            # and an outcome is recorded before the verdict on the op that caused it (an
-            # operator's command waits for the verdict, then reads the outcome).
+                steps.append(("land", functools.partial(
+                    self.lander.land_parsed, landed_records(out), batch_id, census
+                )))  # fmt: skip
+            # How many messages each (topic, queue) receives in this batch.
+            delivered: Counter[tuple[str, int]] = Counter()
+            for row in summary:
+                if row.kind == Kind.DELIVER.value:
+                    delivered[row.topic, row.queue_id] += row["count"]
+            # The landing and three chains side by side. In order within the first, because
+            # readers rely on it: a message is in its topic table before its transaction
+            # reads COMMITTED, and an outcome is recorded before the verdict on the op that
+            # caused it (an operator's command waits for the verdict, then reads the outcome).
             writers: dict[Kind, Callable[[DataFrame, int], None]] = {
-                Kind.DELIVER: lambda rows, batch: self._deliver(rows, batch, delivered_to),
+                Kind.DELIVER: lambda rows, batch: self._deliver(rows, batch, delivered),
                 Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
-                Kind.CHECK: self._check, Kind.DISCARD: self._discards,
+                Kind.CHECK: lambda rows, batch: self._check(rows, batch, timer),
+                Kind.DISCARD: self._discards,
             }  # fmt: skip
             chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
-            steps: list[Step] = []
             for chain in chains:
                 kinds = [kind for kind in chain if kind in present]
                 if kinds:
@@ -267,8 +272,10 @@ class CoordinatorBatchWriter:
                 producer.close(timeout=10)
 
     # -- deliveries ----------------------------------------------------------------------
-    def _deliver(self, rows: DataFrame, batch_id: int, names: list[str]) -> None:
+    def _deliver(self, rows: DataFrame, batch_id: int, counts: Counter[tuple[str, int]]) -> None:
+        """Number and append the DELIVER `rows`: `counts` messages to each (topic, queue)."""
         spark = rows.sparkSession
+        names = sorted({topic for topic, _ in counts})
         for name in names:
             if name not in self._topic_tables:
                 topics.table(name).create_if_absent(spark, self.warehouse)
@@ -309,12 +316,8 @@ class CoordinatorBatchWriter:
                 location = topics.table(name).path(self.warehouse)
                 self.ledger.append(delivered.where(F.col("topic") == name), location, batch_id)
                 failpoint("coordinator.after_topic_append")
-            moved = {
-                (row.topic, row.queue_id): row.next_offset
-                for row in numbered.groupBy("topic", "queue_id")
-                .agg((F.max("queue_offset") + 1).alias("next_offset"))
-                .collect()
-            }
+            # Each queue's messages are numbered from its next offset up, without gaps.
+            moved = {queue: before.get(queue, 0) + n for queue, n in counts.items()}
             updated = spark.createDataFrame(
                 [(topic, queue, offset, batch_id)
                  for (topic, queue), offset in sorted(moved.items())],
@@ -329,7 +332,7 @@ class CoordinatorBatchWriter:
             numbered.unpersist()
 
     # -- checks --------------------------------------------------------------------------
-    def _check(self, rows: DataFrame, batch_id: int) -> None:
+    def _check(self, rows: DataFrame, batch_id: int, timer: StepTimer) -> None:
         requests = rows.select(
             *MESSAGE_COLUMNS,
             "check_number",
@@ -337,8 +340,19 @@ class CoordinatorBatchWriter:
             _ts("at_ms").alias("requested_at"),
             F.lit(batch_id).cast("long").alias("batch_id"),
         )
-        self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id)
-        failpoint("coordinator.after_check_requests")
+
+        def record() -> None:
+            self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id)
+            failpoint("coordinator.after_check_requests")
+
+        # Side by side: a check goes out as soon as it can, and both are written again
+        # when the batch is replayed (the check topic at least once).
+        run_steps(rows.sparkSession, [("check requests", record),
+                                      ("check topic", lambda: self._send(rows, batch_id))],
+                  timer)  # fmt: skip
+
+    def _send(self, rows: DataFrame, batch_id: int) -> None:
+        """Publish the check rows `rows` to the check topic (retrying with fresh clients)."""
         limit = check_record_limit(self.config.max_message_size)
         records = [(row, publishable_record(row, limit)) for row in rows.collect()]
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):

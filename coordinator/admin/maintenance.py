@@ -32,8 +32,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from core.config import Config
-from delta_tables import half_messages, op_records
-from delta_tables.registry import SYSTEM_TABLES
+from delta_tables.registry import UNCOMPACTED, warehouse_tables
 from streams.coordinator_job import checkpoint_of
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ _INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\
 #: Extra time kept beyond the oldest version a stream still needs.
 SAFETY_MARGIN = timedelta(hours=1)
 #: Tables the coordinator reads as streams: vacuumed with care, never compacted.
-STREAMED = (half_messages.TABLE.name, op_records.TABLE.name)
+STREAMED = UNCOMPACTED
 
 
 @dataclass(frozen=True)
@@ -118,12 +117,7 @@ class Maintenance:
 
     def tables(self) -> list[str]:
         """Return every table of the warehouse: the system tables, then the topics."""
-        names = [spec.name for spec in SYSTEM_TABLES]
-        topics = Path(self.config.warehouse) / "topics"
-        if topics.is_dir():
-            names += sorted(f"topics/{p.name}" for p in topics.iterdir()
-                            if (p / "_delta_log").is_dir())  # fmt: skip
-        return [n for n in names if (Path(self.config.warehouse) / n / "_delta_log").is_dir()]
+        return warehouse_tables(self.config.warehouse)
 
     def _path(self, name: str) -> str:
         return f"{self.config.warehouse.rstrip('/')}/{name}"

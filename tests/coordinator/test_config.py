@@ -10,6 +10,7 @@ import pytest
 from coordinator.artifacts import JAR_CACHE_ENV
 from core.config import (
     Config,
+    StreamsConfig,
     load_config,
     parse_duration,
     parse_overrides,
@@ -190,6 +191,13 @@ def test_all_problems_are_reported_at_once() -> None:
         Config(transaction_check_max=0, default_queue_count=0)
     assert "transaction_check_max" in str(caught.value)
     assert "default_queue_count" in str(caught.value)
+
+
+def test_compaction_can_be_turned_off_but_not_run_backwards() -> None:
+    off = load_config(overrides={"streams.compact_interval": "0s"})
+    assert off.streams.compact_interval == timedelta(0)
+    with pytest.raises(ConfigurationError, match="compact_interval must be 0 or more"):
+        Config(streams=StreamsConfig(compact_interval=timedelta(seconds=-1)))
 
 
 def test_set_options_are_parsed() -> None:

@@ -29,9 +29,10 @@ def test_system_tables_are_created_once_with_their_schema(
         assert frame.count() == 0
         delta_rs = DeltaTable(location)
         assert delta_rs.version() == 0, spec.name  # created once, not twice
-        assert delta_rs.metadata().configuration["delta.logRetentionDuration"] == (
-            "interval 7 days"
-        )
+        configuration = delta_rs.metadata().configuration
+        assert configuration["delta.logRetentionDuration"] == "interval 7 days"
+        # Statistics only of the columns readers filter on (each append pays for them).
+        assert configuration["delta.dataSkippingStatsColumns"] == ",".join(spec.stats_columns)
 
 
 def test_topic_tables_live_under_topics(spark: SparkSession, warehouse: Path) -> None:

@@ -1,0 +1,92 @@
+"""Compaction of the output tables' small files, off the coordinator's batch path.
+
+Every micro-batch that decides something appends one small file to each table it writes.
+Delta's auto compaction would fold them after each commit, but it first scans the table's
+file list for small files: a Spark job on the coordinator's path that more than doubled the
+cost of a small append (issue 13; turned off in coordinator/spark_session.py). This thread
+does the folding instead, every `streams.compact_interval`: a table with `MIN_FILES` files or
+more gets an OPTIMIZE. OPTIMIZE only rewrites files (no data change), so appends made
+meanwhile do not conflict with it, and readers see the same rows before and after.
+
+The tables the ingest's batches must stay apart in are left alone, as `txcoord maintenance`
+leaves them (delta_tables/registry.py `UNCOMPACTED`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from pyspark.sql import SparkSession
+
+from delta_tables.registry import UNCOMPACTED, warehouse_tables
+from delta_tables.table import table_path
+
+log = logging.getLogger(__name__)
+
+#: Files a table needs before it is compacted (Delta's autoCompact.minNumFiles).
+MIN_FILES = 50
+#: How long a stop waits for an OPTIMIZE in flight.
+STOP_WAIT_SECONDS = 120.0
+
+__all__ = ["MIN_FILES", "Compactor"]
+
+
+class Compactor:
+    """Compact the warehouse's output tables now and then, in a thread of its own."""
+
+    def __init__(
+        self, spark: SparkSession, warehouse: str, interval: timedelta, min_files: int = MIN_FILES
+    ) -> None:
+        self.spark, self.warehouse = spark, warehouse
+        self.interval, self.min_files = interval, min_files
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tables(self) -> list[str]:
+        """Return the tables this compactor may compact."""
+        return [name for name in warehouse_tables(self.warehouse) if name not in UNCOMPACTED]
+
+    def files(self, name: str) -> int:
+        """Return the number of files of the newest version of table `name`."""
+        location = table_path(self.warehouse, name)
+        detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{location}`").first()
+        return int(detail["numFiles"]) if detail is not None else 0
+
+    def compact_once(self) -> list[str]:
+        """Compact every table with `min_files` files or more; return their names."""
+        compacted = []
+        for name in self.tables():
+            if self._stop.is_set():
+                break
+            before = self.files(name)
+            if before < self.min_files:
+                continue
+            self.spark.sql(f"OPTIMIZE delta.`{table_path(self.warehouse, name)}`").collect()
+            log.info("compacted %s: %d files -> %d", name, before, self.files(name))
+            compacted.append(name)
+        return compacted
+
+    def start(self) -> Compactor:
+        """Start compacting every `interval` (not at all for an interval of 0)."""
+        if self.interval > timedelta(0):
+            self._thread = threading.Thread(target=self._run, name="txcoord-compactor",
+                                            daemon=True)  # fmt: skip
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval.total_seconds()):
+            try:
+                self.compact_once()
+            except Exception as exc:  # the next round tries again; nothing was changed
+                if not self._stop.is_set():
+                    log.warning("compaction failed, tried again in %s: %s", self.interval, exc)
+
+    def stop(self) -> None:
+        """Stop, letting an OPTIMIZE in flight finish (up to `STOP_WAIT_SECONDS`)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(STOP_WAIT_SECONDS)
+            self._thread = None

@@ -1,0 +1,67 @@
+"""The engine's compactor folds the small files of output tables, and only of those."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from delta_tables import half_messages, topics, transactions
+from delta_tables.registry import create_system_tables
+from delta_tables.table import TableSpec
+from streams.compactor import Compactor
+
+pytestmark = pytest.mark.spark
+
+FILES = 4
+
+
+def _append_files(spark: SparkSession, spec: TableSpec, warehouse: str, count: int) -> None:
+    """Append `count` one-row files to `spec`'s table, copying a row of the right shape."""
+    location = spec.path(warehouse)
+    schema = spark.read.format("delta").load(location).schema
+    values = {"string": "x", "int": 1, "bigint": 1, "boolean": True, "timestamp": datetime.now(UTC)}
+    row = tuple(values.get(field.dataType.simpleString()) for field in schema)
+    frame = spark.createDataFrame([row], schema)
+    for _ in range(count):
+        frame.write.format("delta").mode("append").save(location)
+
+
+def test_only_output_tables_with_enough_files_are_compacted_and_keep_their_rows(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    home = str(warehouse)
+    create_system_tables(spark, home)
+    topic = topics.table("OrderPaid")
+    topic.create_if_absent(spark, home)
+    compactor = Compactor(spark, home, timedelta(0), min_files=FILES)
+    for spec, count in ((transactions.TABLE, FILES), (half_messages.TABLE, FILES),
+                        (topic, FILES - 1)):  # fmt: skip
+        _append_files(spark, spec, home, count)
+    assert compactor.compact_once() == [transactions.TABLE.name]
+    assert compactor.files(transactions.TABLE.name) == 1
+    assert spark.read.format("delta").load(transactions.TABLE.path(home)).count() == FILES
+    # The ingest's tables are never compacted; a table below the threshold is left alone.
+    assert compactor.files(half_messages.TABLE.name) == FILES
+    assert compactor.files(topic.name) == FILES - 1
+    assert compactor.compact_once() == []
+
+
+def test_the_thread_compacts_on_its_interval_and_stops(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    home = str(warehouse)
+    create_system_tables(spark, home)
+    _append_files(spark, transactions.TABLE, home, FILES)
+    compactor = Compactor(spark, home, timedelta(seconds=0.2), min_files=FILES).start()
+    try:
+        deadline = time.monotonic() + 60
+        while compactor.files(transactions.TABLE.name) > 1:
+            assert time.monotonic() < deadline, "the compactor never compacted"
+            time.sleep(0.2)
+    finally:
+        compactor.stop()
+    assert compactor._thread is None
