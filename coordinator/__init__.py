@@ -1,1 +1,24 @@
-"""placeholder"""
+"""txcoord's engine driver and its applications (README, "How it works").
+
+Runtime: engine.py (the streams in one Spark session), driver_metrics.py, spark_session.py,
+artifacts.py (the install step's jars) and local_stack/ (the broker and `txcoord up`'s
+stack). Applications: sdk/ (producers; imports only core and protocol), rest/ (the REST
+ingress), admin/ (operator tools), commands/ and cli.py (`txcoord`), bench/, and app.py
+(the coordinator under spark-submit). Importing this package imports none of them.
+"""
+
+__all__ = [
+    "admin",
+    "app",
+    "artifacts",
+    "bench",
+    "cli",
+    "commands",
+    "driver_metrics",
+    "engine",
+    "local_stack",
+    "rest",
+    "sdk",
+    "spark_session",
+    "stop_signals",
+]

@@ -17,12 +17,12 @@ import os
 import sys
 from pathlib import Path
 
-from coordinator import failpoints
-from coordinator.config import Config, load_config, parse_overrides
 from coordinator.engine import Engine
-from coordinator.errors import TxcoordError
 from coordinator.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
+from core import failpoints
+from core.config import Config, load_config, parse_overrides
+from core.errors import TxcoordError
 
 log = logging.getLogger("txcoord.app")
 
@@ -38,7 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set transaction_timeout=10s",
     )  # fmt: skip
-    # Crash tests only (coordinator/failpoints.py): freeze at the N-th pass of a failpoint.
+    # Crash tests only (core/failpoints.py): freeze at the N-th pass of a failpoint.
     parser.add_argument("--failpoint", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

@@ -13,7 +13,7 @@ from coordinator.commands.demo import demo
 from coordinator.commands.maintain import maintain
 from coordinator.commands.transactions import transactions
 from coordinator.commands.up import up
-from coordinator.errors import TxcoordError
+from core.errors import TxcoordError
 
 
 class _Group(click.Group):

@@ -40,26 +40,31 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from coordinator.errors import ConfigurationError
+from core.errors import ConfigurationError
 from streams.tally import FINISH_BUCKETS_S
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from coordinator.engine import Engine
+    from streams.progress import ProgressLog
+    from streams.tally import Tally
 
 log = logging.getLogger(__name__)
 
 
 class EngineCollector(Collector):
-    """Turns the engine's tally and progress log into metrics on every scrape."""
+    """Turns the engine's tally and progress log into metrics on every scrape.
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    It is given the two, not the engine, so that the engine imports this module and not
+    the other way round.
+    """
+
+    def __init__(self, tally: Tally, progress: ProgressLog) -> None:
+        self.tally, self.progress = tally, progress
 
     def collect(self) -> Iterator[Metric]:
         """Yield every metric as it is now."""
-        c = self.engine.tally.snapshot()
+        c = self.tally.snapshot()
         half = GaugeMetricFamily(
             "rocketmq_half_messages", "Half messages not yet committed or rolled back",
             labels=["topic"],
@@ -96,7 +101,7 @@ class EngineCollector(Collector):
         yield from self._queries()
 
     def _queries(self) -> Iterator[Metric]:
-        progress = self.engine.progress
+        progress = self.progress
         duration = GaugeMetricFamily(
             "txcoord_batch_duration_seconds", "Duration of the last micro-batch", labels=["query"]
         )
@@ -140,10 +145,10 @@ class MetricsServer:
         self.server.server_close()
 
 
-def serve_metrics(engine: Engine, host: str, port: int) -> MetricsServer:
+def serve_metrics(tally: Tally, progress: ProgressLog, host: str, port: int) -> MetricsServer:
     """Serve the engine's metrics at http://host:port/metrics (port 0: any free port)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EngineCollector(engine))
+    registry.register(EngineCollector(tally, progress))
     try:
         server, _ = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from coordinator.config import Config
 from coordinator.driver_metrics import MetricsServer, serve_metrics
+from core.config import Config
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
@@ -118,7 +118,8 @@ class Engine:
         self.spark.streams.addListener(self.progress)
         self._listening = True
         if self.config.metrics.port >= 0:
-            self.metrics = serve_metrics(self, self.config.metrics.host, self.config.metrics.port)
+            metrics = self.config.metrics
+            self.metrics = serve_metrics(self.tally, self.progress, metrics.host, metrics.port)
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
                              self.config.streams.tick_interval).start()  # fmt: skip

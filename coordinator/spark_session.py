@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from coordinator.local_stack.artifacts import jars
+from coordinator.artifacts import jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 

@@ -9,4 +9,23 @@
 <warehouse>/system/op_verdicts     what each op did: applied, duplicate, late... (coordinator)
 <warehouse>/system/queue_offsets   next queue offset per (topic, queue) (coordinator)
 <warehouse>/topics/<topic>         delivered messages with dense queue offsets (coordinator)
+
+registry.py creates the system tables; lookup.py reads a transaction's state from them
+without a JVM (deltalake), for the REST ingress and the operator commands.
 """
+
+__all__ = [
+    "check_requests",
+    "columns",
+    "discarded",
+    "half_messages",
+    "lookup",
+    "op_records",
+    "op_verdicts",
+    "quarantine",
+    "queue_offsets",
+    "registry",
+    "table",
+    "topics",
+    "transactions",
+]

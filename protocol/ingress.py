@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from coordinator.state_machine import OPERATOR_ONLY_OPS, PRODUCER_OPS
+from core.state_machine import OPERATOR_ONLY_OPS, PRODUCER_OPS
 
 PRODUCER_GROUP = "txcoord.producer_group"
 TOPIC = "txcoord.topic"

@@ -1,1 +1,18 @@
-"""Streaming transforms (pure DataFrame -> DataFrame) and their readStream/writeStream edges."""
+"""The engine's streams: ingest, the coordinator query, its writes, and their Kafka topics.
+
+Streaming transforms (pure DataFrame -> DataFrame) and their readStream/writeStream edges.
+Importing this package imports no module of it (nor pyspark); `__all__` lists what the
+engine and the applications use, the rest is internal to the streams.
+"""
+
+__all__ = [
+    "batch_gate",
+    "compactor",
+    "coordinator_job",
+    "coordinator_writer",
+    "ingress_topics",
+    "kafka_topics",
+    "progress",
+    "tally",
+    "ticker",
+]

@@ -29,11 +29,11 @@ from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from coordinator.config import Config
-from coordinator.errors import ConfigurationError
-from coordinator.kafka_topics import admin_client, ensure_topic
+from core.config import Config
+from core.errors import ConfigurationError
 from delta_tables import check_requests
 from protocol.check_record import CheckRecord, Record
+from streams.kafka_topics import admin_client, ensure_topic
 
 log = logging.getLogger(__name__)
 

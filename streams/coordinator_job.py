@@ -73,8 +73,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from coordinator.config import Config
-from coordinator.errors import ConfigurationError
+from core.config import Config
+from core.errors import ConfigurationError
 from delta_tables.half_messages import HEARTBEAT_ID
 from streams.batch_gate import BatchGate
 from streams.coordinator_stage import INPUT_SCHEMA, decisions

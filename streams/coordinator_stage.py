@@ -6,7 +6,7 @@ Spark's `transformWithState`, in event time. The processor follows `txcoord.Life
 JVM twin of streams/lifecycle.py (the readable reference model; tests/streams/
 test_lifecycle_twin.py proves that both agree on random histories). This module only says,
 once per query, what the stage needs: the input and output schemas, the rules, the table of
-legal moves (coordinator/state_machine.TRANSITIONS) and the heartbeat id. Nothing of the
+legal moves (core/state_machine.TRANSITIONS) and the heartbeat id. Nothing of the
 rules is written twice: the JVM receives them from here.
 
 Times cross into the JVM as epoch milliseconds (long columns), so no time zone can creep in.
@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from coordinator.state_machine import TRANSITIONS
+from core.state_machine import TRANSITIONS
 from delta_tables.columns import MESSAGE
 from delta_tables.half_messages import HEARTBEAT_ID
 from streams.lifecycle import Rules
@@ -85,7 +85,7 @@ OUTPUT_SCHEMA = StructType(
 
 
 def transitions_table() -> list[list[str]]:
-    """Return coordinator/state_machine.TRANSITIONS as rows (state, event, new state, verdict)."""
+    """Return core/state_machine.TRANSITIONS as rows (state, event, new state, verdict)."""
     return [
         [state.name, event.value, outcome.state.name, outcome.verdict.value]
         for state, moves in TRANSITIONS.items()

@@ -39,8 +39,8 @@ from kafka.errors import MessageSizeTooLargeError
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from coordinator.config import Config
-from coordinator.failpoints import failpoint
+from core.config import Config
+from core.failpoints import failpoint
 from delta_tables import (
     check_requests,
     discarded,

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from coordinator.config import Config
-from coordinator.failpoints import failpoint
+from core.config import Config
+from core.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate

@@ -6,11 +6,11 @@ from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from coordinator.config import Config
-from coordinator.errors import ConfigurationError
-from coordinator.kafka_topics import admin_client, ensure_topic
+from core.config import Config
+from core.errors import ConfigurationError
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.check_topic import ensure_check_topic
+from streams.kafka_topics import admin_client, ensure_topic
 
 
 def ingress_topic_config(config: Config) -> dict[str, str]:

@@ -62,7 +62,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from coordinator.state_machine import (
+from core.state_machine import (
+    DECISIVE_OPS,
     Event,
     Outcome,
     TransactionState,
@@ -71,9 +72,10 @@ from coordinator.state_machine import (
     event_for_op,
 )
 
-DECISIVE = ("COMMIT", "ROLLBACK")
+#: The op kinds that decide (COMMIT, ROLLBACK), as the state machine's table says.
+DECISIVE: tuple[str, ...] = tuple(event.value for event in DECISIVE_OPS)
 #: An operator's op that checks a DISCARDED transaction again, count reset (SPEC 3).
-RESUME = "RESUME"
+RESUME: str = Event.RESUME.value
 #: How many judged decisive op ids a transaction remembers, so that the same op record seen
 #: again (a duplicate half re-joins it) is not judged twice. Bounded: state stays small.
 JUDGED_MEMORY = 8

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from coordinator.config import Config, load_config
-from coordinator.kafka_topics import delete_topic, ensure_topic
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
+from core.config import Config, load_config
+from streams.kafka_topics import delete_topic, ensure_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

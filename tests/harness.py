@@ -17,7 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
-from coordinator.config import Config
+from core.config import Config
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
 from streams.coordinator_job import QUERY_NAME

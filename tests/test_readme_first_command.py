@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.local_stack.artifacts import PROJECT_ROOT
+from coordinator.artifacts import PROJECT_ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

@@ -2,7 +2,7 @@
 
 Read with `deltalake` (no JVM, answers in a second). The state of each transaction is decided
 by the same rules as the REST ingress's GET /v1/transactions/{id}
-(`coordinator/rest/lookup.py` `TransactionLookup`), fed here from whole tables loaded once
+(`delta_tables/lookup.py` `TransactionLookup`), fed here from whole tables loaded once
 instead of one transaction at a time. The tables say what the coordinator has *written*: an
 op landed in the last second or two may not be applied yet.
 """
@@ -18,9 +18,7 @@ from typing import Any
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from coordinator.errors import TxcoordError
-from coordinator.rest.lookup import TransactionLookup, delta_uri
-from coordinator.rest.models import TransactionState
+from core.errors import TxcoordError
 from delta_tables import (
     check_requests,
     half_messages,
@@ -29,6 +27,7 @@ from delta_tables import (
     topics,
     transactions,
 )
+from delta_tables.lookup import TransactionLookup, TransactionState, delta_uri
 
 Row = dict[str, Any]
 #: States in which nothing has decided the transaction yet.

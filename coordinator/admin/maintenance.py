@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config
+from core.config import Config
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
 from streams.coordinator_job import checkpoint_of
 

@@ -18,20 +18,28 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from coordinator.errors import KafkaUnavailableError, TxcoordError
-from coordinator.rest.models import TransactionState
+from core.errors import KafkaUnavailableError, TxcoordError
+from core.state_machine import applies_in, event_for_op
+from delta_tables.lookup import TransactionState
 from protocol import ingress as fmt
 from protocol.ingress import op_id_of
 from protocol.records import op_headers
 
-#: Operator op -> the states in which the coordinator would apply it.
-APPLIES_IN = {
-    "COMMIT": ("PREPARED", "CHECKING", "DISCARDED"),
-    "ROLLBACK": ("PREPARED", "CHECKING", "DISCARDED"),
-    "RESUME": ("DISCARDED",),
+#: Operator op -> the states in which the coordinator would apply it: the state machine's
+#: table for the event an operator's op becomes (COMMIT, ROLLBACK: PREPARED, CHECKING or
+#: DISCARDED; RESUME: DISCARDED). An op that applies nowhere (UNKNOWN) is no operator's op.
+APPLIES_IN: dict[str, tuple[str, ...]] = {
+    op: states
+    for op in (*fmt.OPS, *fmt.OPERATOR_OPS)
+    if (states := tuple(s.name for s in applies_in(event_for_op(op, by_operator=True))))
 }
 MAX_OPERATOR_LENGTH = fmt.MAX_OPERATOR_LENGTH
 MAX_REASON_LENGTH = fmt.MAX_REASON_LENGTH
+
+
+def either(names: tuple[str, ...]) -> str:
+    """Return names as prose: "A", "A or B", "A, B or C"."""
+    return " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 class OperatorOpRefusedError(TxcoordError):
@@ -50,7 +58,7 @@ class SentOp:
 def refusal(state: TransactionState, op: str, operator: str, reason: str) -> str | None:
     """Return why `op` by `operator` must not be sent for a transaction in `state`, or None."""
     if op not in APPLIES_IN:
-        return f"an operator's op is COMMIT, ROLLBACK or RESUME, not {op!r}"
+        return f"an operator's op is {either(tuple(APPLIES_IN))}, not {op!r}"
     if not operator.strip() or len(operator) > MAX_OPERATOR_LENGTH:
         return f"--operator must be 1-{MAX_OPERATOR_LENGTH} characters"
     if not reason.strip() or len(reason) > MAX_REASON_LENGTH:
@@ -58,10 +66,9 @@ def refusal(state: TransactionState, op: str, operator: str, reason: str) -> str
     if state.producer_group is None:
         return f"transaction {state.transaction_id} has no producer group in the tables"
     if state.state not in APPLIES_IN[op]:
-        allowed = " or ".join(APPLIES_IN[op])
         return (
             f"transaction {state.transaction_id} is {state.state}: {op} applies only to a "
-            f"{allowed} transaction"
+            f"{either(APPLIES_IN[op])} transaction"
         )
     return None
 

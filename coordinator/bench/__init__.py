@@ -17,3 +17,6 @@ resources.py     CPU seconds and peak RSS per process (/proc)
 stats.py         percentiles and rates (pure)
 report.py        JSON + markdown summary;  plot.py: the PNG
 """
+
+#: What `txcoord bench` (coordinator/commands/bench.py) uses; the rest is internal.
+__all__ = ["context", "report", "runner", "workload"]

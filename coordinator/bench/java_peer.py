@@ -40,11 +40,11 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from coordinator.artifacts import jars
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import median
-from coordinator.errors import ArtifactsMissingError
-from coordinator.kafka_topics import ensure_topic
-from coordinator.local_stack.artifacts import jars
+from core.errors import ArtifactsMissingError
+from streams.kafka_topics import ensure_topic
 
 TOOL = "org.apache.kafka.tools.ProducerPerformance"
 RECORD_SIZE = 100  # bytes, as the kafka-python peer's messages

@@ -18,7 +18,7 @@ from typing import Any
 from kafka import KafkaProducer
 
 from coordinator.bench.workload import Kind
-from coordinator.sdk.message import Message
+from coordinator.sdk import Message
 from protocol.records import op_headers
 
 

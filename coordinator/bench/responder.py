@@ -14,11 +14,16 @@ from typing import Any
 
 from coordinator.bench.kafka_driver import now_ms
 from coordinator.bench.workload import kind_of
-from coordinator.sdk.check_answerer import CheckAnswerer
-from coordinator.sdk.listener import TransactionListener
-from coordinator.sdk.message import CheckRequest, Message
-from coordinator.sdk.state import LocalTransactionState
-from coordinator.sdk.transport import HalfReceipt, OpReceipt, Transport
+from coordinator.sdk import (
+    CheckAnswerer,
+    CheckRequest,
+    HalfReceipt,
+    LocalTransactionState,
+    Message,
+    OpReceipt,
+    TransactionListener,
+    Transport,
+)
 
 _STATES = {
     "COMMIT": LocalTransactionState.COMMIT_MESSAGE,

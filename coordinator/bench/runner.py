@@ -32,6 +32,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from coordinator.artifacts import jar_cache_dir
 from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
@@ -42,11 +43,10 @@ from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
 from coordinator.bench.stats import ratio
 from coordinator.bench.throughput import idle, run_path, warm_up
 from coordinator.bench.visibility import commit_counts
-from coordinator.config import Config, load_config
 from coordinator.engine import Engine
-from coordinator.local_stack.artifacts import jar_cache_dir
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from coordinator.spark_session import SparkSettings, build_spark_session
+from core.config import Config, load_config
 
 SCHEMA = "txcoord-bench/1"
 

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from coordinator.admin.maintenance import Maintenance
-from coordinator.config import load_config, parse_overrides
 from coordinator.spark_session import SparkSettings, build_spark_session
+from core.config import load_config, parse_overrides
 
 
 @click.command()

@@ -26,13 +26,14 @@ from rich.console import Console
 from rich.table import Table
 
 from coordinator.admin import inventory
-from coordinator.admin.operator_ops import send_operator_op
-from coordinator.config import Config, load_config, parse_duration, parse_overrides
-from coordinator.errors import ConfigurationError
+from coordinator.admin.operator_ops import APPLIES_IN, either, send_operator_op
 from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
-from coordinator.rest.models import TransactionState
+from core import state_machine
+from core.config import Config, load_config, parse_duration, parse_overrides
+from core.errors import ConfigurationError
+from delta_tables.lookup import TransactionState
 
-STATES = ("PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED")
+STATES = tuple(state.name for state in state_machine.TransactionState)
 
 
 @dataclass(frozen=True)
@@ -266,9 +267,11 @@ def _await_verdict(
         click.echo(f"{transaction_id} is now {now.state.state}")
 
 
-for _op, _summary in (
-    ("COMMIT", "Commit a PREPARED, CHECKING or DISCARDED transaction as an operator."),
-    ("ROLLBACK", "Roll back a PREPARED, CHECKING or DISCARDED transaction as an operator."),
-    ("RESUME", "Check a DISCARDED transaction again, count reset (resumeCheckHalfMessage)."),
-):
-    transactions.add_command(_operator_command(_op, _summary))
+#: Each operator op's help; the states it applies in come from the state machine.
+_SUMMARIES = {
+    "COMMIT": "Commit a {} transaction as an operator.",
+    "ROLLBACK": "Roll back a {} transaction as an operator.",
+    "RESUME": "Check a {} transaction again, count reset (resumeCheckHalfMessage).",
+}
+for _op, _states in APPLIES_IN.items():
+    transactions.add_command(_operator_command(_op, _SUMMARIES[_op].format(either(_states))))

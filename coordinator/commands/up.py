@@ -13,13 +13,21 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from coordinator.config import load_config, parse_overrides
-from coordinator.errors import StackError
-from coordinator.local_stack.stack import LocalStack, StackSettings
+from coordinator.local_stack.stack import LocalStack, RestServer, StackSettings
 from coordinator.stop_signals import StopSignals
+from core.config import Config, load_config, parse_overrides
+from core.errors import StackError
 
 #: Without a terminal (CI, a log file) the status is logged this often instead of redrawn.
 PLAIN_STATUS_EVERY_SECONDS = 30.0
+
+
+def _rest_server(config: Config) -> RestServer:
+    """Build the REST ingress's server (handed to the local stack, which is below REST)."""
+    # Imported here: FastAPI and uvicorn load only when the REST ingress runs.
+    from coordinator.rest.app import build_server  # noqa: PLC0415
+
+    return build_server(config)
 
 
 def _status(stack: LocalStack, started: float) -> Text:
@@ -140,9 +148,9 @@ def up(
             master=master,
             kafka_port=kafka_port,
             driver_memory=driver_memory,
-            rest=not no_rest,
         ),
         config,
+        rest_server=None if no_rest else _rest_server,
     )
     try:
         for health in stack.start():

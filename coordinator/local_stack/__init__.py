@@ -1,1 +1,3 @@
-"""The local stack: JVM artifacts from the install step, the KRaft broker, Spark sessions."""
+"""The local stack of `txcoord up`: the KRaft broker, health probes, the stack itself."""
+
+__all__ = ["kafka_broker", "stack"]

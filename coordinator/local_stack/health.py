@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 
-from coordinator.kafka_topics import admin_client, ensure_topic
+from streams.kafka_topics import admin_client, ensure_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

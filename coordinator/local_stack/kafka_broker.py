@@ -44,8 +44,8 @@ from typing import Any
 
 from kafka.admin import KafkaAdminClient
 
-from coordinator.errors import BrokerError
-from coordinator.local_stack.artifacts import jars
+from coordinator.artifacts import jars
+from core.errors import BrokerError
 
 log = logging.getLogger(__name__)
 

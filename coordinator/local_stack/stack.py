@@ -2,9 +2,10 @@
 
 Start order: the KRaft broker (probed with a real round trip), a local Spark session
 (probed: Delta write + Kafka read), the engine (ticker, coordinator query; see
-coordinator/engine.py), then the REST ingress on its own thread. Stop order is the reverse,
-and stopping is safe at any point of a failed start. Everything keeps its state under the
-state folder and the warehouse, so the next `up` continues where this one stopped.
+coordinator/engine.py), then the REST ingress on its own thread (an application above this
+layer: the caller, `txcoord up`, hands in how to build its server). Stop order is the
+reverse, and stopping is safe at any point of a failed start. Everything keeps its state
+under the state folder and the warehouse, so the next `up` continues where this one stopped.
 
 State folder layout::
 
@@ -18,16 +19,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
-from coordinator.config import Config
 from coordinator.engine import Engine
-from coordinator.errors import StackError
 from coordinator.local_stack.health import Health, check_kafka, check_spark
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
+from core.config import Config
+from core.errors import StackError
 from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
 from streams.tally import Counts
 
@@ -45,7 +47,16 @@ class StackSettings:
     master: str = "local[2]"
     kafka_port: int = 0
     driver_memory: str = "4g"
-    rest: bool = True
+
+
+class RestServer(Protocol):
+    """What the stack needs of the REST ingress's server (a uvicorn.Server)."""
+
+    started: bool
+    should_exit: bool
+
+    def run(self) -> None:
+        """Serve until `should_exit` is set."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +71,23 @@ class Status:
 class LocalStack:
     """Start, probe, watch and stop the local components in order."""
 
-    def __init__(self, settings: StackSettings, config: Config) -> None:
+    def __init__(
+        self,
+        settings: StackSettings,
+        config: Config,
+        rest_server: Callable[[Config], RestServer] | None = None,
+    ) -> None:
+        """`rest_server` builds the REST ingress's server from the final configuration; the
+        stack runs no REST ingress without one."""
         self.settings = settings
+        self.rest_server = rest_server
         self.config = config  # its bootstrap servers are the broker's once started
         self.broker = KafkaBroker(
             BrokerSettings(settings.state_dir / "kafka", port=settings.kafka_port)
         )
         self.spark: SparkSession | None = None
         self.engine: Engine | None = None
-        self._server: Any = None
+        self._server: RestServer | None = None
         self._server_thread: threading.Thread | None = None
 
     @property
@@ -112,14 +131,11 @@ class LocalStack:
         streams = Health("streams", True, f"coordinator running{metrics}",
                          time.monotonic() - started)  # fmt: skip
         healths = [kafka, spark, streams]
-        if self.settings.rest:
-            healths.append(self._start_rest())
+        if self.rest_server is not None:
+            healths.append(self._start_rest(self.rest_server))
         return healths
 
-    def _start_rest(self) -> Health:
-        # Imported here: FastAPI and uvicorn load only when the REST ingress runs.
-        from coordinator.rest.app import build_server  # noqa: PLC0415
-
+    def _start_rest(self, build_server: Callable[[Config], RestServer]) -> Health:
         started = time.monotonic()
         server = build_server(self.config)
         thread = threading.Thread(target=server.run, name="txcoord-rest", daemon=True)

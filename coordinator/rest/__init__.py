@@ -6,7 +6,6 @@ One module per job:
     records.py      a validated request -> the Kafka record the ingest parses (pure)
     auth.py         the token file and who may act for which producer group
     kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
-    lookup.py       a transaction's state, read from the Delta tables (no Spark)
     check_poll.py   long polls on the check topic, one consumer per producer group
     poll_slots.py   long-poll slots shared fairly between groups (429 past a group's share)
     gate.py         authentication from the Authorization header, before any body is read
@@ -21,3 +20,5 @@ One module per job:
 `python -m coordinator.rest --config FILE --set key=value` runs it standalone. Importing
 this package touches neither the network nor Kafka.
 """
+
+__all__ = ["app", "models"]

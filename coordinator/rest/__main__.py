@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from coordinator.config import load_config, parse_overrides
-from coordinator.errors import TxcoordError
+from core.config import load_config, parse_overrides
+from core.errors import TxcoordError
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -17,20 +17,20 @@ from importlib.metadata import PackageNotFoundError, version
 import uvicorn
 from fastapi import FastAPI
 
-from coordinator.config import Config
-from coordinator.errors import TxcoordError
 from coordinator.rest.auth import Authenticator, require_safe_listen
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.errors import install_error_handlers
 from coordinator.rest.gate import AuthGate
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.limits import RequestLimits
-from coordinator.rest.lookup import DeltaRows, TransactionLookup
 from coordinator.rest.metrics import Metrics, MetricsMiddleware
 from coordinator.rest.openapi import install_openapi
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.routes import build_router
 from coordinator.rest.services import Lookup, Poller, Services, Writer, epoch_ms
+from core.config import Config
+from core.errors import TxcoordError
+from delta_tables.lookup import DeltaRows, TransactionLookup
 
 log = logging.getLogger("txcoord.rest")
 

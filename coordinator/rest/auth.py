@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.errors import ConfigurationError
 from coordinator.rest.errors import ApiError
+from core.errors import ConfigurationError
 from protocol import ingress as fmt
 
 log = logging.getLogger("txcoord.rest.auth")

@@ -25,9 +25,9 @@ from typing import Any
 from kafka import KafkaConsumer
 from kafka import errors as kafka_errors
 
-from coordinator.errors import KafkaUnavailableError
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.rest.models import CheckRequest
+from core.errors import KafkaUnavailableError
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
 

@@ -21,8 +21,8 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka import errors as kafka_errors
 
-from coordinator.errors import KafkaUnavailableError, RecordTooLargeError
 from coordinator.rest.records import Record
+from core.errors import KafkaUnavailableError, RecordTooLargeError
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
 log = logging.getLogger("txcoord.rest.kafka")

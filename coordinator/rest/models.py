@@ -62,7 +62,6 @@ MAX_BATCH = 1000
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
 #: protocol.ingress.OPS as a type (a Literal must be spelt out; tests/protocol checks they agree).
 OPS = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
-STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 
 
 def _utf8(value: str) -> str:
@@ -291,21 +290,6 @@ class OpBatchResult(BaseModel):
     """The outcome of every op of a batch, in request order (202, or 207 when some failed)."""
 
     results: list[OpBatchItem]
-
-
-class TransactionState(BaseModel):
-    """Where a transaction is, as the Delta tables say (GET /v1/transactions/{id})."""
-
-    transaction_id: str
-    producer_group: str | None
-    topic: str | None
-    queue_id: int | None
-    msg_id: str | None
-    state: STATES
-    check_count: int
-    prepared_at: str | None
-    resolved_at: str | None = Field(description="null unless the state is final")
-    reason: str | None = Field(description="null unless the state is final")
 
 
 class CheckRequest(BaseModel):

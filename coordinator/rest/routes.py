@@ -25,7 +25,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 from starlette.convertors import PathConvertor, register_url_convertor
 
-from coordinator.config import Config
 from coordinator.rest.auth import Principal, require_admin, require_group
 from coordinator.rest.errors import ApiError, printable, write_failure
 from coordinator.rest.gate import principal_of
@@ -46,12 +45,13 @@ from coordinator.rest.models import (
     SendBatchResult,
     SendRequest,
     SendResult,
-    TransactionState,
     matching,
 )
 from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
+from core.config import Config
+from delta_tables.lookup import TransactionState
 from protocol import ingress as fmt
 
 #: A batch of which some items are durable and some are not (WebDAV's Multi-Status).

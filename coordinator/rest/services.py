@@ -9,13 +9,14 @@ from typing import Protocol
 
 import anyio
 
-from coordinator.config import Config
 from coordinator.rest.auth import Authenticator
 from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import Metrics
-from coordinator.rest.models import CheckRequest, TransactionState
+from coordinator.rest.models import CheckRequest
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.records import Record
+from core.config import Config
+from delta_tables.lookup import TransactionState
 
 
 class Writer(Protocol):
@@ -29,7 +30,7 @@ class Writer(Protocol):
 
 
 class Lookup(Protocol):
-    """Finds a transaction's state (lookup.TransactionLookup)."""
+    """Finds a transaction's state (delta_tables/lookup.py TransactionLookup)."""
 
     def state(
         self, transaction_id: str, producer_group: str | None = None

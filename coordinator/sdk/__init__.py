@@ -1,10 +1,12 @@
 """The Python SDK of SPEC 5.3: RocketMQ's transactional producer contract, Pythonic names.
 
 See coordinator/sdk/producer.py for a usage example. Importing this package connects to
-nothing; `TransactionProducer.start()` does.
+nothing; `TransactionProducer.start()` does. It imports only core and protocol (no Spark:
+tests/test_layers.py). The transports load on demand (a REST producer never imports
+kafka-python): `kafka_transport.KafkaTransport`, `rest_transport.RestTransport`.
 """
 
-from coordinator.sdk.check_answerer import CheckStats
+from coordinator.sdk.check_answerer import CheckAnswerer, CheckStats
 from coordinator.sdk.errors import (
     ProducerStateError,
     RequestRejectedError,
@@ -20,6 +22,7 @@ from coordinator.sdk.state import LocalTransactionState
 from coordinator.sdk.transport import HalfReceipt, OpReceipt, Transport
 
 __all__ = [
+    "CheckAnswerer",
     "CheckRequest",
     "CheckStats",
     "HalfReceipt",
@@ -36,4 +39,6 @@ __all__ = [
     "TransactionProducer",
     "Transport",
     "TransportError",
+    "kafka_transport",
+    "rest_transport",
 ]

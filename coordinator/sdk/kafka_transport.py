@@ -25,11 +25,11 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from coordinator.config import KafkaConfig
 from coordinator.sdk.errors import TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
+from core.config import KafkaConfig
 from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
 from protocol.records import op_headers

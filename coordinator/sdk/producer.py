@@ -39,12 +39,12 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from coordinator.config import KafkaConfig
 from coordinator.sdk.check_answerer import CheckAnswerer, CheckStats
 from coordinator.sdk.errors import ProducerStateError, SdkError
 from coordinator.sdk.listener import TransactionListener, decide
 from coordinator.sdk.message import Message, SendResult
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, Transport
+from core.config import KafkaConfig
 from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import (
+from coordinator.artifacts import JAR_CACHE_ENV
+from core.config import (
     Config,
     StreamsConfig,
     load_config,
@@ -15,8 +16,7 @@ from coordinator.config import (
     parse_overrides,
     parse_size,
 )
-from coordinator.errors import ConfigurationError
-from coordinator.local_stack.artifacts import JAR_CACHE_ENV
+from core.errors import ConfigurationError
 
 
 def test_defaults_are_rocketmqs() -> None:

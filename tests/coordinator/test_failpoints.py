@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator import failpoints
-from coordinator.errors import ConfigurationError
+from core import failpoints
+from core.errors import ConfigurationError
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,13 @@ import itertools
 
 import pytest
 
-from coordinator.state_machine import (
+from core.state_machine import (
+    DECISIVE_OPS,
     TRANSITIONS,
     Event,
     TransactionState,
     Verdict,
+    applies_in,
     apply,
     event_for_op,
 )
@@ -108,3 +110,12 @@ def test_op_types_map_to_events() -> None:
             event_for_op(bad)
     with pytest.raises(ValueError, match="UNKNOWN, RESUME, not 'OPERATOR_COMMIT'"):
         event_for_op("OPERATOR_COMMIT", by_operator=True)
+
+
+def test_the_facts_read_from_the_table_agree_with_it_written_out() -> None:
+    """What the lifecycle (DECISIVE) and the operator commands (APPLIES_IN) derive."""
+    assert DECISIVE_OPS == (Event.COMMIT, Event.ROLLBACK)
+    assert applies_in(Event.UNKNOWN) == ()
+    assert applies_in(Event.CHECK_DUE) == (P, C)
+    assert applies_in(Event.OPERATOR_COMMIT) == applies_in(Event.OPERATOR_ROLLBACK) == (P, C, D)
+    assert applies_in(Event.RESUME) == (D,)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.config import Config, load_config
+from core.config import Config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

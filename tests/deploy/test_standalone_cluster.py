@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from coordinator.config import Config
+from core.config import Config
 from tests.app_process import AppProcess
 from tests.conftest import ConfigFactory, unavailable
 from tests.harness import TOPIC, Producer, Responder, wait_for

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 
-from coordinator.failpoints import OPTION, REACHED
+from core.failpoints import OPTION, REACHED
 from tests.app_process import AppProcess
 from tests.conftest import unavailable
 

@@ -22,7 +22,7 @@ import pytest
 from nbclient import NotebookClient
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config, load_config
+from core.config import Config, load_config
 from tests.harness import Engine, Producer, Responder, table, wait_for
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

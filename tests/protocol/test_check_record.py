@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from coordinator.rest.models import OPS as REST_OPS
 from coordinator.rest.models import CheckRequest as RestCheckRequest
 from coordinator.sdk.message import CheckRequest
-from coordinator.state_machine import PRODUCER_OPS
+from core.state_machine import PRODUCER_OPS
 from protocol import ingress as fmt
 from protocol.check_record import OMITTED, CheckRecord
 from streams.check_topic import check_record, slim_check_record

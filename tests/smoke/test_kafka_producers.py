@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator.kafka_topics import admin_client
+from streams.kafka_topics import admin_client
 
 pytestmark = pytest.mark.kafka
 

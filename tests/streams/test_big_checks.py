@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config
+from core.config import Config
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory

@@ -20,10 +20,9 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from coordinator.config import Config
-from coordinator.kafka_topics import admin_client, delete_topic, ensure_topic
 from coordinator.sdk.kafka_transport import KafkaTransport
 from coordinator.sdk.message import CheckRequest
+from core.config import Config
 from streams.check_topic import (
     check_record,
     check_record_limit,
@@ -33,6 +32,7 @@ from streams.check_topic import (
 )
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 from tests.streams.conftest import ConfigFactory
 
 MIB = 1024 * 1024

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from coordinator.errors import ConfigurationError
+from core.errors import ConfigurationError
 from streams.coordinator_job import STATE_LAYOUT, STATE_LAYOUT_FILE, check_state_layout
 from streams.delta_writes import (
     BatchLedger,

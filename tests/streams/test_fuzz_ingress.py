@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config
+from core.config import Config
 from protocol import ingress as fmt
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory

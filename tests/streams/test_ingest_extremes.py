@@ -19,7 +19,7 @@ from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
 from coordinator.admin import inventory
-from coordinator.config import Config
+from core.config import Config
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
 from protocol import ingress as fmt

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from coordinator.state_machine import TransactionState
+from core.state_machine import TransactionState
 from streams.lifecycle import (
     Emit,
     Half,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config
+from core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config
+from core.config import Config
 from streams.coordinator_job import QUERY_NAME
 from tests.conftest import config_under
 from tests.harness import (

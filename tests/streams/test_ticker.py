@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from coordinator.kafka_topics import ensure_topic
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from streams.kafka_topics import ensure_topic
 from streams.ticker import Ticker
 from tests.conftest import unavailable
 

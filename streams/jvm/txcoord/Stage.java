@@ -18,7 +18,7 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>Everything the stage needs comes from Python as one JSON document, so that every fact
  * has one home: the rules (streams/lifecycle.Rules), the table of legal moves
- * (coordinator/state_machine.TRANSITIONS), the output schema and the heartbeat id.
+ * (core/state_machine.TRANSITIONS), the output schema and the heartbeat id.
  */
 public final class Stage {
   private Stage() {}

@@ -17,7 +17,7 @@ from coordinator.admin.maintenance import (
     stream_positions,
     vacuum_refusal,
 )
-from coordinator.config import Config
+from core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

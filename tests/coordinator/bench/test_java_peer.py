@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.artifacts import jar_cache_dir, jars
 from coordinator.bench.java_peer import (
     LATENCY,
     Shape,
@@ -20,8 +21,7 @@ from coordinator.bench.java_peer import (
     run_java_peer,
     run_shape,
 )
-from coordinator.errors import ArtifactsMissingError
-from coordinator.local_stack.artifacts import jar_cache_dir, jars
+from core.errors import ArtifactsMissingError
 
 # What kafka-tools 4.1.2 printed on this machine (a 5 s window line, then the total).
 OUTPUT = """\

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from coordinator.cli import main
-from coordinator.config import Config
+from core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import ArtifactsMissingError
-from coordinator.local_stack.artifacts import JAR_CACHE_ENV, PROJECT_ROOT, jar_cache_dir, jars
+from coordinator.artifacts import JAR_CACHE_ENV, PROJECT_ROOT, jar_cache_dir, jars
+from core.errors import ArtifactsMissingError
 
 
 def test_cache_defaults_to_the_checkout_and_honours_the_environment(tmp_path: Path) -> None:

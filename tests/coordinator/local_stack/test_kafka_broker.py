@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator.errors import BrokerError
-from coordinator.kafka_topics import ensure_topic
-from coordinator.local_stack.artifacts import jars
+from coordinator.artifacts import jars
 from coordinator.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
@@ -25,6 +23,8 @@ from coordinator.local_stack.kafka_broker import (
     pid_is_our_broker,
     read_info,
 )
+from core.errors import BrokerError
+from streams.kafka_topics import ensure_topic
 from tests.conftest import unavailable
 
 

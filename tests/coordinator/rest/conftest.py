@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.config import Config, load_config
-from coordinator.kafka_topics import delete_topic
 from coordinator.rest.app import create_app
+from core.config import Config, load_config
 from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_topics import delete_topic
 
 #: Plaintext tokens of the auth file written by `auth_file`.
 ORDERS_TOKEN = "orders-secret-token"

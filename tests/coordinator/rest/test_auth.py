@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.config import Config
-from coordinator.errors import ConfigurationError
 from coordinator.rest.auth import Authenticator, load_token_file, sha256_hex
 from coordinator.rest.errors import ApiError
+from core.config import Config
+from core.errors import ConfigurationError
 from protocol import ingress as fmt
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
-from coordinator.config import Config
 from coordinator.rest.app import create_app
+from core.config import Config
 from streams.coordinator_writer import check_record
 
 pytestmark = pytest.mark.kafka

@@ -12,10 +12,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from coordinator.rest.lookup import DeltaRows, TransactionLookup
 from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
 from delta_tables import half_messages, transactions
+from delta_tables.lookup import DeltaRows, TransactionLookup
 from delta_tables.registry import create_system_tables
 from protocol import ingress as fmt
 from streams.ingest import IngestRules, classify, halves, ops

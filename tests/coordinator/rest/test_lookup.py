@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.config import Config, load_config
 from coordinator.rest.app import create_app
+from core import state_machine
+from core.config import Config, load_config
 from delta_tables import check_requests, half_messages, transactions
+from delta_tables.lookup import STATES
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
     BILLING_TOKEN,
@@ -235,3 +237,8 @@ def test_one_id_in_two_groups_is_two_transactions(secured: TestClient, config: C
     ambiguous = secured.get("/v1/transactions/same", headers=admin)
     assert ambiguous.status_code == 400
     assert "producer_group" in ambiguous.json()["message"]
+
+
+def test_the_answer_s_states_are_the_state_machine_s() -> None:
+    # A Literal must be spelt out: this is where it is checked against the one list.
+    assert get_args(STATES) == tuple(state.name for state in state_machine.TransactionState)

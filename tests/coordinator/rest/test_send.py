@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.config import Config
+from core.config import Config
 from protocol import ingress as fmt
 from tests.coordinator.rest.kafka_io import read_all
 
@@ -258,8 +258,8 @@ def test_each_app_has_its_own_registry(rest_config: Config) -> None:
 
 
 def test_kafka_unreachable_is_a_503(rest_config: Config, free_port: int) -> None:
-    from coordinator.config import load_config  # noqa: PLC0415
     from coordinator.rest.app import create_app  # noqa: PLC0415
+    from core.config import load_config  # noqa: PLC0415
 
     down = load_config(overrides={"kafka.bootstrap_servers": f"127.0.0.1:{free_port}",
                                   "warehouse": rest_config.warehouse})  # fmt: skip

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator.kafka_topics import admin_client, delete_topic, ensure_topic
 from coordinator.sdk import TransactionListener, TransactionProducer
 from coordinator.sdk.kafka_transport import check_consumer_group
+from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 
 # The ingress topics' one setting the protocol depends on (streams/ingress_topics.py).
 INGRESS_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}

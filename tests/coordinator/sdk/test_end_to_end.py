@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.config import Config
 from coordinator.rest.app import create_app
 from coordinator.sdk import (
     CheckRequest,
@@ -34,6 +33,7 @@ from coordinator.sdk import (
     TransactionListener,
     TransactionProducer,
 )
+from core.config import Config
 from tests.coordinator.sdk.http_server import serving
 from tests.harness import Engine, table, wait_for
 from tests.streams.conftest import ConfigFactory
@@ -42,7 +42,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 ROOT = Path(__file__).resolve().parents[3]
 #: What a wheel of txcoord is built from (pyproject's packages and metadata).
-SOURCES = ("pyproject.toml", "README.md", "coordinator", "protocol", "streams", "delta_tables")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "core",
+    "protocol",
+    "delta_tables",
+    "streams",
+    "coordinator",
+)
 
 PLAN = ["commit", "rollback", "commit_when_checked", "rollback_when_checked", "unknown"]
 PER_GROUP = 10

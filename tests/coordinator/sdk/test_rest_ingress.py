@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import load_config
 from coordinator.rest.app import create_app
 from coordinator.sdk import (
     LocalTransactionState,
@@ -16,6 +15,7 @@ from coordinator.sdk import (
     RequestRejectedError,
     TransactionProducer,
 )
+from core.config import load_config
 from protocol import ingress as fmt
 from protocol.ingress import msg_id_of, op_id_of
 

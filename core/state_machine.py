@@ -154,6 +154,15 @@ TRANSITIONS: dict[TransactionState, dict[Event, Outcome]] = {
 }
 
 
+def applies_in(event: Event) -> tuple[TransactionState, ...]:
+    """Return the states in which `event` moves a transaction, in the table's order."""
+    return tuple(state for state, moves in TRANSITIONS.items() if moves[event].moved)
+
+
+#: The producer's ops that decide something (COMMIT, ROLLBACK; UNKNOWN moves nothing).
+DECISIVE_OPS = tuple(event for event in PRODUCER_OPS if applies_in(event))
+
+
 def apply(state: TransactionState, event: Event) -> Outcome:
     """Return the outcome of `event` in `state`: the one entry of the table for the pair."""
     outcome = TRANSITIONS[state][event]

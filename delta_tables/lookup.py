@@ -6,6 +6,8 @@ resumed by an operator (RocketMQ's resumeCheckHalfMessage): it is CHECKING again
 restarted. Without a final row, check requests make it CHECKING (count = the highest check
 number) and a half in `system/half_messages` makes it PREPARED. A table that does not exist
 yet (nothing has run) reads as empty, so an unknown transaction is a 404, never an error.
+The REST ingress (GET /v1/transactions/{id}) and the operator commands (coordinator/admin)
+both read through it, so it lives here, below both.
 
 A transaction is identified by (producer group, transaction id) (SPEC 3): given a group,
 only that group's rows are read, so another group's transaction with the same id is as
@@ -21,19 +23,36 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from pydantic import BaseModel, Field
 
-from coordinator.rest.models import TransactionState
 from delta_tables import check_requests, half_messages, transactions
 
 log = logging.getLogger("txcoord.rest.lookup")
 
+#: core.state_machine.TransactionState's names as a type (tests/coordinator/rest/test_lookup.py).
+STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 Row = dict[str, Any]
 #: What the lookup needs: (table name, transaction id, columns) -> matching rows.
 RowReader = Callable[[str, str, Sequence[str]], list[Row]]
+
+
+class TransactionState(BaseModel):
+    """Where a transaction is, as the Delta tables say (GET /v1/transactions/{id})."""
+
+    transaction_id: str
+    producer_group: str | None
+    topic: str | None
+    queue_id: int | None
+    msg_id: str | None
+    state: STATES
+    check_count: int
+    prepared_at: str | None
+    resolved_at: str | None = Field(description="null unless the state is final")
+    reason: str | None = Field(description="null unless the state is final")
 
 
 def delta_uri(warehouse: str, name: str) -> str:

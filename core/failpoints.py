@@ -24,7 +24,7 @@ import sys
 import threading
 from collections import Counter
 
-from coordinator.errors import ConfigurationError
+from core.errors import ConfigurationError
 
 OPTION = "--failpoint"
 REACHED = "FAILPOINT {name} reached"

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from coordinator.errors import ArtifactsMissingError
+from core.errors import ArtifactsMissingError
 
 #: Environment variable that points at a jar cache outside the checkout.
 JAR_CACHE_ENV = "TXCOORD_JAR_CACHE"
 
 #: The checkout this package was installed from (editable install).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
