@@ -118,7 +118,7 @@ class Engine:
             self.metrics = serve_metrics(self, self.config.metrics.host, self.config.metrics.port)
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
-                             self.config.streams.tick_interval).start()  # fmt: skip
+                             self.config.streams.tick_interval, kafka.security).start()  # fmt: skip
         self.start_coordinator()
         log.info("engine running: coordinator query %s", self.coordinator and self.coordinator.id)
         return self

@@ -31,7 +31,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.config import Config
 from coordinator.errors import ConfigurationError
-from coordinator.kafka_topics import admin_client, ensure_topic
+from coordinator.kafka_topics import admin_client, ensure_configured_topic
 from delta_tables import check_requests
 from protocol.check_record import CheckRecord, Record
 
@@ -106,9 +106,9 @@ def ensure_check_topic(config: Config) -> None:
     bootstrap, topic = config.kafka.bootstrap_servers, config.kafka.check_topic
     needed = check_topic_max_bytes(config.max_message_size)
     setting = {"max.message.bytes": str(needed)}
-    if ensure_topic(bootstrap, topic, config.kafka.partitions, setting):
+    if ensure_configured_topic(config.kafka, topic, setting):
         return
-    with admin_client(bootstrap) as admin:
+    with admin_client(bootstrap, security=config.kafka.security) as admin:
         resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})
         described: Any = admin.describe_configs([resource], config_filter="all")
         entry = described.get("topic", {}).get(topic, {}).get("max.message.bytes")

@@ -8,7 +8,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.config import Config
 from coordinator.errors import ConfigurationError
-from coordinator.kafka_topics import admin_client, ensure_topic
+from coordinator.kafka_topics import admin_client, ensure_configured_topic
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.check_topic import ensure_check_topic
 
@@ -29,9 +29,9 @@ def ensure_ingress_topics(config: Config) -> None:
     bootstrap = config.kafka.bootstrap_servers
     settings = ingress_topic_config(config)
     for topic in (config.kafka.half_topic, config.kafka.op_topic):
-        ensure_topic(bootstrap, topic, config.kafka.partitions, settings)
+        ensure_configured_topic(config.kafka, topic, settings)
     ensure_check_topic(config)  # sized for checks of max_message_size bodies
-    with admin_client(bootstrap) as admin:
+    with admin_client(bootstrap, security=config.kafka.security) as admin:
         for topic in (config.kafka.half_topic, config.kafka.op_topic):
             described: Any = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, topic)]
