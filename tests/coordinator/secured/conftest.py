@@ -28,12 +28,15 @@ from streams.ingress_topics import ensure_ingress_topics
 GROUPS = ("orders", "payments")
 
 
-def make_auth_file(root: Path, tls: bool = False) -> Path:
-    """Write an auth file with engine, operator and GROUPS' principals (and TLS files)."""
+def make_auth_file(root: Path, tls: bool = False, rest_tokens: str = "") -> Path:
+    """Write an auth file with engine, operator and GROUPS' principals (and TLS files).
+
+    `rest_tokens` is TOML of `[[token]]` entries for the REST ingress, put first.
+    """
     root.mkdir(parents=True, exist_ok=True)
     secret_dir = root / "secrets"
     secret_dir.mkdir()
-    lines = []
+    lines = [rest_tokens]
     for role in ("engine", "operator"):
         (secret_dir / f"{role}.password").write_text(secrets.token_urlsafe(24) + "\n")
         lines += [f"[kafka.{role}]", f'principal = "txcoord-{role}"',
