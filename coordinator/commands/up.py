@@ -15,6 +15,7 @@ from rich.text import Text
 
 from coordinator.config import load_config, parse_overrides
 from coordinator.errors import StackError
+from coordinator.local_stack.broker_auth import load_broker_auth
 from coordinator.local_stack.stack import LocalStack, StackSettings
 from coordinator.stop_signals import StopSignals
 
@@ -89,7 +90,8 @@ def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
 )  # fmt: skip
 @click.option(
     "--auth-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Token file of the REST ingress; without one it runs open, on 127.0.0.1 only.",
+    help="Auth file: REST tokens ([[token]]) and, with a [kafka] part, the broker's SASL "
+    "principals and ACLs; without one everything runs open, on 127.0.0.1 only.",
 )  # fmt: skip
 @click.option("--no-rest", is_flag=True, help="Run without the REST ingress.")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
@@ -141,6 +143,7 @@ def up(
             kafka_port=kafka_port,
             driver_memory=driver_memory,
             rest=not no_rest,
+            broker_auth=load_broker_auth(auth_file) if auth_file is not None else None,
         ),
         config,
     )
