@@ -122,7 +122,7 @@ class Engine:
             self.metrics = serve_metrics(self.tally, self.progress, metrics.host, metrics.port)
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
-                             self.config.streams.tick_interval).start()  # fmt: skip
+                             self.config.streams.tick_interval, kafka.security).start()  # fmt: skip
         self.start_coordinator()
         self.compactor = Compactor(
             self.spark, self.config.warehouse, self.config.streams.compact_interval

@@ -7,6 +7,7 @@ protocol, the engine and the applications all build on it without pulling Spark 
     errors.py         txcoord's exceptions
     state_machine.py  a transaction's states, the events that move it, and the legal moves
     failpoints.py     named points where the crash tests freeze or kill the coordinator
+    kafka_security.py TLS/SASL settings of every Kafka client, secrets kept out of logs
 """
 
-__all__ = ["config", "errors", "failpoints", "state_machine"]
+__all__ = ["config", "errors", "failpoints", "kafka_security", "state_machine"]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigurationError
+from core.kafka_security import KafkaSecurity, security_problems
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
@@ -91,6 +92,24 @@ class KafkaConfig:
     op_topic: str = "txcoord.op"
     check_topic: str = "txcoord.check"
     partitions: int = 4
+    # Topic creation on a real cluster (SPEC 7.7: acks=all then means this many copies).
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+    # How every Kafka client connects (core/kafka_security.py): never a secret here,
+    # only where it is (a file, an environment variable).
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password_file: str = ""
+    sasl_password_env: str = ""
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+
+    @property
+    def security(self) -> KafkaSecurity:
+        """Return the security settings every Kafka client of the product connects with."""
+        return KafkaSecurity.of(self)
 
 
 @dataclass(frozen=True)
@@ -208,6 +227,12 @@ def _problems(c: Config) -> list[str]:
         found.append(f"streams.store_time_skew must be 0..10m, not {c.streams.store_time_skew}")
     if not 1 <= c.kafka.partitions <= 1024:
         found.append(f"kafka.partitions must be 1..1024, not {c.kafka.partitions}")
+    if not 1 <= c.kafka.min_insync_replicas <= c.kafka.replication_factor <= 32:
+        found.append(
+            f"kafka.min_insync_replicas ({c.kafka.min_insync_replicas}) must be 1.."
+            f"kafka.replication_factor ({c.kafka.replication_factor}) (at most 32)"
+        )
+    found += security_problems(c.kafka.security, os.environ)
     if not 1 <= c.spark.shuffle_partitions <= 10_000:
         found.append(f"spark.shuffle_partitions must be 1..10000, not {c.spark.shuffle_partitions}")
     if not c.warehouse:

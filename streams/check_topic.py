@@ -33,7 +33,7 @@ from core.config import Config
 from core.errors import ConfigurationError
 from delta_tables import check_requests
 from protocol.check_record import CheckRecord, Record
-from streams.kafka_topics import admin_client, ensure_topic
+from streams.kafka_topics import admin_client, ensure_configured_topic
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ def ensure_check_topic(config: Config) -> None:
     bootstrap, topic = config.kafka.bootstrap_servers, config.kafka.check_topic
     needed = check_topic_max_bytes(config.max_message_size)
     setting = {"max.message.bytes": str(needed)}
-    if ensure_topic(bootstrap, topic, config.kafka.partitions, setting):
+    if ensure_configured_topic(config.kafka, topic, setting):
         return
-    with admin_client(bootstrap) as admin:
+    with admin_client(bootstrap, security=config.kafka.security) as admin:
         resource = ConfigResource(ConfigResourceType.TOPIC, topic, {"max.message.bytes": None})
         described: Any = admin.describe_configs([resource], config_filter="all")
         entry = described.get("topic", {}).get(topic, {}).get("max.message.bytes")

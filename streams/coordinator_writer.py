@@ -444,6 +444,7 @@ class CoordinatorBatchWriter:
                 max_block_ms=30_000,
                 # A check carries a body of up to max_message_size (streams/check_topic.py).
                 max_request_size=check_topic_max_bytes(self.config.max_message_size),
+                **self.config.kafka.security.client_options(),
             )  # fmt: skip
         return self._producer
 

@@ -218,6 +218,7 @@ def ingress_records(spark: SparkSession, config: Config) -> DataFrame:
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
+        .options(**config.kafka.security.spark_options())
         .option("subscribe", f"{config.kafka.half_topic},{config.kafka.op_topic}")
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")

@@ -10,7 +10,7 @@ from core.config import Config
 from core.errors import ConfigurationError
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.check_topic import ensure_check_topic
-from streams.kafka_topics import admin_client, ensure_topic
+from streams.kafka_topics import admin_client, ensure_configured_topic
 
 
 def ingress_topic_config(config: Config) -> dict[str, str]:
@@ -29,9 +29,9 @@ def ensure_ingress_topics(config: Config) -> None:
     bootstrap = config.kafka.bootstrap_servers
     settings = ingress_topic_config(config)
     for topic in (config.kafka.half_topic, config.kafka.op_topic):
-        ensure_topic(bootstrap, topic, config.kafka.partitions, settings)
+        ensure_configured_topic(config.kafka, topic, settings)
     ensure_check_topic(config)  # sized for checks of max_message_size bodies
-    with admin_client(bootstrap) as admin:
+    with admin_client(bootstrap, security=config.kafka.security) as admin:
         for topic in (config.kafka.half_topic, config.kafka.op_topic):
             described: Any = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, topic)]

@@ -22,6 +22,7 @@ from datetime import timedelta
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,15 @@ log = logging.getLogger(__name__)
 class Ticker:
     """A daemon thread that sends heartbeats until stopped."""
 
-    def __init__(self, bootstrap_servers: str, topics: Sequence[str], interval: timedelta) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topics: Sequence[str],
+        interval: timedelta,
+        security: KafkaSecurity | None = None,
+    ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security or KafkaSecurity()
         self.topics = tuple(topics)
         self.interval = interval.total_seconds()
         self._stop = threading.Event()
@@ -79,6 +87,7 @@ class Ticker:
                     producer = KafkaProducer(
                         bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
                         max_block_ms=int(max(self.interval * 5, 10) * 1000),
+                        **self.security.client_options(),
                     )  # fmt: skip
                 self.sent += self.tick_once(producer)
                 if failing_since is not None:

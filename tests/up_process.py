@@ -18,7 +18,14 @@ from tests.conftest import unavailable
 class Up:
     """`txcoord up` in its own process group, as a terminal would run it."""
 
-    def __init__(self, state_dir: Path, warehouse: Path, port: int, *settings: str) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        warehouse: Path,
+        port: int,
+        *settings: str,
+        options: tuple[str, ...] = (),
+    ) -> None:
         command = [
             sys.executable, "-m", "coordinator", "up",
             "--state-dir", str(state_dir),
@@ -27,6 +34,7 @@ class Up:
             "--driver-memory", "1g",
             "--set", "transaction_timeout=4s",
             *[arg for setting in settings for arg in ("--set", setting)],
+            *options,
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command,

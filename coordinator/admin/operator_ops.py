@@ -19,6 +19,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from core.errors import KafkaUnavailableError, TxcoordError
+from core.kafka_security import AuthenticationWatch, KafkaSecurity
 from core.state_machine import applies_in, event_for_op
 from delta_tables.lookup import TransactionState
 from protocol import ingress as fmt
@@ -81,6 +82,7 @@ def send_operator_op(
     *,
     operator: str,
     reason: str,
+    security: KafkaSecurity | None = None,
 ) -> SentOp:
     """Send `op` for the transaction in `state`; return once the broker acknowledged it."""
     problem = refusal(state, op, operator, reason)
@@ -90,13 +92,17 @@ def send_operator_op(
         state.producer_group, op, from_check=False, born_at_ms=time.time_ns() // 1_000_000,
         operator=operator, reason=reason,
     )  # fmt: skip
+    watch = AuthenticationWatch(bootstrap_servers, security)
     try:
-        producer = KafkaProducer(
-            bootstrap_servers=bootstrap_servers, acks="all", max_block_ms=15_000,
-            request_timeout_ms=15_000,
-        )  # fmt: skip
+        with watch:
+            producer = KafkaProducer(
+                bootstrap_servers=bootstrap_servers, acks="all", max_block_ms=15_000,
+                request_timeout_ms=15_000, **(security or KafkaSecurity()).client_options(),
+            )  # fmt: skip
     except KafkaError as exc:
-        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap_servers}: {exc}") from exc
+        raise KafkaUnavailableError(
+            f"cannot reach Kafka at {bootstrap_servers}: {exc}{watch.hint}"
+        ) from exc
     try:
         future = producer.send(
             op_topic, key=state.transaction_id.encode(), value=b"", headers=headers

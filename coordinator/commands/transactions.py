@@ -16,7 +16,7 @@ import getpass
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
 from core import state_machine
 from core.config import Config, load_config, parse_duration, parse_overrides
 from core.errors import ConfigurationError
+from core.kafka_security import KafkaSecurity
 from delta_tables.lookup import TransactionState
 
 STATES = tuple(state.name for state in state_machine.TransactionState)
@@ -43,6 +44,7 @@ class Target:
     warehouse: str
     bootstrap_servers: str
     op_topic: str
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
 
 def _target(
@@ -66,6 +68,7 @@ def _target(
         warehouse=config.warehouse,
         bootstrap_servers=bootstrap_servers or config.kafka.bootstrap_servers,
         op_topic=config.kafka.op_topic,
+        security=config.kafka.security,
     )
 
 
@@ -233,7 +236,7 @@ def _operator_command(op: str, summary: str) -> click.Command:
         target = _target(**where)
         found = _found(target, transaction_id, producer_group)
         sent = send_operator_op(
-            target.bootstrap_servers, target.op_topic, found.state, op,
+            target.bootstrap_servers, target.op_topic, found.state, op, security=target.security,
             operator=operator, reason=reason,
         )  # fmt: skip
         click.echo(f"{op} {sent.op_id} for {transaction_id} stored in {target.op_topic}")

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from coordinator.local_stack.broker_auth import load_broker_auth
 from coordinator.local_stack.stack import LocalStack, RestServer, StackSettings
 from coordinator.stop_signals import StopSignals
 from core.config import Config, load_config, parse_overrides
@@ -97,7 +98,8 @@ def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
 )  # fmt: skip
 @click.option(
     "--auth-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Token file of the REST ingress; without one it runs open, on 127.0.0.1 only.",
+    help="Auth file: REST tokens ([[token]]) and, with a [kafka] part, the broker's SASL "
+    "principals and ACLs; without one everything runs open, on 127.0.0.1 only.",
 )  # fmt: skip
 @click.option("--no-rest", is_flag=True, help="Run without the REST ingress.")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
@@ -148,6 +150,7 @@ def up(
             master=master,
             kafka_port=kafka_port,
             driver_memory=driver_memory,
+            broker_auth=load_broker_auth(auth_file) if auth_file is not None else None,
         ),
         config,
         rest_server=None if no_rest else _rest_server,

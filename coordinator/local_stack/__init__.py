@@ -1,3 +1,4 @@
-"""The local stack of `txcoord up`: the KRaft broker, health probes, the stack itself."""
+"""The local stack of `txcoord up`: the KRaft broker (open, or secured by an auth file),
+health probes, the stack itself."""
 
-__all__ = ["kafka_broker", "stack"]
+__all__ = ["broker_auth", "kafka_broker", "stack"]

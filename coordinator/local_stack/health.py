@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 
+from core.kafka_security import KafkaSecurity
 from streams.kafka_topics import admin_client, ensure_topic
 
 if TYPE_CHECKING:
@@ -38,14 +39,17 @@ class Health:
         return f"{self.component}: {mark} - {self.detail} ({self.seconds:.1f} s)"
 
 
-def check_kafka(bootstrap_servers: str) -> Health:
+def check_kafka(bootstrap_servers: str, security: KafkaSecurity | None = None) -> Health:
     """Return the broker's health: metadata answered and a record durably written (acks=all)."""
     started = time.monotonic()
+    security = security or KafkaSecurity()
     try:
-        with admin_client(bootstrap_servers, "txcoord-health") as admin:
+        with admin_client(bootstrap_servers, "txcoord-health", security) as admin:
             cluster: Any = admin.describe_cluster()
-        ensure_topic(bootstrap_servers, HEALTH_TOPIC, 1, {"retention.ms": "3600000"})
-        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
+        ensure_topic(bootstrap_servers, HEALTH_TOPIC, 1, {"retention.ms": "3600000"},
+                     security=security)  # fmt: skip
+        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all",
+                                 **security.client_options())  # fmt: skip
         try:
             producer.send(HEALTH_TOPIC, value=b"ping").get(timeout=15)
         finally:
@@ -57,7 +61,12 @@ def check_kafka(bootstrap_servers: str) -> Health:
     return Health("kafka", True, detail, time.monotonic() - started)
 
 
-def check_spark(spark: SparkSession, scratch_dir: Path, bootstrap_servers: str | None) -> Health:
+def check_spark(
+    spark: SparkSession,
+    scratch_dir: Path,
+    bootstrap_servers: str | None,
+    security: KafkaSecurity | None = None,
+) -> Health:
     """Return Spark's health: a Delta write+read, and a Kafka read through the connector."""
     started = time.monotonic()
     try:
@@ -74,6 +83,7 @@ def check_spark(spark: SparkSession, scratch_dir: Path, bootstrap_servers: str |
             records = (
                 spark.read.format("kafka")
                 .option("kafka.bootstrap.servers", bootstrap_servers)
+                .options(**(security or KafkaSecurity()).spark_options())
                 .option("subscribe", HEALTH_TOPIC)
                 .load()
                 .count()

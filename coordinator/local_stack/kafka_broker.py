@@ -19,6 +19,10 @@ Data folder layout::
     <data_dir>/logs/server.log   the broker's log4j2 log (rolled)
     <data_dir>/logs/stdout.log   the JVM's own output (warnings, crashes)
 
+With `BrokerSettings.auth` (coordinator/local_stack/broker_auth.py) the broker is secured:
+SASL SCRAM principals, the StandardAuthorizer, credentials added when formatting; the
+caller then creates the ACLs (`broker_auth.apply_auth`). Without it, it is open on loopback.
+
 Ports default to the ones used last time (so clients configured for a restarted stack
 keep working) and otherwise to free ones.
 """
@@ -45,7 +49,9 @@ from typing import Any
 from kafka.admin import KafkaAdminClient
 
 from coordinator.artifacts import jars
+from coordinator.local_stack.broker_auth import BrokerAuth
 from core.errors import BrokerError
+from core.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,8 @@ class BrokerSettings:
     # kill -9), so a crashed `txcoord up` or test run never leaves a broker behind.
     die_with_parent: bool = True
     extra_properties: dict[str, str] = field(default_factory=dict)
+    # SASL principals and ACLs (None: open on loopback, as `txcoord up` without auth file).
+    auth: BrokerAuth | None = None
 
     def __post_init__(self) -> None:
         if self.host not in ("127.0.0.1", "localhost", "::1"):
@@ -209,6 +217,12 @@ class KafkaBroker:
         return f"{self.settings.host}:{self._info.port}"
 
     @property
+    def client_security(self) -> KafkaSecurity:
+        """Return how the engine's clients connect: as the engine principal, or plaintext."""
+        auth = self.settings.auth
+        return auth.engine_security if auth else KafkaSecurity()
+
+    @property
     def info(self) -> BrokerInfo:
         """Return ports, cluster id and pid of the started broker."""
         if self._info is None:
@@ -323,7 +337,18 @@ class KafkaBroker:
             properties += "\n# extra properties\n" + "".join(
                 f"{key}={value}\n" for key, value in sorted(self.settings.extra_properties.items())
             )
-        (self.data_dir / "server.properties").write_text(properties)
+        auth = self.settings.auth
+        if auth is not None:
+            # Later keys win in a properties file: these replace the open listeners above.
+            secured = auth.server_properties(self.settings.host, info.port, info.controller_port)
+            properties += "\n# secured (auth file): replaces the open listeners above\n" + "".join(
+                f"{key}={value}\n" for key, value in secured.items()
+            )
+        path = self.data_dir / "server.properties"
+        if auth is not None:  # the engine's password is in it: private before it is written
+            path.touch(mode=0o600)
+            path.chmod(0o600)
+        path.write_text(properties)
         log4j = resources.files(__package__).joinpath("log4j2.properties").read_text()
         (self.data_dir / "log4j2.properties").write_text(log4j)
 
@@ -357,7 +382,21 @@ class KafkaBroker:
             str(self.data_dir / "server.properties"),
             "--ignore-formatted",
         ]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+        argfile = self.data_dir / "format.args"
+        if self.settings.auth is not None:
+            # Credentials never on a command line (/proc/*/cmdline is world-readable): the
+            # java launcher reads the main class and its arguments from a private @argfile.
+            start = command.index("kafka.tools.StorageTool")
+            arguments = [*command[start:], *self.settings.auth.scram_arguments()]
+            argfile.touch(mode=0o600)
+            argfile.write_text("".join(f'"{a}"\n' for a in arguments))
+            command = [*command[:start], f"@{argfile}"]
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, timeout=180, check=False
+            )
+        finally:
+            argfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise BrokerError(
                 f"formatting {self.storage_dir} failed (exit {result.returncode}):\n"
@@ -399,6 +438,7 @@ class KafkaBroker:
                     bootstrap_servers=self.bootstrap_servers,
                     client_id="txcoord-readiness",
                     request_timeout_ms=5000,
+                    **self.client_security.client_options(),
                 )
                 try:
                     cluster: Any = admin.describe_cluster()

@@ -12,6 +12,10 @@ State folder layout::
     <state_dir>/kafka/        the broker's configuration, storage and logs
     <state_dir>/checkpoints/  the streams' checkpoints (unless streams.checkpoint_dir is set)
     <state_dir>/health/       scratch tables of the health probe
+
+With `StackSettings.broker_auth` (the `[kafka]` part of `txcoord up --auth-file`) the broker
+runs secured and every client of the stack connects as the engine principal; the ACLs of
+coordinator/local_stack/broker_auth.py are created once the broker is up.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from coordinator.engine import Engine
+from coordinator.local_stack.broker_auth import BrokerAuth, apply_auth
 from coordinator.local_stack.health import Health, check_kafka, check_spark
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
@@ -47,6 +52,7 @@ class StackSettings:
     master: str = "local[2]"
     kafka_port: int = 0
     driver_memory: str = "4g"
+    broker_auth: BrokerAuth | None = None  # None: the broker is open on loopback
 
 
 class RestServer(Protocol):
@@ -83,7 +89,9 @@ class LocalStack:
         self.rest_server = rest_server
         self.config = config  # its bootstrap servers are the broker's once started
         self.broker = KafkaBroker(
-            BrokerSettings(settings.state_dir / "kafka", port=settings.kafka_port)
+            BrokerSettings(
+                settings.state_dir / "kafka", port=settings.kafka_port, auth=settings.broker_auth
+            )
         )
         self.spark: SparkSession | None = None
         self.engine: Engine | None = None
@@ -101,13 +109,17 @@ class LocalStack:
         """Start every component and return their health; raise if one is unhealthy."""
         log.info("starting kafka broker in %s", self.broker.data_dir)
         self.broker.start()
-        kafka = check_kafka(self.broker.bootstrap_servers)
+        security = self.broker.client_security
+        kafka = check_kafka(self.broker.bootstrap_servers, security)
         if not kafka.healthy:
             raise StackError(str(kafka))
         self.config = replace(
             self.config,
-            kafka=replace(self.config.kafka, bootstrap_servers=self.broker.bootstrap_servers),
-        )
+            kafka=replace(self.config.kafka, bootstrap_servers=self.broker.bootstrap_servers,
+                          **asdict(security)),
+        )  # fmt: skip
+        if self.settings.broker_auth is not None:
+            apply_auth(self.broker.bootstrap_servers, self.settings.broker_auth, self.config.kafka)
         log.info("starting spark (%s)", self.settings.master)
         self.spark = build_spark_session(
             SparkSettings(
@@ -120,8 +132,9 @@ class LocalStack:
             )
         )
         spark = check_spark(
-            self.spark, self.settings.state_dir / "health", self.broker.bootstrap_servers
-        )
+            self.spark, self.settings.state_dir / "health", self.broker.bootstrap_servers,
+            security,
+        )  # fmt: skip
         if not spark.healthy:
             raise StackError(str(spark))
         log.info("starting the coordinator stream")

@@ -65,10 +65,11 @@ def create_app(
         auth=auth,
         writer=writer or KafkaWriter(
             config.kafka.bootstrap_servers, config.kafka.half_topic, config.kafka.op_topic,
-            max_message_size=config.max_message_size,
+            max_message_size=config.max_message_size, security=config.kafka.security,
         ),
         lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
-        poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.check_topic),
+        poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.check_topic,
+                                     security=config.kafka.security),
         metrics=Metrics(),
         clock=clock,
         poll_slots=poll_slots or PollSlots(),

@@ -28,6 +28,7 @@ from kafka import errors as kafka_errors
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.rest.models import CheckRequest
 from core.errors import KafkaUnavailableError
+from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
 
@@ -63,8 +64,11 @@ class CheckPoller:
         idle_timeout: timedelta = timedelta(minutes=2),
         max_groups: int = 256,
         consumer_factory: ConsumerFactory | None = None,
+        *,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security or KafkaSecurity()
         self.check_topic = check_topic
         self.idle_timeout = idle_timeout
         self.max_groups = max_groups
@@ -195,6 +199,7 @@ class CheckPoller:
                 session_timeout_ms=10_000,
                 heartbeat_interval_ms=3_000,
                 bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                **self.security.client_options(),
             )
         except kafka_errors.KafkaError as exc:
             raise KafkaUnavailableError(

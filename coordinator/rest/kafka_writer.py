@@ -23,6 +23,7 @@ from kafka import errors as kafka_errors
 
 from coordinator.rest.records import Record
 from core.errors import KafkaUnavailableError, RecordTooLargeError
+from core.kafka_security import AuthenticationWatch, KafkaSecurity
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
 log = logging.getLogger("txcoord.rest.kafka")
@@ -62,8 +63,10 @@ class KafkaWriter:
         max_message_size: int,
         ack_timeout: timedelta = timedelta(seconds=30),
         client_id: str = "txcoord-rest",
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security or KafkaSecurity()
         self.half_topic = half_topic
         self.op_topic = op_topic
         self.max_message_size = max_message_size
@@ -99,24 +102,27 @@ class KafkaWriter:
         with self._lock:
             if self._producer is None:
                 ack_ms = int(self.ack_timeout.total_seconds() * 1000)
+                watch = AuthenticationWatch(self.bootstrap_servers, self.security)
                 try:
-                    self._producer = KafkaProducer(
-                        bootstrap_servers=self.bootstrap_servers,
-                        client_id=self.client_id,
-                        acks="all",
-                        enable_idempotence=True,
-                        linger_ms=1,
-                        # A record is the body plus headers: as large as the topics allow.
-                        max_request_size=self.max_message_size + HEADER_ALLOWANCE_BYTES,
-                        request_timeout_ms=min(ack_ms, 10_000),
-                        delivery_timeout_ms=ack_ms,
-                        max_block_ms=min(ack_ms, 10_000),
-                        # While Kafka is down a request gets its 503 in seconds, not 30 s.
-                        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-                    )
+                    with watch:
+                        self._producer = KafkaProducer(
+                            bootstrap_servers=self.bootstrap_servers,
+                            client_id=self.client_id,
+                            acks="all",
+                            enable_idempotence=True,
+                            linger_ms=1,
+                            # A record is the body plus headers: as large as the topics allow.
+                            max_request_size=self.max_message_size + HEADER_ALLOWANCE_BYTES,
+                            request_timeout_ms=min(ack_ms, 10_000),
+                            delivery_timeout_ms=ack_ms,
+                            max_block_ms=min(ack_ms, 10_000),
+                            # While Kafka is down a request gets its 503 in seconds, not 30 s.
+                            bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                            **self.security.client_options(),
+                        )
                 except kafka_errors.KafkaError as exc:
                     raise KafkaUnavailableError(
-                        f"Kafka at {self.bootstrap_servers} cannot be reached: {exc}"
+                        f"Kafka at {self.bootstrap_servers} cannot be reached: {exc}{watch.hint}"
                     ) from exc
             return self._producer
 

@@ -30,18 +30,15 @@ from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
 from core.config import KafkaConfig
+from core.kafka_security import AuthenticationWatch, KafkaSecurity
 from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
+from protocol.names import check_consumer_group
 from protocol.records import op_headers
 
 log = logging.getLogger(__name__)
 
 _DEFAULTS = KafkaConfig()
-
-
-def check_consumer_group(producer_group: str) -> str:
-    """Return the Kafka consumer group in which the producers of `producer_group` read checks."""
-    return f"txcoord-sdk-{producer_group}"
 
 
 def _now_ms() -> int:
@@ -92,12 +89,15 @@ class KafkaTransport:
         send_timeout_seconds: float = 30.0,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         auto_offset_reset: str = "earliest",
+        security: KafkaSecurity | None = None,
     ) -> None:
         """Connect a producer and a check consumer (raises TransportError if Kafka is down).
 
         `auto_offset_reset="earliest"` makes a brand-new group read the check topic from
         its start: never miss a check, at the price of answering old ones once.
+        `security` is the cluster's TLS/SASL settings (the `[kafka]` ones; default plaintext).
         """
+        options = (security or KafkaSecurity()).client_options()
         self.group = group
         self.half_topic = half_topic
         self.op_topic = op_topic
@@ -108,43 +108,53 @@ class KafkaTransport:
         self._close_lock = threading.Lock()
         client_id = f"txcoord-sdk-{group}-{uuid.uuid4().hex[:8]}"
         timeout_ms = int(send_timeout_seconds * 1000)
-        try:
-            self._producer = KafkaProducer(
-                bootstrap_servers=bootstrap_servers,
-                client_id=client_id,
-                acks="all",
-                enable_idempotence=True,
-                max_request_size=max_message_size + HEADER_ALLOWANCE_BYTES,
-                request_timeout_ms=min(30_000, timeout_ms),
-                delivery_timeout_ms=timeout_ms,
-                bootstrap_timeout_ms=timeout_ms,
-            )
-        except KafkaError as exc:
-            raise TransportError(f"cannot connect to Kafka at {bootstrap_servers}: {exc}") from exc
-        self._consumer: Any = None
-        try:
-            self._consumer = KafkaConsumer(
-                bootstrap_servers=bootstrap_servers,
-                client_id=client_id,
-                group_id=check_consumer_group(group),
-                enable_auto_commit=False,
-                auto_offset_reset=auto_offset_reset,
-                bootstrap_timeout_ms=timeout_ms,
-            )
-            self._consumer.subscribe([check_topic], listener=_KeepAssignedOffsets(self._tracker))
-            # Refresh metadata after subscribing and before the first join. Otherwise
-            # kafka-python 3.0 takes its "metadata used for the assignment" snapshot before it
-            # knows the topic, sees the snapshot change right after, and rebalances again; if
-            # a short poll times out inside that second rebalance, the group leader never
-            # applies its own new assignment (seen in our tests: a partition nobody reads).
-            if check_topic not in self._consumer.topics():
-                log.warning("check topic %s does not exist yet; checks are answered once it "
-                            "does", check_topic)  # fmt: skip
-        except KafkaError as exc:
-            if self._consumer is not None:
-                self._consumer.close(autocommit=False)
-            self._producer.close(timeout=5)
-            raise TransportError(f"cannot connect to Kafka at {bootstrap_servers}: {exc}") from exc
+        # A refused login is retried until the timeout; the watch makes the error say so.
+        with AuthenticationWatch(bootstrap_servers, security) as watch:
+            try:
+                self._producer = KafkaProducer(
+                    bootstrap_servers=bootstrap_servers,
+                    client_id=client_id,
+                    acks="all",
+                    enable_idempotence=True,
+                    max_request_size=max_message_size + HEADER_ALLOWANCE_BYTES,
+                    request_timeout_ms=min(30_000, timeout_ms),
+                    delivery_timeout_ms=timeout_ms,
+                    bootstrap_timeout_ms=timeout_ms,
+                    **options,
+                )
+            except KafkaError as exc:
+                raise TransportError(
+                    f"cannot connect to Kafka at {bootstrap_servers}: {exc}{watch.hint}"
+                ) from exc
+            self._consumer: Any = None
+            try:
+                self._consumer = KafkaConsumer(
+                    bootstrap_servers=bootstrap_servers,
+                    client_id=client_id,
+                    group_id=check_consumer_group(group),
+                    enable_auto_commit=False,
+                    auto_offset_reset=auto_offset_reset,
+                    bootstrap_timeout_ms=timeout_ms,
+                    **options,
+                )
+                self._consumer.subscribe(
+                    [check_topic], listener=_KeepAssignedOffsets(self._tracker)
+                )
+                # Refresh metadata after subscribing and before the first join. Otherwise
+                # kafka-python 3.0 takes its "metadata used for the assignment" snapshot before it
+                # knows the topic, sees the snapshot change right after, and rebalances again; if
+                # a short poll times out inside that second rebalance, the group leader never
+                # applies its own new assignment (seen in our tests: a partition nobody reads).
+                if check_topic not in self._consumer.topics():
+                    log.warning("check topic %s does not exist yet; checks are answered once it "
+                                "does", check_topic)  # fmt: skip
+            except KafkaError as exc:
+                if self._consumer is not None:
+                    self._consumer.close(autocommit=False)
+                self._producer.close(timeout=5)
+                raise TransportError(
+                    f"cannot connect to Kafka at {bootstrap_servers}: {exc}{watch.hint}"
+                ) from exc
 
     # -- sending ------------------------------------------------------------------------
     def _send(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> Any:

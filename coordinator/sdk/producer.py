@@ -45,6 +45,7 @@ from coordinator.sdk.listener import TransactionListener, decide
 from coordinator.sdk.message import Message, SendResult
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, Transport
 from core.config import KafkaConfig
+from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class TransactionProducer:
         endpoint: str | None = None,
         token: str | None = None,
         bootstrap_servers: str | None = None,
+        kafka_security: KafkaSecurity | None = None,
         half_topic: str = _DEFAULTS.half_topic,
         op_topic: str = _DEFAULTS.op_topic,
         check_topic: str = _DEFAULTS.check_topic,
@@ -94,6 +96,8 @@ class TransactionProducer:
                 "give exactly one of endpoint (REST ingress) or bootstrap_servers (Kafka), not "
                 + (" and ".join(given) or "neither")
             )
+        if kafka_security is not None and bootstrap_servers is None:
+            raise ValueError("kafka_security is for Kafka: give it with bootstrap_servers")
         if token is not None and endpoint is None:
             raise ValueError("token is for the REST ingress: give it together with endpoint")
         if check_workers < 1:
@@ -106,6 +110,7 @@ class TransactionProducer:
         self.listener = listener
         self.endpoint = endpoint
         self.bootstrap_servers = bootstrap_servers
+        self.kafka_security = kafka_security  # names where secrets are, never a secret
         self.half_topic = half_topic
         self.op_topic = op_topic
         self.check_topic = check_topic
@@ -143,6 +148,7 @@ class TransactionProducer:
             self.bootstrap_servers, self.group, half_topic=self.half_topic,
             op_topic=self.op_topic, check_topic=self.check_topic,
             send_timeout_seconds=self.send_timeout_seconds, max_message_size=self.max_message_size,
+            security=self.kafka_security,
         )  # fmt: skip
 
     def start(self) -> None:

@@ -1,0 +1,97 @@
+"""The [kafka] part of the auth file: principals, refusals that explain, broker properties."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator.local_stack.broker_auth import AUTHORIZER, acls, load_broker_auth
+from core.errors import ConfigurationError
+
+GOOD_PASSWORD = "Zq3-abcdefghijklmnop"
+
+
+def write(root: Path, kafka_part: str, password: str = GOOD_PASSWORD) -> Path:
+    for name in ("engine", "operator", "orders"):
+        (root / f"{name}.pw").write_text(password + "\n")
+    path = root / "auth.toml"
+    path.write_text('[[token]]\ngroup = "orders"\nsha256 = "' + "0" * 64 + '"\n' + kafka_part)
+    return path
+
+
+ENGINE_AND_OPERATOR = """
+[kafka.engine]
+principal = "txcoord-engine"
+password_file = "engine.pw"
+[kafka.operator]
+principal = "txcoord-operator"
+password_file = "operator.pw"
+"""
+ORDERS = """
+[[kafka.group]]
+group = "orders"
+principal = "orders-app"
+password_file = "orders.pw"
+"""
+
+
+def test_without_a_kafka_part_the_broker_stays_open(tmp_path: Path) -> None:
+    assert load_broker_auth(write(tmp_path, "")) is None
+
+
+def test_principals_are_read_with_paths_relative_to_the_file(tmp_path: Path) -> None:
+    auth = load_broker_auth(write(tmp_path, ENGINE_AND_OPERATOR + ORDERS))
+    assert auth is not None
+    assert [p.name for p in auth.principals] == ["txcoord-engine", "txcoord-operator", "orders-app"]
+    assert auth.groups["orders"].password_file == (tmp_path / "orders.pw").resolve()
+    assert auth.groups["orders"].password() == GOOD_PASSWORD
+    assert GOOD_PASSWORD not in repr(auth)
+    security = auth.engine_security
+    assert (security.security_protocol, security.sasl_mechanism) == ("SASL_PLAINTEXT",
+                                                                      "SCRAM-SHA-256")  # fmt: skip
+    properties = auth.server_properties("127.0.0.1", 9092, 9093)
+    assert properties["authorizer.class.name"] == AUTHORIZER
+    assert properties["super.users"] == "User:txcoord-engine"
+    assert properties["allow.everyone.if.no.acl.found"] == "false"
+    assert properties["listeners"] == "CLIENT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert auth.scram_arguments()[0] == (
+        f"--add-scram=SCRAM-SHA-256=[name=txcoord-engine,password={GOOD_PASSWORD}]"
+    )
+
+
+def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
+    auth = load_broker_auth(write(tmp_path, ENGINE_AND_OPERATOR + ORDERS))
+    assert auth is not None
+    granted = {(a.principal, a.operation.name, a.resource_pattern.resource_type.name,
+                a.resource_pattern.resource_name) for a in acls(auth, "h", "o", "c")}  # fmt: skip
+    assert granted == {
+        ("User:txcoord-operator", "WRITE", "TOPIC", "o"),
+        ("User:orders-app", "WRITE", "TOPIC", "h"),
+        ("User:orders-app", "WRITE", "TOPIC", "o"),
+        ("User:orders-app", "READ", "TOPIC", "c"),
+        ("User:orders-app", "READ", "GROUP", "txcoord-sdk-orders"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("kafka_part", "password", "message"),
+    [
+        ("[kafka]\nusers = 1\n", GOOD_PASSWORD, "knows engine, operator"),
+        (ENGINE_AND_OPERATOR.replace("operator.pw", "missing.pw"), GOOD_PASSWORD,
+         "cannot read password_file"),
+        (ENGINE_AND_OPERATOR, "short", "must be 16..256 characters"),
+        (ENGINE_AND_OPERATOR, "has,comma-and]bracket", "must be 16..256 characters"),
+        (ENGINE_AND_OPERATOR.replace("txcoord-operator", "txcoord-engine"), GOOD_PASSWORD,
+         "every principal must be a different user"),
+        (ENGINE_AND_OPERATOR + ORDERS + ORDERS, GOOD_PASSWORD, "must be a new producer group"),
+        (ENGINE_AND_OPERATOR + '[kafka.tls]\ncertfile = "x.pem"\n', GOOD_PASSWORD,
+         "needs readable certfile, keyfile and cafile"),
+    ],
+)  # fmt: skip
+def test_bad_auth_files_are_refused_with_a_reason(
+    tmp_path: Path, kafka_part: str, password: str, message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        load_broker_auth(write(tmp_path, kafka_part, password))
+    assert password not in str(caught.value) or password == GOOD_PASSWORD

@@ -1,0 +1,226 @@
+"""The Kafka path on a secured broker: SASL SCRAM, the StandardAuthorizer and our ACLs.
+
+Every client here is the product's own (SDK transport, REST writer and check poller, health
+probes, Spark source), built from the one security setting (core/kafka_security.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import (
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePatternFilter,
+    ResourceType,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from kafka.errors import (
+    GroupAuthorizationFailedError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+)
+
+from coordinator.local_stack.health import check_kafka, check_spark
+from coordinator.rest.check_poll import CheckPoller
+from coordinator.rest.kafka_writer import KafkaWriter
+from coordinator.rest.records import Record
+from coordinator.sdk import LocalTransactionState, Message, TransactionProducer, TransportError
+from coordinator.sdk.kafka_transport import KafkaTransport
+from core.errors import KafkaUnavailableError
+from core.kafka_security import KafkaSecurity
+from protocol import ingress as fmt
+from protocol.records import half_headers
+from streams.coordinator_writer import check_record
+from streams.kafka_topics import admin_client
+from tests.coordinator.sdk.helpers import RecordingListener, wait_until
+
+from .conftest import SecuredKafka, publish, read_all
+
+pytestmark = pytest.mark.kafka
+
+
+def check_of(transaction_id: str, group: str) -> tuple[bytes, bytes, Any]:
+    """Return a check-topic record as the coordinator writes it."""
+    row = {
+        "transaction_id": transaction_id, "msg_id": "0000000000000000002A",
+        "producer_group": group, "topic": "OrderPaid", "queue_id": 1, "body": b"paid",
+        "keys": ["o-1"], "tags": "paid", "properties": {}, "check_number": 1,
+        "prepared_ms": 1_700_000_000_000, "at_ms": 1_700_000_006_000,
+    }  # fmt: skip
+    return check_record(row)
+
+
+@pytest.fixture
+def stranger(secured_kafka: SecuredKafka, tmp_path: Any) -> Iterator[KafkaSecurity]:
+    """Return the settings of a principal with a SCRAM credential but no ACL at all."""
+    password = tmp_path / "stranger.password"
+    password.write_text("stranger-password-0123456789")
+    with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
+        a.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "stranger", ScramMechanism.SCRAM_SHA_256, password.read_text())])  # fmt: skip
+    yield KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                        sasl_username="stranger", sasl_password_file=str(password))  # fmt: skip
+
+
+def test_the_acls_are_the_documented_ones(secured_kafka: SecuredKafka) -> None:
+    kafka = secured_kafka.config.kafka
+    with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
+        everything = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                               ResourcePatternFilter(ResourceType.ANY, None,
+                                                     ACLResourcePatternType.ANY))  # fmt: skip
+        found, _ = a.describe_acls(everything)  # an error would have raised
+    granted = {(acl.principal, acl.operation.name, acl.resource_pattern.resource_name)
+               for acl in found}  # fmt: skip
+    expected = {("User:txcoord-operator", "WRITE", kafka.op_topic)}
+    for group in ("orders", "payments"):
+        expected |= {
+            (f"User:{group}-app", "WRITE", kafka.half_topic),
+            (f"User:{group}-app", "WRITE", kafka.op_topic),
+            (f"User:{group}-app", "READ", kafka.check_topic),
+            (f"User:{group}-app", "READ", f"txcoord-sdk-{group}"),
+        }
+    assert granted == expected
+
+
+def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka) -> None:
+    kafka = secured_kafka.config.kafka
+    listener = RecordingListener()  # commits, and answers checks with commit
+    producer = TransactionProducer(
+        group="orders", listener=listener, bootstrap_servers=kafka.bootstrap_servers,
+        kafka_security=secured_kafka.security_of("orders"), half_topic=kafka.half_topic,
+        op_topic=kafka.op_topic, check_topic=kafka.check_topic, poll_wait_seconds=0.2,
+    )  # fmt: skip
+    producer.start()
+    try:
+        result = producer.send_message_in_transaction(Message(topic="OrderPaid", body=b"x"), 1)
+        assert result.local_state == LocalTransactionState.COMMIT_MESSAGE
+        assert result.op_id is not None
+        engine = secured_kafka.security_of()
+        publish(kafka.bootstrap_servers, kafka.check_topic, [check_of("tx-checked", "orders")],
+                engine)  # fmt: skip
+        wait_until(lambda: listener.check_counts()[("tx-checked", 1)] >= 1, timeout=60)
+        ops = read_all(kafka.bootstrap_servers, kafka.op_topic, 2, engine)
+        by_id = {r.key.decode(): dict(r.headers) for r in ops}
+        assert by_id["tx-checked"][fmt.FROM_CHECK] == b"true"
+        assert by_id[result.transaction_id][fmt.OP] == b"COMMIT"
+    finally:
+        producer.shutdown(timeout=5)
+
+
+def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredKafka) -> None:
+    kafka = secured_kafka.config.kafka
+    engine = secured_kafka.security_of()  # the REST ingress runs as the engine
+    writer = KafkaWriter(kafka.bootstrap_servers, kafka.half_topic, kafka.op_topic,
+                         max_message_size=1024, security=engine)  # fmt: skip
+    poller = CheckPoller(kafka.bootstrap_servers, kafka.check_topic, security=engine)
+    try:
+        headers = half_headers("payments", "OrderPaid", int(time.time() * 1000))
+        stored = writer.send_half(Record(key=b"tx-rest", value=b"body", headers=headers))
+        assert stored.offset >= 0
+        publish(kafka.bootstrap_servers, kafka.check_topic, [check_of("tx-poll", "payments")],
+                engine)  # fmt: skip
+        deadline, seen = time.monotonic() + 60, []
+        while not seen and time.monotonic() < deadline:
+            seen = [c for c in poller.poll("payments", 10, 1.0) if c.transaction_id == "tx-poll"]
+        assert seen
+    finally:
+        writer.close()
+        poller.close()
+
+
+def test_a_principal_without_an_acl_is_refused_by_the_broker(
+    secured_kafka: SecuredKafka, stranger: KafkaSecurity
+) -> None:
+    kafka = secured_kafka.config.kafka
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all",
+                             max_block_ms=20_000, **stranger.client_options())  # fmt: skip
+    started = time.monotonic()
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send(kafka.half_topic, key=b"tx", value=b"x").get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    assert time.monotonic() - started < 25  # refused, not timed out
+
+
+def test_a_group_principal_cannot_read_another_groups_consumer_group(
+    secured_kafka: SecuredKafka,
+) -> None:
+    kafka = secured_kafka.config.kafka
+    consumer = KafkaConsumer(kafka.check_topic, bootstrap_servers=kafka.bootstrap_servers,
+                             group_id="txcoord-sdk-payments",
+                             **secured_kafka.security_of("orders").client_options())  # fmt: skip
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            consumer.poll(timeout_ms=10_000)
+    finally:
+        consumer.close(autocommit=False)
+
+
+def test_the_operator_may_write_ops_but_not_halves(secured_kafka: SecuredKafka) -> None:
+    kafka = secured_kafka.config.kafka
+    operator = secured_kafka.security_of(role="operator")
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all",
+                             max_block_ms=20_000, **operator.client_options())  # fmt: skip
+    try:
+        assert producer.send(kafka.op_topic, key=b"tx-op", value=b"").get(timeout=30)
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send(kafka.half_topic, key=b"tx-op", value=b"").get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+
+
+def test_wrong_credentials_fail_at_start_with_a_clear_error(
+    secured_kafka: SecuredKafka, tmp_path: Any
+) -> None:
+    wrong = tmp_path / "wrong.password"
+    wrong.write_text("not-the-password-0123456789")
+    security = KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                             sasl_username="orders-app", sasl_password_file=str(wrong))  # fmt: skip
+    kafka = secured_kafka.config.kafka
+    started = time.monotonic()
+    with pytest.raises(TransportError) as caught:
+        KafkaTransport(kafka.bootstrap_servers, "orders", half_topic=kafka.half_topic,
+                       op_topic=kafka.op_topic, check_topic=kafka.check_topic,
+                       send_timeout_seconds=20, security=security)  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert "login as 'orders-app'" in str(caught.value)
+    assert "authentication failed" in str(caught.value)
+    assert wrong.read_text() not in str(caught.value)
+    # The REST ingress's writer says the same (its 503 message, and its log).
+    writer = KafkaWriter(kafka.bootstrap_servers, kafka.half_topic, kafka.op_topic,
+                         max_message_size=1024, security=security)  # fmt: skip
+    headers = half_headers("orders", "OrderPaid", int(time.time() * 1000))
+    try:
+        with pytest.raises(KafkaUnavailableError, match="login as 'orders-app'"):
+            writer.send_half(Record(key=b"tx-wrong", value=b"body", headers=headers))
+    finally:
+        writer.close()
+
+
+def test_the_health_probes_and_the_spark_source_read_over_sasl(
+    secured_kafka: SecuredKafka, spark: Any, tmp_path: Any
+) -> None:
+    engine = secured_kafka.security_of()
+    bootstrap = secured_kafka.bootstrap_servers
+    kafka = check_kafka(bootstrap, engine)
+    assert kafka.healthy, kafka
+    probe = check_spark(spark, tmp_path / "health", bootstrap, engine)
+    assert probe.healthy, probe
+    assert "kafka connector" in probe.detail
+
+
+def test_a_plaintext_client_gets_nothing_from_the_secured_listener(
+    secured_kafka: SecuredKafka,
+) -> None:
+    with pytest.raises(KafkaError):
+        KafkaProducer(bootstrap_servers=secured_kafka.bootstrap_servers,
+                      bootstrap_timeout_ms=5_000, max_block_ms=5_000)  # fmt: skip

@@ -1,0 +1,158 @@
+"""Kafka security settings: one `[kafka]` setting, two spellings, and secrets that never show."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from core.config import load_config
+from core.errors import ConfigurationError
+from core.kafka_security import KafkaSecurity, Secret
+
+PASSWORD = 's3cr3t-"quoted"-\\back'  # a quote and a backslash: JAAS must escape both
+
+
+@pytest.fixture
+def password_file(tmp_path: Path) -> Path:
+    path = tmp_path / "kafka.password"
+    path.write_text(PASSWORD + "\n")
+    return path
+
+
+@pytest.fixture
+def pem(tmp_path: Path) -> dict[str, str]:
+    files = {}
+    for name in ("ca", "cert", "key"):
+        path = tmp_path / f"{name}.pem"
+        path.write_text(f"-----BEGIN {name.upper()}-----\nAAAA\n-----END {name.upper()}-----\n")
+        files[name] = str(path)
+    return files
+
+
+def test_plaintext_is_the_default_and_changes_no_client() -> None:
+    security = load_config().kafka.security
+    assert security == KafkaSecurity()
+    assert security.client_options() == {}
+    assert security.spark_options() == {}
+
+
+def test_sasl_scram_from_a_password_file(password_file: Path) -> None:
+    config = load_config(overrides={
+        "kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "SCRAM-SHA-256",
+        "kafka.sasl_username": "orders-app", "kafka.sasl_password_file": str(password_file),
+    })  # fmt: skip
+    security = config.kafka.security
+    assert security.client_options() == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "orders-app",
+        "sasl_plain_password": PASSWORD,  # the trailing newline of the file is not part of it
+    }
+    assert security.spark_options() == {
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+        'required username="orders-app" password="s3cr3t-\\"quoted\\"-\\\\back";',
+    }
+
+
+def test_sasl_plain_over_tls_from_the_environment(pem: dict[str, str]) -> None:
+    security = KafkaSecurity(
+        security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u",
+        sasl_password_env="KAFKA_PW", ssl_cafile=pem["ca"],
+    )  # fmt: skip
+    environ = {"KAFKA_PW": "pw"}
+    assert security.client_options(environ) == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u", "sasl_plain_password": "pw", "ssl_cafile": pem["ca"],
+    }  # fmt: skip
+    spark = security.spark_options(environ)
+    assert spark["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+        'password="pw";'
+    )
+    assert spark["kafka.ssl.truststore.type"] == "PEM"
+    assert spark["kafka.ssl.truststore.location"] == pem["ca"]
+
+
+def test_mutual_tls_gives_the_pem_chain_and_key_to_spark(pem: dict[str, str]) -> None:
+    security = KafkaSecurity(security_protocol="SSL", ssl_cafile=pem["ca"],
+                             ssl_certfile=pem["cert"], ssl_keyfile=pem["key"])  # fmt: skip
+    assert security.client_options() == {
+        "security_protocol": "SSL", "ssl_cafile": pem["ca"], "ssl_certfile": pem["cert"],
+        "ssl_keyfile": pem["key"],
+    }  # fmt: skip
+    spark = security.spark_options()
+    assert spark["kafka.ssl.keystore.type"] == "PEM"
+    assert spark["kafka.ssl.keystore.certificate.chain"] == Path(pem["cert"]).read_text()
+    assert spark["kafka.ssl.keystore.key"] == Path(pem["key"]).read_text()
+    assert "kafka.sasl.jaas.config" not in spark
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"kafka.security_protocol": "TLS"}, "must be one of PLAINTEXT, SSL"),
+        ({"kafka.security_protocol": "SASL_SSL", "kafka.sasl_mechanism": "GSSAPI",
+          "kafka.sasl_username": "u", "kafka.sasl_password_env": "HOME"},
+         "kafka.sasl_mechanism must be one of PLAIN"),
+        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN"},
+         "kafka.sasl_username is required"),
+        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
+          "kafka.sasl_username": "u"}, "needs exactly one of kafka.sasl_password_file"),
+        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
+          "kafka.sasl_username": "u", "kafka.sasl_password_env": "TXCOORD_TEST_UNSET_VARIABLE"},
+         "$TXCOORD_TEST_UNSET_VARIABLE, which is not set"),
+        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
+          "kafka.sasl_username": "u", "kafka.sasl_password_file": "/no/such/file"},
+         "kafka.sasl_password_file '/no/such/file' is not a readable file"),
+        ({"kafka.security_protocol": "SSL", "kafka.ssl_cafile": "/no/ca.pem"},
+         "kafka.ssl_cafile '/no/ca.pem' is not a readable file"),
+        ({"kafka.security_protocol": "SSL", "kafka.ssl_certfile": "/etc/hostname"},
+         "kafka.ssl_certfile and kafka.ssl_keyfile go together"),
+        ({"kafka.sasl_username": "u"}, "kafka.sasl_username is set but PLAINTEXT does not use"),
+        ({"kafka.ssl_cafile": "/etc/hostname"}, "kafka.ssl_cafile is set but PLAINTEXT does not"),
+        ({"kafka.replication_factor": "3", "kafka.min_insync_replicas": "4"},
+         "kafka.min_insync_replicas (4) must be 1..kafka.replication_factor (3)"),
+    ],
+)  # fmt: skip
+def test_impossible_settings_are_refused_with_the_key(
+    overrides: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        load_config(overrides=overrides)
+    assert message in str(caught.value)
+
+
+def test_replication_settings_are_read() -> None:
+    kafka = load_config(overrides={"kafka.replication_factor": "3",
+                                   "kafka.min_insync_replicas": "2"}).kafka  # fmt: skip
+    assert (kafka.replication_factor, kafka.min_insync_replicas) == (3, 2)
+    assert (KafkaSecurity().sasl, KafkaSecurity().tls) == (False, False)
+
+
+def test_secrets_never_appear_in_repr_str_errors_or_logs(
+    password_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    config = load_config(overrides={
+        "kafka.security_protocol": "SASL_SSL", "kafka.sasl_mechanism": "SCRAM-SHA-512",
+        "kafka.sasl_username": "orders-app", "kafka.sasl_password_file": str(password_file),
+    })  # fmt: skip
+    client = config.kafka.security.client_options()
+    spark = config.kafka.security.spark_options()
+    logging.getLogger("txcoord.test").info("client %s spark %s", client, spark)
+    shown = [repr(config), str(config), repr(config.kafka.security), repr(client), str(client),
+             repr(spark), str(spark), caplog.text]  # fmt: skip
+    for text in shown:
+        assert "s3cr3t" not in text
+    assert "'***'" in repr(client)
+    with pytest.raises(ConfigurationError) as caught:
+        load_config(overrides={"kafka.security_protocol": "SASL_SSL",
+                               "kafka.sasl_password_file": str(password_file)})  # fmt: skip
+    assert "s3cr3t" not in str(caught.value)
+    # The value itself is intact for the client that needs it.
+    assert isinstance(client["sasl_plain_password"], Secret)
+    assert client["sasl_plain_password"].encode() == PASSWORD.encode()
