@@ -241,7 +241,8 @@ class AuthenticationWatch(logging.Handler):
         """Return why the login probably failed ("" when nothing points at the login)."""
         s = self.security
         if self.refusal is not None:
-            return f"; the broker refused the login ({self.refusal})"
+            return (f"; the broker refused the SASL login as {s.sasl_username!r}: "
+                    f"authentication failed ({self.refusal})")  # fmt: skip
         if s.sasl and _reachable(self.bootstrap_servers):
             return (f"; the broker accepts connections but the SASL login as "
                     f"{s.sasl_username!r} ({s.sasl_mechanism} over {s.security_protocol}) did "
