@@ -13,12 +13,12 @@ from kafka import KafkaProducer
 
 from protocol import ingress as fmt
 from tests.app_process import AppProcess
-from tests.conftest import unavailable
 from tests.quiet_stop import noise_in
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
+@pytest.mark.usefixtures("spark")  # Spark can start here: an application that does not is failing
 def test_submitted_application_delivers_and_stops_cleanly(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
@@ -36,8 +36,7 @@ def test_submitted_application_delivers_and_stops_cleanly(
         "metrics.port": "0",
     })  # fmt: skip
     try:
-        if not app.wait_for_line("txcoord coordinator running", 240):
-            unavailable("spark-submit", RuntimeError(app.tail()))
+        assert app.wait_for_line("txcoord coordinator running", 240), app.tail()
         producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
         producer.send(
             half_topic,
