@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -68,15 +67,6 @@ def delivered(spark: SparkSession, config: Config) -> list[str]:
     if not (Path(config.warehouse) / "topics" / TOPIC / "_delta_log").is_dir():
         return []  # nothing delivered yet
     return sorted(r.transaction_id for r in table(spark, config, f"topics/{TOPIC}").collect())
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 @pytest.mark.spark

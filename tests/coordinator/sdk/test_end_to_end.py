@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,15 +81,6 @@ def config(make_config: ConfigFactory) -> Config:
     return make_config(
         transaction_timeout="3s", transaction_check_interval="20s", transaction_check_max="3"
     )
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def producer(group: str, listener: TransactionListener, config: Config, endpoint: str | None,
