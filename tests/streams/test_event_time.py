@@ -116,7 +116,7 @@ def test_a_long_stop_with_a_backlog_drops_nothing(
 
     finals = {r.transaction_id: (r.state, r.reason)
               for r in table(spark, config, "system/transactions").collect()}  # fmt: skip
-    expected = {}
+    expected: dict[str, tuple[str, str]] = {}
     for r in range(rounds):
         expected |= {f"{kind}-{r}": ("COMMITTED", "op") for kind in ("commit", "first", "slow")}
         expected[f"rollback-{r}"] = ("ROLLED_BACK", "op")

@@ -79,7 +79,11 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
         producer.half(f"tx-{batch}")
         producer.op(f"tx-{batch}", "COMMIT")
         producer.flush()
-        wait_for(lambda b=batch: len(delivered(spark, config)) > b, 180, f"tx-{batch}")
+
+        def landed(b: int = batch) -> bool:
+            return len(delivered(spark, config)) > b
+
+        wait_for(landed, 180, f"tx-{batch}")
 
     # While the streams run: the coordinator's checkpoint is read for the streamed tables.
     # (VACUUM is slow here, a minute or more per table on 2 cores: three tables only.)

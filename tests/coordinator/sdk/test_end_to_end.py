@@ -145,7 +145,7 @@ def message(group: str, i: int) -> Message:
 def readme_sdk_example() -> str:
     """Return the README's Python SDK example (the code block that starts a producer)."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    (example,) = [block for block in blocks if "TransactionProducer(" in block]
+    (example,) = [str(block) for block in blocks if "TransactionProducer(" in block]
     return example
 
 
