@@ -85,11 +85,15 @@ class AppProcess:
                     return text
         return None
 
-    def tail(self, lines: int = 40) -> str:
-        """Return the last lines of output seen so far."""
+    def lines(self) -> list[str]:
+        """Return every line of output printed so far."""
         while not self._lines.empty():
             self.output.append(self._lines.get())
-        return "".join(self.output[-lines:])
+        return self.output
+
+    def tail(self, lines: int = 40) -> str:
+        """Return the last lines of output seen so far."""
+        return "".join(self.lines()[-lines:])
 
     def kill9(self) -> None:
         """SIGKILL the whole process tree at once."""

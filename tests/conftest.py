@@ -3,15 +3,27 @@
 With `CI=true` a component that cannot start fails every test that needs it; elsewhere
 those tests are skipped with the reason, so a laptop without Java can still run the
 pure unit tests. Nothing here is ever mocked.
+
+A test that starts the product's own Spark or Kafka (spark-submit, `txcoord up`, the broker
+command, the broker launcher) first asks for the session's `spark` / `kafka_broker`: once those
+have started, the component can start on this machine, and anything that goes wrong after that
+is the product's failure, a plain test failure, never a skip.
+
+Randomness in tests comes from the `rng` fixture: a `random.Random` whose seed is printed and
+reported with a failure; `TXCOORD_TEST_SEED=<seed>` replays it. The variable is taken out of
+this process's environment at once (the application reads every `TXCOORD_*` variable as
+configuration and would refuse an unknown one, in this process and in its subprocesses).
 """
 
 from __future__ import annotations
 
 import os
+import random
+import secrets
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -19,15 +31,24 @@ from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
 from core.config import Config, load_config
 from streams.kafka_topics import delete_topic, ensure_topic
+from tests.harness import Engine
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+SEED_ENV = "TXCOORD_TEST_SEED"
+#: The seed a run was asked to replay, if any (removed from the environment: see above).
+SEED_OVERRIDE = os.environ.pop(SEED_ENV, None)
+SEED_KEY = pytest.StashKey[int]()
 
 
 def unavailable(component: str, error: BaseException) -> NoReturn:
-    """Fail (in CI) or skip (elsewhere) a test whose component could not start."""
+    """Fail (in CI) or skip (elsewhere) a test whose component could not start.
+
+    Only for Spark or Kafka that cannot start: a product that fails (a timeout, an exit code,
+    an application that never says it runs) fails the test, in CI and elsewhere.
+    """
     message = f"{component} could not start: {type(error).__name__}: {error}"
     if IN_CI:
         pytest.fail(message, pytrace=False)
@@ -123,3 +144,35 @@ def make_config(bootstrap_servers: str, tmp_path: Path) -> ConfigFactory:
         return config_under(tmp_path, bootstrap_servers, **overrides)
 
     return make
+
+
+@pytest.fixture
+def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
+    """Return the real engine on the test module's `config` fixture, started; stopped after.
+
+    Stopping fails the test if a query had failed meanwhile (tests/harness.py).
+    """
+    running = Engine(spark, config)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> random.Random:
+    """Return this test's random generator; its seed is printed and reported on failure."""
+    seed = int(SEED_OVERRIDE) if SEED_OVERRIDE else secrets.randbelow(2**31)
+    request.node.stash[SEED_KEY] = seed
+    print(f"\n{request.node.name}: seed {seed} (replay with {SEED_ENV}={seed})", flush=True)
+    return random.Random(seed)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Name the seed in the report of a failed test that drew random numbers."""
+    report = yield
+    seed = item.stash.get(SEED_KEY, None)
+    if seed is not None and report.failed:
+        report.sections.append(("random seed", f"replay with {SEED_ENV}={seed}"))
+    return report

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from kafka import KafkaConsumer, KafkaProducer
@@ -198,3 +199,36 @@ def warm(engine: Engine, batches: int = 3) -> None:
     wait_for(
         lambda: engine.progress.batches[QUERY_NAME] >= batches, 240, "the query to start",
     )  # fmt: skip
+
+
+def watermark_past(line: dict[str, Any] | None, moment: float) -> bool:
+    """Return whether progress summary `line` (streams/progress.py) has a watermark past `moment`.
+
+    `moment` is epoch seconds in store time (the broker's LogAppendTime: this host's clock).
+    """
+    mark = (line or {}).get("watermark")
+    return bool(mark) and datetime.fromisoformat(str(mark)).timestamp() > moment
+
+
+def last_progress(lines: Iterable[str]) -> dict[str, Any] | None:
+    """Return the newest coordinator progress summary among an application's log `lines`."""
+    last = None
+    for line in lines:
+        if "txcoord.progress: " in line:
+            summary = json.loads(line.split("txcoord.progress: ", 1)[1])
+            if summary.get("query") == QUERY_NAME:
+                last = summary
+    return last
+
+
+def wait_past(engine: Engine, moment: float, timeout: float, what: str) -> None:
+    """Wait until a coordinator batch has run with its event-time watermark past `moment`.
+
+    The positive marker of every "nothing more happened" check. The stage's timers (checks,
+    discards, expiries, orphans) fire in the batch whose watermark passes them, and a batch's
+    progress is reported once its writes are done: when this returns, everything the engine
+    would emit for store times up to `moment` is in the tables. Pass the time a wrongly late
+    emission would be due (e.g. now + the check interval), then assert.
+    """
+    wait_for(lambda: watermark_past(engine.progress.last.get(QUERY_NAME), moment), timeout,
+             f"the coordinator's watermark to pass {what}")  # fmt: skip

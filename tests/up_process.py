@@ -12,8 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import unavailable
-
 
 class Up:
     """`txcoord up` in its own process group, as a terminal would run it."""
@@ -66,7 +64,9 @@ class Up:
             if match := re.search(pattern, line):
                 return match
         self.stop(signal.SIGKILL)
-        unavailable("the local stack", RuntimeError("".join(self.output[-40:])))
+        raise AssertionError(f"`txcoord up` never printed {pattern!r} within {timeout:.0f} s "
+                             f"(exit code {self.process.returncode}):\n"
+                             + "".join(self.output[-40:]))  # fmt: skip
 
     def stop(self, signum: int, group: bool = True) -> int:
         """Send `signum` to the whole group (a terminal's Ctrl-C) or to txcoord only (kill)."""

@@ -22,7 +22,6 @@ import time
 
 from core.failpoints import OPTION, REACHED
 from tests.app_process import AppProcess
-from tests.conftest import unavailable
 
 #: Seconds to wait for the application to say it runs (JVM and Spark warm-up).
 START_BOUND = 240
@@ -64,9 +63,10 @@ class AppRuns:
             app = AppProcess(self.settings, *[a for spec in failpoints for a in (OPTION, spec)])
             if app.wait_for_line("txcoord coordinator running", START_BOUND):
                 return app
-            if app.process.poll() is None:  # neither running nor exited: Spark cannot start
+            if app.process.poll() is None:  # neither running nor exited: a hung start
                 app.kill9()
-                unavailable("spark-submit", RuntimeError(app.tail()))
+                raise AssertionError(f"the application did not say it runs within "
+                                     f"{START_BOUND} s:\n{app.tail(80)}")  # fmt: skip
             self.exited(app, "while starting")
 
     def exited(self, app: AppProcess, when: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -31,15 +30,6 @@ def config(make_config: ConfigFactory) -> Config:
         transaction_check_max="5",
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def test_a_half_of_max_message_size_is_checked_and_committed_once(

@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from core.config import Config
-from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -44,16 +44,16 @@ def answer(request: dict[str, Any]) -> str:
 
 
 @pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    responder = Responder(config, answer)
+def responder(config: Config, engine: Engine) -> Iterator[Responder]:
+    """The producers' check listener, answering while the engine runs (stopped before it)."""
+    running = Responder(config, answer)
     try:
         yield running
     finally:
-        responder.stop()
         running.stop()
 
 
+@pytest.mark.usefixtures("responder")
 def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Engine) -> None:
     txs = [f"tx-{i}" for i in range(20)]
     producer = Producer(config)
@@ -69,7 +69,10 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
 
     wait_for(lambda: table(spark, config, "system/transactions").count() >= 20, 480,
              "20 final states")  # fmt: skip
-    time.sleep(3)  # anything wrongly emitted after the last decision would show now
+    # A check wrongly sent after a decision (or after the discard) would be due within one
+    # check interval of the last one: once the engine's event time is past that, it would show.
+    due = time.time() + config.transaction_check_interval.total_seconds()
+    wait_past(engine, due, 240, "one check interval after the last decision")
 
     finals = {r.transaction_id: r for r in table(spark, config, "system/transactions").collect()}
     assert len(finals) == 20 and table(spark, config, "system/transactions").count() == 20

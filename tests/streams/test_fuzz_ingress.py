@@ -13,7 +13,6 @@ heartbeats are collapsed to one per batch by design, so they would not be counta
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -156,15 +155,6 @@ def config(make_config: ConfigFactory) -> Config:
         max_message_size=str(MAX_MESSAGE),
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )  # fmt: skip
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()  # fails the test if a query failed
 
 
 def positions(spark: SparkSession, config: Config) -> set[tuple[str, int, int]]:

@@ -7,7 +7,6 @@ a group that sent no half with that id is that group's orphan.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,15 +27,6 @@ def config(make_config: ConfigFactory) -> Config:
         transaction_check_max="3",
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def rows(spark: SparkSession, config: Config, name: str) -> list[Any]:

@@ -9,7 +9,6 @@ an orphan that decides nothing (SPEC 3). Nothing is delivered twice either way.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -35,15 +34,6 @@ def config(make_config: ConfigFactory) -> Config:
             "streams.resolved_retention": f"{RETENTION_S}s",
         },
     )
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def verdicts(spark: SparkSession, config: Config) -> list[tuple[str, str]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from core.config import Config
-from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -44,20 +43,16 @@ def config(make_config: ConfigFactory) -> Config:
     )
 
 
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def rows(spark: SparkSession, config: Config, name: str) -> list[Any]:
     return table(spark, config, name).collect()
 
 
-def produce_every_case(spark: SparkSession, config: Config) -> None:
+def landed(spark: SparkSession, config: Config, name: str, tx: str) -> list[Any]:
+    """Return the rows of landing table `name` (system/half_messages, op_records) of `tx`."""
+    return [r for r in rows(spark, config, name) if r.transaction_id == tx]
+
+
+def produce_every_case(spark: SparkSession, config: Config, engine: Engine) -> None:
     """Send one transaction per rule; return when every one of them has settled."""
     responder = Responder(config, lambda request: ANSWERS.get(request["transaction_id"]))
     producer = Producer(config)
@@ -78,10 +73,12 @@ def produce_every_case(spark: SparkSession, config: Config) -> None:
         producer.op("unknown-then-commit", "UNKNOWN")
         producer.flush()
         producer.op("unknown-then-commit", "COMMIT")
-        # An op may arrive before its half (a later ingest batch lands the half).
+        # An op may arrive before its half (a later batch lands the half): the half is sent
+        # once the op has landed, i.e. once the batch that read the op is done.
         producer.op("op-first", "COMMIT")
         producer.flush()
-        time.sleep(2.5)
+        wait_for(lambda: bool(landed(spark, config, "system/op_records", "op-first")), 240,
+                 "the op of 'op-first' to land before its half")  # fmt: skip
         producer.half("op-first")
         # An op whose half never comes: an orphan, deciding nothing.
         producer.op("orphan", "COMMIT")
@@ -110,14 +107,21 @@ def produce_every_case(spark: SparkSession, config: Config) -> None:
             return wanted <= verdicts and len(finals) >= 8
 
         wait_for(settled, 240, "every transaction to settle")
-        time.sleep(3)  # anything wrongly emitted afterwards would show now
+        # A check wrongly sent after a decision or the discard would be due within a check
+        # interval of the last one: once the engine's event time is past that, it would show.
+        due = time.time() + config.transaction_check_interval.total_seconds()
+        wait_past(engine, due, 240, "one check interval after the last decision")
     finally:
         producer.close()
         responder.stop()
 
 
 def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine: Engine) -> None:
-    produce_every_case(spark, config)
+    produce_every_case(spark, config, engine)
+    # The op of 'op-first' landed before its half was stored: two batches, as the case needs.
+    (op,) = landed(spark, config, "system/op_records", "op-first")
+    (half,) = landed(spark, config, "system/half_messages", "op-first")
+    assert half.stored_at > op.ingested_at, (op, half)
 
     finals = [(r.transaction_id, r.state, r.reason)
               for r in rows(spark, config, "system/transactions")]  # fmt: skip

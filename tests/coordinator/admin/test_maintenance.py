@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -70,15 +69,6 @@ def delivered(spark: SparkSession, config: Config) -> list[str]:
     return sorted(r.transaction_id for r in table(spark, config, f"topics/{TOPIC}").collect())
 
 
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
@@ -89,7 +79,11 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
         producer.half(f"tx-{batch}")
         producer.op(f"tx-{batch}", "COMMIT")
         producer.flush()
-        wait_for(lambda b=batch: len(delivered(spark, config)) > b, 180, f"tx-{batch}")
+
+        def landed(b: int = batch) -> bool:
+            return len(delivered(spark, config)) > b
+
+        wait_for(landed, 180, f"tx-{batch}")
 
     # While the streams run: the coordinator's checkpoint is read for the streamed tables.
     # (VACUUM is slow here, a minute or more per table on 2 cores: three tables only.)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,15 +31,6 @@ def config(make_config: ConfigFactory) -> Config:
         transaction_check_max="1",
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )
-
-
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def txcoord(config: Config, *args: str) -> Result:

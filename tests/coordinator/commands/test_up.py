@@ -27,6 +27,8 @@ def state_of(base: str, tx: str) -> str | None:
     return response.json()["state"] if response.status_code == 200 else None
 
 
+# Spark and Kafka can start here (the session's own did): a stack that does not come up fails.
+@pytest.mark.usefixtures("spark", "kafka_broker")
 def test_up_runs_the_whole_stack_stops_on_ctrl_c_and_restarts_in_place(tmp_path: Path) -> None:
     state_dir, warehouse, rest_port = tmp_path / "var", tmp_path / "warehouse", free_port()
     base = f"http://127.0.0.1:{rest_port}"

@@ -87,6 +87,8 @@ def delivered(warehouse: Path) -> Counter[str]:
     return Counter(table.column("transaction_id").to_pylist())
 
 
+# Spark and Kafka can start here (the session's own did): a stack that does not come up fails.
+@pytest.mark.usefixtures("spark", "kafka_broker")
 @pytest.mark.timeout(1800)  # two stack starts, each 1-5 min on a loaded 2-core box
 def test_kill_and_ctrl_c_mid_traffic_stop_quietly_and_lose_nothing(tmp_path: Path) -> None:
     state_dir, warehouse, rest_port = tmp_path / "var", tmp_path / "warehouse", free_port()

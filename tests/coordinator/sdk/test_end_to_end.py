@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +91,6 @@ def config(make_config: ConfigFactory) -> Config:
     )
 
 
-@pytest.fixture
-def engine(spark: SparkSession, config: Config) -> Iterator[Engine]:
-    running = Engine(spark, config)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def producer(group: str, listener: TransactionListener, config: Config, endpoint: str | None,
              ) -> TransactionProducer:  # fmt: skip
     kafka = config.kafka
@@ -163,7 +153,7 @@ def message(group: str, i: int) -> Message:
 def readme_sdk_example() -> str:
     """Return the README's Python SDK example (the code block that starts a producer)."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    (example,) = [block for block in blocks if "TransactionProducer(" in block]
+    (example,) = [str(block) for block in blocks if "TransactionProducer(" in block]
     return example
 
 

@@ -244,7 +244,11 @@ def test_shutdown_is_clean_idempotent_and_a_restart_answers_nothing_twice(
     make_producer(second)
     publish(sdk_topics.bootstrap_servers, sdk_topics.check, [check_of("new", sdk_topics.group)])
     wait_until(lambda: len(second.checked) == 1)
-    time.sleep(1)
+    # Positive marker: the new producer has consumed (committed) up to the end of every
+    # partition, so a request it wrongly answered again would be in `checked` by now.
+    ends = end_offsets(sdk_topics.bootstrap_servers, sdk_topics.check)
+    wait_until(lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
+               what="the restarted producer to consume to the end")  # fmt: skip
     assert [r.transaction_id for r in second.checked] == ["new"]
 
 

@@ -1,0 +1,52 @@
+"""The REST's Kafka writer is idempotent: the broker tracks it as one producer, in sequence.
+
+SPEC 7.7: a record the REST acknowledged is written once, and the producer's own retries
+never duplicate or reorder it. The broker keeps producer state only for idempotent producers,
+so its sequence numbers show the writer really runs with idempotence on (kafka-python's
+idempotent producer against this broker; it replaced a smoke test of the library alone).
+"""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from coordinator.rest.kafka_writer import KafkaWriter, Stored
+from coordinator.rest.records import Record
+from streams.kafka_topics import admin_client
+
+pytestmark = pytest.mark.kafka
+
+
+def values_of(bootstrap_servers: str, partition: TopicPartition) -> list[bytes]:
+    """Return every value of `partition`, oldest first."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+                             consumer_timeout_ms=3000)  # fmt: skip
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        return [record.value for record in consumer]
+    finally:
+        consumer.close()
+
+
+def test_the_writer_writes_each_record_once_in_order_as_one_idempotent_producer(
+    bootstrap_servers: str, kafka_topic: str
+) -> None:
+    writer = KafkaWriter(bootstrap_servers, kafka_topic, kafka_topic, max_message_size=1 << 20)
+    records = [Record(b"tx-1", str(i).encode(), [("txcoord-test", b"1")]) for i in range(200)]
+    try:
+        outcomes = writer.send_halves(records[:100]) + writer.send_ops(records[100:])
+    finally:
+        writer.close()
+    assert all(isinstance(outcome, Stored) for outcome in outcomes), outcomes
+    (where,) = {outcome.partition for outcome in outcomes if isinstance(outcome, Stored)}
+    partition = TopicPartition(kafka_topic, where)
+
+    assert values_of(bootstrap_servers, partition) == [str(i).encode() for i in range(200)]
+    with admin_client(bootstrap_servers) as admin:
+        described = admin.describe_producers([partition])
+    (state,) = described.values()
+    (producer,) = state.active_producers  # none at all without idempotence
+    assert producer.producer_id >= 0
+    assert producer.last_sequence == 199
