@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
@@ -111,10 +111,22 @@ class Responder:
         self._thread.start()
 
     def _run(self) -> None:
-        consumer = KafkaConsumer(
-            self.config.kafka.check_topic, bootstrap_servers=self.config.kafka.bootstrap_servers,
-            group_id=self.group, auto_offset_reset="earliest", consumer_timeout_ms=500,
-        )  # fmt: skip
+        # Partitions assigned, not a consumer group: after a broker restart a group's
+        # coordinator took 30 s to take the member back (the crash test), and every check
+        # published meanwhile went unanswered until its transaction was discarded. Each
+        # responder reads the check topic from the start, like a new group.
+        topic = self.config.kafka.check_topic
+        consumer = KafkaConsumer(bootstrap_servers=self.config.kafka.bootstrap_servers,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=500)  # fmt: skip
+        partitions = None
+        while partitions is None and not self._stop.is_set():
+            consumer.topics()  # refreshes the metadata
+            partitions = consumer.partitions_for_topic(topic)
+            if partitions is None:
+                time.sleep(0.2)
+        consumer.assign([TopicPartition(topic, p) for p in sorted(partitions or ())])
+        consumer.seek_to_beginning()
         try:
             while not self._stop.is_set():
                 for record in consumer:
