@@ -104,6 +104,7 @@ class Responder:
         #: its record's timestamp, epoch ms (a replayed batch may publish a check again).
         self.published_ms: dict[tuple[str, int], int] = {}
         self.sent: list[tuple[str, str]] = []  # (transaction id, op), once acknowledged
+        self.errors: list[str] = []  # what went wrong reading checks or sending answers
         self._producer = Producer(config)
         self._stop = threading.Event()
         self._timers: list[threading.Timer] = []
@@ -129,21 +130,30 @@ class Responder:
         consumer.seek_to_beginning()
         try:
             while not self._stop.is_set():
-                for record in consumer:
-                    request = CheckRecord.decode(record.value).to_value()  # the one codec
-                    if request.get("producer_group") != self.group:
-                        continue  # another group's check: its own producers answer it
-                    self.requests.append(request)
-                    check = (request["transaction_id"], request["check_number"])
-                    self.published_ms.setdefault(check, record.timestamp)
-                    reply = self.answer(request)
-                    if isinstance(reply, Reply):
-                        at = request.get("requested_at_ms", time.time() * 1000) / 1000
-                        self._later(at + reply.after - time.time(), request, reply.op)
-                    elif reply is not None:
-                        self._send(request, reply)
+                # A listener that dies answers nothing more, and every later transaction
+                # that waits for its check is discarded: an error is recorded, never fatal.
+                try:
+                    for record in consumer:
+                        self._handle(record)
+                except Exception as exc:  # recorded, then read on
+                    self.errors.append(f"{time.strftime('%H:%M:%S')} read: {exc!r}")
+                    time.sleep(0.5)
         finally:
             consumer.close()
+
+    def _handle(self, record: Any) -> None:
+        request = CheckRecord.decode(record.value).to_value()  # the one codec
+        if request.get("producer_group") != self.group:
+            return  # another group's check: its own producers answer it
+        self.requests.append(request)
+        check = (request["transaction_id"], request["check_number"])
+        self.published_ms.setdefault(check, record.timestamp)
+        reply = self.answer(request)
+        if isinstance(reply, Reply):
+            at = request.get("requested_at_ms", time.time() * 1000) / 1000
+            self._later(at + reply.after - time.time(), request, reply.op)
+        elif reply is not None:
+            self._send(request, reply)
 
     def _later(self, delay: float, request: dict[str, Any], op: str) -> None:
         timer = threading.Timer(max(delay, 0.0), self._send, (request, op))
@@ -153,8 +163,15 @@ class Responder:
 
     def _send(self, request: dict[str, Any], op: str) -> None:
         tx = request["transaction_id"]
-        self._producer.op(tx, op, group=self.group, from_check=True).get(timeout=60)
-        self.sent.append((tx, op))
+        while not self._stop.is_set():  # until acknowledged: the broker may be restarting
+            try:
+                self._producer.op(tx, op, group=self.group, from_check=True).get(timeout=60)
+            except Exception as exc:  # recorded, then sent again
+                self.errors.append(f"{time.strftime('%H:%M:%S')} answer {tx}: {exc!r}")
+                time.sleep(0.5)
+                continue
+            self.sent.append((tx, op))
+            return
 
     def stop(self) -> None:
         """Stop answering (answers still on their timers are not sent)."""

@@ -238,7 +238,7 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
         code = app.terminate() if app.process.poll() is None else app.process.returncode
         print(runs.report(), flush=True)
     assert code == 0, app.tail()
-    verify(spark, config, sent, load)
+    verify(spark, config, sent, load, responder)
     print(
         f"crash test: {time.monotonic() - began:.0f} s, {len(sent)} transactions, "
         f"{len(load.malformed)} malformed records",
@@ -246,22 +246,38 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     )
 
 
-def read(spark: SparkSession, config: Config, name: str) -> list[Any]:
-    return spark.read.format("delta").load(f"{config.warehouse}/{name}").collect()
+def explain(
+    spark: SparkSession,
+    config: Config,
+    *,
+    wrong: list[str],
+    sent: dict[str, str],
+    states: dict[str, str],
+    responder: Responder,
+) -> str:
+    """Say, per transaction in the wrong final state, what its checks and answers did."""
+    lines = [f"{len(wrong)} transaction(s) in the wrong final state"]
+    checks = read(spark, config, "system/check_requests")
+    ops = [r for r in read(spark, config, "system/op_records") if r.kind == op_records.KIND_OP]
+    verdicts = {r.op_id: r.verdict for r in read(spark, config, "system/op_verdicts")}
+    clock = "%H:%M:%S.%f"
+    for tx in wrong[:8]:
+        lines.append(f"{tx}: {sent[tx]} -> {states.get(tx)}")
+        lines += [f"  check {r.check_number} requested {r.requested_at:{clock}} batch {r.batch_id}"
+                  for r in sorted(checks, key=lambda r: r.check_number)
+                  if r.transaction_id == tx]  # fmt: skip
+        got = sorted(n for (t, n), _ in responder.published_ms.items() if t == tx)
+        answered = [op for t, op in responder.sent if t == tx]
+        lines.append(f"  listener read checks {got}, answered {answered}")
+        lines += [f"  op {r.op} from_check={r.from_check} stored {r.stored_at:{clock}} "
+                  f"-> {verdicts.get(r.op_id)}" for r in ops if r.transaction_id == tx]  # fmt: skip
+    lines.append(f"listener: {len(responder.requests)} checks read, "
+                 f"{len(responder.sent)} answered, errors: {responder.errors[:10]}")  # fmt: skip
+    return "\n".join(lines)
 
 
-def twice(keys: list[Any]) -> list[Any]:
-    """Return the keys that occur more than once."""
-    return sorted(key for key, n in Counter(keys).items() if n > 1)
-
-
-def verify(spark: SparkSession, config: Config, sent: dict[str, str], load: Load) -> None:
-    """Check every exactly-once invariant on the tables the runs left behind."""
-    committed = {tx for tx, kind in sent.items() if kind in ("commit", "first", "checked")}
-    never = {tx for tx, kind in sent.items() if kind == "never"}
-    rolled_back = set(sent) - committed - never
-
-    # Ingest: every acknowledged record landed in its table, none twice.
+def verify_ingest(spark: SparkSession, config: Config, load: Load) -> list[Any]:
+    """Every acknowledged record landed in its table, none twice; return the op records."""
     halves = [r for r in read(spark, config, "system/half_messages")
               if r.kind == half_messages.KIND_HALF]  # fmt: skip
     assert twice([r.msg_id for r in halves]) == [], "a half landed twice"
@@ -279,6 +295,27 @@ def verify(spark: SparkSession, config: Config, sent: dict[str, str], load: Load
     assert load.malformed, "the load sent no malformed record"
     assert load.malformed - set(refused) == set(), "an acknowledged malformed record lost"
 
+    return ops
+
+
+def read(spark: SparkSession, config: Config, name: str) -> list[Any]:
+    return spark.read.format("delta").load(f"{config.warehouse}/{name}").collect()
+
+
+def twice(keys: list[Any]) -> list[Any]:
+    """Return the keys that occur more than once."""
+    return sorted(key for key, n in Counter(keys).items() if n > 1)
+
+
+def verify(
+    spark: SparkSession, config: Config, sent: dict[str, str], load: Load, responder: Responder
+) -> None:
+    """Check every exactly-once invariant on the tables the runs left behind."""
+    committed = {tx for tx, kind in sent.items() if kind in ("commit", "first", "checked")}
+    never = {tx for tx, kind in sent.items() if kind == "never"}
+    rolled_back = set(sent) - committed - never
+    ops = verify_ingest(spark, config, load)
+
     # One final state per transaction, the right one.
     finals = read(spark, config, "system/transactions")
     assert twice([(r.producer_group, r.transaction_id) for r in finals]) == [], (
@@ -286,9 +323,12 @@ def verify(spark: SparkSession, config: Config, sent: dict[str, str], load: Load
     )
     states = {r.transaction_id: r.state for r in finals}
     assert set(states) == set(sent), "a transaction without a final state"
-    assert {tx for tx, s in states.items() if s == "COMMITTED"} == committed
-    assert {tx for tx, s in states.items() if s == "ROLLED_BACK"} == rolled_back
-    assert {tx for tx, s in states.items() if s == "DISCARDED"} == never
+    wrong = {tx for tx, s in states.items() if s == "COMMITTED"} ^ committed
+    wrong |= {tx for tx, s in states.items() if s == "ROLLED_BACK"} ^ rolled_back
+    wrong |= {tx for tx, s in states.items() if s == "DISCARDED"} ^ never
+    assert not wrong, explain(
+        spark, config, wrong=sorted(wrong), sent=sent, states=states, responder=responder
+    )
     gone = [(r.producer_group, r.transaction_id) for r in read(spark, config, "system/discarded")]
     assert twice(gone) == [], "a transaction discarded twice"
     assert {tx for _, tx in gone} == never
