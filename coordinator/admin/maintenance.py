@@ -2,10 +2,11 @@
 
 What each table may get:
 
-- `system/half_messages` and `system/op_records` are read as streams by the coordinator,
-  one ingest commit at a time. They are VACUUMed but never compacted: a compacted file
-  mixes the store times of many batches, and a coordinator started from a fresh checkpoint
-  would read those in one piece, behind its watermark (SPEC 7.5).
+- `system/half_messages` and `system/op_records`, the landed input, are VACUUMed but never
+  compacted: they stay one append per coordinator batch, in store-time order, for whoever
+  reads them as a stream (a notebook, a downstream job). The coordinator itself reads the
+  ingress topics in Kafka, not these tables; a checkpoint of an earlier version that
+  streamed them still names their versions, and those are kept (below).
 - every other table (check requests, outcomes, verdicts, quarantine, queue offsets, every
   `topics/<topic>`) is compacted, then VACUUMed.
 
