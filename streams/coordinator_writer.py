@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 
 from core.config import Config
 from core.failpoints import failpoint
+from core.kafka_clients import kafka_python_options
 from delta_tables import (
     check_requests,
     discarded,
@@ -444,7 +445,7 @@ class CoordinatorBatchWriter:
                 max_block_ms=30_000,
                 # A check carries a body of up to max_message_size (streams/check_topic.py).
                 max_request_size=check_topic_max_bytes(self.config.max_message_size),
-                **self.config.kafka.security.client_options(),
+                **kafka_python_options(self.config.kafka.security),
             )  # fmt: skip
         return self._producer
 

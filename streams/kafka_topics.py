@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def admin_client(
     """Yield a connected admin client and close it afterwards."""
     admin = KafkaAdminClient(
         bootstrap_servers=bootstrap_servers, client_id=client_id, request_timeout_ms=15000,
-        **(security or KafkaSecurity()).client_options(),
+        **kafka_python_options(security),
     )  # fmt: skip
     try:
         yield admin

@@ -22,6 +22,7 @@ from datetime import timedelta
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
 
@@ -87,7 +88,7 @@ class Ticker:
                     producer = KafkaProducer(
                         bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
                         max_block_ms=int(max(self.interval * 5, 10) * 1000),
-                        **self.security.client_options(),
+                        **kafka_python_options(self.security),
                     )  # fmt: skip
                 self.sent += self.tick_once(producer)
                 if failing_since is not None:

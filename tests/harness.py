@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
 from core.config import Config
+from core.kafka_clients import kafka_python_options
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
 from streams.coordinator_job import QUERY_NAME
@@ -33,8 +34,9 @@ class Producer:
     def __init__(self, config: Config, **options: Any) -> None:
         self.config = config
         self.kafka = KafkaProducer(
-            bootstrap_servers=config.kafka.bootstrap_servers, acks="all", **options
-        )
+            bootstrap_servers=config.kafka.bootstrap_servers, acks="all",
+            **{**kafka_python_options(), **options},
+        )  # fmt: skip
 
     def half(
         self,
@@ -112,14 +114,15 @@ class Responder:
         self._thread.start()
 
     def _run(self) -> None:
-        # Partitions assigned, not a consumer group: after a broker restart a group's
-        # coordinator took 30 s to take the member back (the crash test), and every check
-        # published meanwhile went unanswered until its transaction was discarded. Each
-        # responder reads the check topic from the start, like a new group.
+        # Built like the SDK's listener (kafka_python_options: after a broker restart,
+        # kafka-python's default reconnect backoff kept it away up to 30 s, and the checks
+        # published meanwhile went unanswered until their transactions were discarded).
+        # Partitions assigned, not a consumer group: each responder reads the check topic
+        # from the start, like a new group.
         topic = self.config.kafka.check_topic
         consumer = KafkaConsumer(bootstrap_servers=self.config.kafka.bootstrap_servers,
                                  auto_offset_reset="earliest", enable_auto_commit=False,
-                                 consumer_timeout_ms=500)  # fmt: skip
+                                 consumer_timeout_ms=500, **kafka_python_options())  # fmt: skip
         partitions = None
         while partitions is None and not self._stop.is_set():
             consumer.topics()  # refreshes the metadata

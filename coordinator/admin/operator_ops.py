@@ -19,6 +19,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from core.errors import KafkaUnavailableError, TxcoordError
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity
 from core.state_machine import applies_in, event_for_op
 from delta_tables.lookup import TransactionState
@@ -97,7 +98,7 @@ def send_operator_op(
         with watch:
             producer = KafkaProducer(
                 bootstrap_servers=bootstrap_servers, acks="all", max_block_ms=15_000,
-                request_timeout_ms=15_000, **(security or KafkaSecurity()).client_options(),
+                request_timeout_ms=15_000, **kafka_python_options(security),
             )  # fmt: skip
     except KafkaError as exc:
         raise KafkaUnavailableError(

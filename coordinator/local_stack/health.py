@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
 from streams.kafka_topics import admin_client, ensure_topic
 
@@ -49,7 +50,7 @@ def check_kafka(bootstrap_servers: str, security: KafkaSecurity | None = None) -
         ensure_topic(bootstrap_servers, HEALTH_TOPIC, 1, {"retention.ms": "3600000"},
                      security=security)  # fmt: skip
         producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all",
-                                 **security.client_options())  # fmt: skip
+                                 **kafka_python_options(security))  # fmt: skip
         try:
             producer.send(HEALTH_TOPIC, value=b"ping").get(timeout=15)
         finally:

@@ -51,6 +51,7 @@ from kafka.admin import KafkaAdminClient
 from coordinator.artifacts import jars
 from coordinator.local_stack.broker_auth import BrokerAuth
 from core.errors import BrokerError
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)
@@ -438,7 +439,7 @@ class KafkaBroker:
                     bootstrap_servers=self.bootstrap_servers,
                     client_id="txcoord-readiness",
                     request_timeout_ms=5000,
-                    **self.client_security.client_options(),
+                    **kafka_python_options(self.client_security),
                 )
                 try:
                     cluster: Any = admin.describe_cluster()

@@ -28,6 +28,7 @@ from kafka import errors as kafka_errors
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.rest.models import CheckRequest
 from core.errors import KafkaUnavailableError
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
@@ -199,7 +200,7 @@ class CheckPoller:
                 session_timeout_ms=10_000,
                 heartbeat_interval_ms=3_000,
                 bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-                **self.security.client_options(),
+                **kafka_python_options(self.security),
             )
         except kafka_errors.KafkaError as exc:
             raise KafkaUnavailableError(

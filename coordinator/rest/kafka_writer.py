@@ -23,6 +23,7 @@ from kafka import errors as kafka_errors
 
 from coordinator.rest.records import Record
 from core.errors import KafkaUnavailableError, RecordTooLargeError
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
@@ -118,7 +119,7 @@ class KafkaWriter:
                             max_block_ms=min(ack_ms, 10_000),
                             # While Kafka is down a request gets its 503 in seconds, not 30 s.
                             bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
-                            **self.security.client_options(),
+                            **kafka_python_options(self.security),
                         )
                 except kafka_errors.KafkaError as exc:
                     raise KafkaUnavailableError(

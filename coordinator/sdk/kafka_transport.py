@@ -30,6 +30,7 @@ from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
 from core.config import KafkaConfig
+from core.kafka_clients import kafka_python_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity
 from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
@@ -97,7 +98,7 @@ class KafkaTransport:
         its start: never miss a check, at the price of answering old ones once.
         `security` is the cluster's TLS/SASL settings (the `[kafka]` ones; default plaintext).
         """
-        options = (security or KafkaSecurity()).client_options()
+        options = kafka_python_options(security)
         self.group = group
         self.half_topic = half_topic
         self.op_topic = op_topic
