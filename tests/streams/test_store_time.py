@@ -165,7 +165,35 @@ def read_stories(
         story(r.transaction_id).verdicts.append((r.op, r.verdict))
     for (tx, number), ms in (published_ms or {}).items():
         story(tx).published[number] = datetime.fromtimestamp(ms / 1000)
-    return stories
+    return {tx: s for tx, s in stories.items() if not tx.startswith(WARM_UP)}
+
+
+#: The transactions of `warm_up_cycle` (their own producer group), left out of every story.
+WARM_UP = "warm-up-"
+
+
+def warm_up_cycle(spark: SparkSession, config: Config) -> None:
+    """Run one committed and one checked transaction through the engine, and wait for both.
+
+    A warm stack has done each kind of work once: the first delivery to a topic creates its
+    table, and the first write of a fresh warehouse's table goes through Delta's own
+    idempotence check (streams/delta_writes.py). Those one-time costs (2-4 s, measured on a
+    batch that delivered and landed: `deliver 3.97 s`) delayed every check due during them;
+    a freshly started stack is measured by its own test above.
+    """
+    group = "warm-up"
+    listener = Responder(config, lambda request: "COMMIT", group=group)
+    producer = Producer(config)
+    try:
+        producer.half(f"{WARM_UP}commit", group=group)
+        producer.op(f"{WARM_UP}commit", "COMMIT", group=group)
+        producer.half(f"{WARM_UP}checked", group=group)
+        producer.flush()
+        wait_for(lambda: table(spark, config, "system/transactions").count() >= 2, 240,
+                 "the warm-up transactions to end")  # fmt: skip
+    finally:
+        producer.close()
+        listener.stop()
 
 
 def seconds(later: datetime, earlier: datetime) -> float:
@@ -174,18 +202,22 @@ def seconds(later: datetime, earlier: datetime) -> float:
 
 # -- a freshly started stack (runs first: nothing else has warmed Spark yet) ----------------
 #: Open defect (issue 16, item 2, with issue 13's latency work). Every decision is made in
-#: store time, and one query lands and decides (no ingest hop). A timer fires one batch after
-#: the batch that read a heartbeat stored `store_time_skew` past its due time, so a check
-#: leaves skew + a tick + two batches after it is due. On a quiet machine (2026-11-24, after
-#: the writer's Delta appends lost auto compaction and most statistics): check 1 requested
-#: 2.7 s and published 3.8 s after due, a cold start on time; but later checks, due while
-#: answers to earlier ones are being landed (batches with writes take 1-3 s, idle ones
-#: 0.6-0.9 s), were requested 5.4 s and published 6.6 s after due, over SOON. Not strict:
-#: on a quiet machine some of these pass.
+#: store time, and one query lands and decides (no ingest hop). A timer fires in the batch
+#: after the one that read a heartbeat stored `store_time_skew` past its due time. Measured
+#: (2026-11-24, this module's warm engine, after `warm_up_cycle`; batch log with timestamps):
+#: 23 halves landed in batch 11, check 1 due 3 s later; the watermark of each batch trailed
+#: the wall clock by 2.4-3 s (skew 1 s + the heartbeat's wait for a batch + one batch); a
+#: no-data batch (0.6 s) did not move it, and the next batch delivered the "meanwhile"
+#: commits (2.7 s: land, deliver, final, verdict in 1-1.8 s chains). Check 1 fired in the
+#: batch after that: requested 5.4 s and published 7.2 s after due, over SOON; later checks
+#: 4.7 / 6.2 s. Neither a 0 s trigger interval nor a 0.5 s tick with a 0.2 s skew moved it
+#: (7.3 s / 8.4 s / 7.2 s worst, one run each): the batches' own work decides it. A freshly
+#: started stack with a single half (the test below) is on time. Not strict: on a quiet
+#: machine some of these pass.
 LAGGING = pytest.mark.xfail(
     strict=False,
     reason="issue 16 item 2: a check leaves skew + a tick + two batches after it is due; "
-    "batches that land answers take 1-3 s, so later checks leave up to ~6.6 s after due",
+    "batches that land and deliver take 1-3 s, so checks leave up to ~7 s after due",
 )
 
 
@@ -267,6 +299,7 @@ def stories(
     responder = Responder(config, answer)
     try:
         warm(engine)
+        warm_up_cycle(spark, config)
         producer = Producer(config)
         sends = {tx: producer.half(tx) for tx in txs}
         # The "meanwhile" producers commit on their own, MEANWHILE_AFTER past their half's
