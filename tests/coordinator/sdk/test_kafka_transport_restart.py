@@ -23,9 +23,8 @@ from .test_kafka_transport import check_of
 pytestmark = pytest.mark.kafka
 
 #: Seconds from the broker being back to the answer of a check published then: the consumer
-#: reconnects at most a second apart (core/kafka_clients.py) and rejoins its group. Measured
-#: once each: 1.1 s; 4.6 s with kafka-python's default backoff (which may grow to 30 s and
-#: did keep the crash test's listener away 40 s). A bound well above both, for a loaded CI.
+#: reconnects at most a second apart (core/kafka_clients.py) and rejoins its group: well
+#: under this bound, which kafka-python's default backoff (up to 30 s) may exceed.
 ANSWERED_WITHIN = 10
 
 
