@@ -28,12 +28,17 @@ class _Group(click.Group):
 
 #: Client libraries that log every request or connection (httpx: one INFO line per request).
 NOISY_LOGGERS = ("kafka", "py4j", "httpx", "httpcore")
+#: txcoord's own lines per micro-batch (the progress JSON, each writer's step times): one to
+#: three a second, which buried `txcoord up`'s status line. Their warnings and errors (rows
+#: dropped as late, a check published slim) always show; the lines themselves with -v.
+PER_BATCH_LOGGERS = ("txcoord.progress", "streams.coordinator_writer", "streams.ingest_job")
 
 
 def configure_logging(verbosity: int) -> None:
     """Log txcoord at INFO (DEBUG with -v), the chatty client libraries only at -v and above.
 
-    The client libraries log at WARNING by default, INFO with -v, DEBUG with -vv.
+    The client libraries log at WARNING by default, INFO with -v, DEBUG with -vv; txcoord's
+    per-batch lines at WARNING by default, INFO with -v.
     """
     logging.basicConfig(
         level=logging.DEBUG if verbosity else logging.INFO,
@@ -43,6 +48,8 @@ def configure_logging(verbosity: int) -> None:
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
     for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(level)
+    for name in PER_BATCH_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbosity else logging.WARNING)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
