@@ -25,8 +25,6 @@ __all__ = ["RECOVERY", "kafka_python_options"]
 RECOVERY: Mapping[str, int] = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 1000}
 
 
-def kafka_python_options(
-    security: KafkaSecurity | None = None, environ: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+def kafka_python_options(security: KafkaSecurity | None = None) -> dict[str, Any]:
     """Return the keyword arguments every kafka-python client of the product is built with."""
-    return {**RECOVERY, **(security or KafkaSecurity()).client_options(environ)}
+    return {**RECOVERY, **(security or KafkaSecurity()).client_options()}
