@@ -10,7 +10,8 @@ environment::
     bootstrap_servers = "h:9092"   TXCOORD_KAFKA__BOOTSTRAP_SERVERS  --set kafka.bootstrap_servers=
 
 Durations are strings with a unit (`500ms`, `6s`, `30m`, `72h`, `1d`) or plain seconds;
-sizes are strings with a unit (`4MiB`, `512KiB`) or plain bytes. Unknown keys, malformed
+sizes are strings with a unit (`4MiB`, `512KiB`) or plain bytes; switches are `true` or
+`false` (`1`/`0`, `yes`/`no` from the environment or the command line). Unknown keys, malformed
 values and impossible combinations are refused when the configuration is built, with a
 message that names the key and where it came from.
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 from core.errors import ConfigurationError
 from core.kafka_security import KafkaSecurity, security_problems
+from core.topics import TopicLayout
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
@@ -91,6 +93,10 @@ class KafkaConfig:
     half_topic: str = "txcoord.half"
     op_topic: str = "txcoord.op"
     check_topic: str = "txcoord.check"
+    # Topics of their own per producer group and per operator principal, so that a secured
+    # broker's ACLs keep groups apart (protocol/topics.py); `txcoord up --auth-file` sets it.
+    topics_per_group: bool = False
+    operator_topic: str = "txcoord.operator"
     partitions: int = 4
     # Topic creation on a real cluster (SPEC 7.7: acks=all then means this many copies).
     replication_factor: int = 1
@@ -110,6 +116,14 @@ class KafkaConfig:
     def security(self) -> KafkaSecurity:
         """Return the security settings every Kafka client of the product connects with."""
         return KafkaSecurity.of(self)
+
+    @property
+    def layout(self) -> TopicLayout:
+        """Return which topic carries what (protocol/topics.py)."""
+        return TopicLayout(
+            half=self.half_topic, op=self.op_topic, check=self.check_topic,
+            operator=self.operator_topic, per_group=self.topics_per_group,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -242,13 +256,24 @@ def _problems(c: Config) -> list[str]:
         found.append(f"metrics.port must be -1 (off), 0 (any free port) or 1..65535, "
                      f"not {c.metrics.port}")  # fmt: skip
     topics = {"half_topic": c.kafka.half_topic, "op_topic": c.kafka.op_topic,
-              "check_topic": c.kafka.check_topic}  # fmt: skip
+              "check_topic": c.kafka.check_topic,
+              "operator_topic": c.kafka.operator_topic}  # fmt: skip
     found += [
         f"kafka.{k} {v!r} is not a valid Kafka topic name" for k, v in topics.items()
         if not _TOPIC.fullmatch(v)
     ]  # fmt: skip
     if len(set(topics.values())) < len(topics):
-        found.append("kafka.half_topic, kafka.op_topic and kafka.check_topic must differ")
+        found.append(
+            "kafka.half_topic, kafka.op_topic, kafka.check_topic and kafka.operator_topic "
+            "must differ"
+        )
+    if c.kafka.topics_per_group and any(
+        a != b and b.startswith(a + ".") for a in topics.values() for b in topics.values()
+    ):
+        found.append(
+            "with kafka.topics_per_group, no topic name may start with another's name and a "
+            f"dot (the groups' topics would mix): {sorted(topics.values())}"
+        )
     if c.file_reserved_time <= c.transaction_timeout:
         found.append(
             f"file_reserved_time ({c.file_reserved_time}) must exceed transaction_timeout "
@@ -301,6 +326,7 @@ _SECTIONS: dict[str, type] = {
     "kafka": KafkaConfig, "streams": StreamsConfig, "spark": SparkConfig, "rest": RestConfig,
     "metrics": MetricsConfig,
 }  # fmt: skip
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 #: Keys whose values are sizes ("4MiB") rather than plain integers.
 _SIZE_KEYS = frozenset({"max_message_size", "rest.max_request_size"})
 
@@ -324,6 +350,12 @@ def _convert(cls: type, key: str, value: Any, where: str) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigurationError(f"{label}: expected a string, not {value!r}")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOLEANS:
+            return _BOOLEANS[value.strip().lower()]
+        raise ConfigurationError(f"{label}: expected true or false, not {value!r}")
     raise AssertionError(f"unhandled field type {kind} of {name}")
 
 

@@ -74,3 +74,16 @@ def op_headers(
         headers.append((fmt.REASON, reason.encode()))
     headers.append((fmt.BORN_AT, str(born_at_ms).encode()))
     return headers
+
+
+def operator_label(principal: str, display: str | None) -> str:
+    """Return the recorded "who" of an operator's op: the authenticated principal, and the
+    name the operator gave beside it when it differs ("alice (Alice Smith)").
+
+    The ingest derives the same form from an operator topic's principal (streams/ingest.py);
+    at most MAX_OPERATOR_LENGTH characters (the display name is cut).
+    """
+    if not display or display == principal:
+        return principal[: fmt.MAX_OPERATOR_LENGTH]
+    room = fmt.MAX_OPERATOR_LENGTH - len(principal) - 3
+    return principal if room < 1 else f"{principal} ({display[:room]})"

@@ -97,13 +97,14 @@ def publishable_record(row: Any, limit: int) -> Record:
     return slim_check_record(row, reason)
 
 
-def ensure_check_topic(config: Config) -> None:
-    """Create the check topic sized for `max_message_size`; raise a smaller existing one.
+def ensure_check_topic(config: Config, topic: str | None = None) -> None:
+    """Create a check topic (default: the shared one) sized for `max_message_size`.
 
-    Raises ConfigurationError when the topic is too small and cannot be altered (a secured
-    cluster where this principal lacks AlterConfigs on it), naming the command that fixes it.
+    An existing one set up smaller is raised. Raises ConfigurationError when the topic is
+    too small and cannot be altered (a secured cluster where this principal lacks
+    AlterConfigs on it), naming the command that fixes it.
     """
-    bootstrap, topic = config.kafka.bootstrap_servers, config.kafka.check_topic
+    bootstrap, topic = config.kafka.bootstrap_servers, topic or config.kafka.check_topic
     needed = check_topic_max_bytes(config.max_message_size)
     setting = {"max.message.bytes": str(needed)}
     if ensure_configured_topic(config.kafka, topic, setting):

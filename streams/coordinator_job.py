@@ -85,7 +85,7 @@ from streams.delta_writes import (
     checkpoint_has_batches,
     read_checkpoint_file,
 )
-from streams.ingest import IngestRules, parse
+from streams.ingest import KIND_HALF, KIND_OP, IngestRules, parse
 from streams.ingest_job import IngestBatchWriter, ingress_records
 from streams.ingest_job import rules_of as ingest_rules_of
 from streams.landing import with_landing
@@ -136,6 +136,7 @@ def _side(name: str, is_half: Column, is_op: Column) -> Column:
         "stored_ms": F.unix_millis(F.col("stored_at")),
         "body": F.col("value"),
         "reason": F.col("reason_text"),  # an operator's reason; `reason` is validation's
+        "operator": F.col("who"),  # the principal, in the per-group layout (core/topics.py)
     }.get(source, F.col(source))
     return F.when(side, value).cast(INPUT_SCHEMA[name].dataType).alias(name)
 
@@ -151,8 +152,8 @@ def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> D
     valid = parsed.where(F.col("reason").isNull()).withWatermark(
         "stored_at", f"interval {skew_seconds} seconds"
     )
-    is_half = F.col("source_topic") == rules.half_topic
-    is_op = F.col("source_topic") == rules.op_topic
+    is_half = F.col("ingress_kind") == KIND_HALF
+    is_op = F.col("ingress_kind") == KIND_OP
     return valid.select(*[_side(name, is_half, is_op) for name in INPUT_SCHEMA.fieldNames()])
 
 

@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from core.config import Config
 from core.failpoints import failpoint
 from core.kafka_clients import kafka_python_options
+from core.topics import group_topic_problem
 from delta_tables import (
     check_requests,
     discarded,
@@ -57,6 +58,7 @@ from streams.check_topic import (
     check_record,
     check_record_limit,
     check_topic_max_bytes,
+    ensure_check_topic,
     publishable_record,
     slim_check_record,
 )
@@ -130,6 +132,8 @@ class CoordinatorBatchWriter:
         # system/queue_offsets; None: read the table (after a start or a replay).
         self._next_offsets: dict[tuple[str, int], int] | None = None
         self._producer: KafkaProducer | None = None
+        # The per-group check topics known to exist (core/topics.py).
+        self._check_topics: set[str] = set()
 
     def prepare(self, spark: SparkSession) -> None:
         """Do before the query starts what the first batch would otherwise do on its way.
@@ -419,11 +423,12 @@ class CoordinatorBatchWriter:
         """Send and flush `records`; return those refused as too large, and other failures."""
         if not records:
             return [], []
+        topics = [self._check_topic(row["producer_group"]) for row, _ in records]
         producer = self._connect()
         futures = [
-            (row, record, producer.send(self.config.kafka.check_topic, key=record[0],
-                                        value=record[1], headers=record[2]))
-            for row, record in records
+            (row, record, producer.send(topic, key=record[0], value=record[1],
+                                        headers=record[2]))
+            for (row, record), topic in zip(records, topics, strict=True)
         ]  # fmt: skip
         producer.flush(timeout=30)
         too_large: Failures = []
@@ -436,6 +441,22 @@ class CoordinatorBatchWriter:
             except Exception as exc:
                 failed.append((row, record, exc))
         return too_large, failed
+
+    def _check_topic(self, group: str) -> str:
+        """Return the check topic of `group`, created first if the layout gives it its own.
+
+        A group with no topics of its own (a name Kafka's topic names cannot hold, whose
+        halves could only come from the engine's own principal) is checked on the shared
+        check topic rather than failing the batch for ever.
+        """
+        layout = self.config.kafka.layout
+        if not layout.per_group or group_topic_problem(group, layout):
+            return layout.check
+        topic = layout.check_topic(group)
+        if topic not in self._check_topics:
+            ensure_check_topic(self.config, topic)
+            self._check_topics.add(topic)
+        return topic
 
     def _connect(self) -> KafkaProducer:
         """Return the check-topic producer, connecting it first if there is none."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from core.topics import TopicLayout
 from delta_tables import half_messages, op_records
 from protocol import ingress as fmt
 from protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
@@ -34,12 +35,46 @@ MAX_INT = 2**31 - 1
 class IngestRules:
     """The parts of the configuration that validation needs."""
 
-    half_topic: str
-    op_topic: str
+    #: Which topic carries what (core/topics.py): a record's kind, and in the per-group
+    #: layout its group or operator, come from the topic it was read from.
+    layout: TopicLayout
     max_message_size: int
     default_queue_count: int
     #: Config.max_check_immunity in seconds: a larger check_immunity_seconds is quarantined.
     max_check_immunity_seconds: int
+
+
+#: `ingress_kind` of a record read from a half topic, and from an op or operator topic.
+KIND_HALF, KIND_OP = "half", "op"
+
+
+def _source_columns(layout: TopicLayout) -> tuple[Column, ...]:
+    """Return what the source topic says: `ingress_kind`, `_topic_group`, `_topic_principal`.
+
+    In the per-group layout a record's group (or operator principal) is the suffix of the
+    topic the broker let its producer write (core/topics.py); the shared layout has none.
+    """
+    source = F.col("topic")
+
+    def suffix(prefix: str) -> Column:
+        return F.substring(source, len(prefix) + 2, 1 << 20)
+
+    def under(prefix: str) -> Column:
+        return source.startswith(prefix + ".") if layout.per_group else F.lit(False)
+
+    kind = (
+        F.when((source == layout.half) | under(layout.half), F.lit(KIND_HALF))
+        .when((source == layout.op) | under(layout.op) | under(layout.operator), F.lit(KIND_OP))
+    )  # fmt: skip
+    group = F.when(under(layout.half), suffix(layout.half)).when(
+        under(layout.op), suffix(layout.op)
+    )
+    principal = F.when(under(layout.operator), suffix(layout.operator))
+    return (
+        kind.alias("ingress_kind"),
+        group.cast("string").alias("_topic_group"),
+        principal.cast("string").alias("_topic_principal"),
+    )
 
 
 def _sql_string(text: str) -> str:
@@ -138,10 +173,13 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         _text(fmt.OPERATOR).alias("operator"),
         _text(fmt.REASON).alias("reason_text"),
         property_headers.alias("_properties"),
+        *_source_columns(rules.layout),
     )
 
-    is_half = F.col("source_topic") == rules.half_topic
-    is_op = F.col("source_topic") == rules.op_topic
+    is_half = F.col("ingress_kind") == KIND_HALF
+    is_op = F.col("ingress_kind") == KIND_OP
+    topic_group = F.col("_topic_group")
+    topic_principal = F.col("_topic_principal")
     header_keys = F.expr("transform(headers, h -> h.key)")
     keys_json = F.from_json(F.col("_keys"), "array<string>")
     queue_id = F.expr("try_cast(_queue_id as int)")
@@ -200,6 +238,9 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         (F.col("producer_group").isNull(), f"header {fmt.PRODUCER_GROUP} is missing"),
         (~F.col("producer_group").rlike(fmt.java_full_match(fmt.GROUP_PATTERN)),
          f"header {fmt.PRODUCER_GROUP} must match {fmt.GROUP_PATTERN} (the whole value)"),
+        (topic_group.isNotNull() & (F.col("producer_group") != topic_group),
+         f"refused: header {fmt.PRODUCER_GROUP} names another group than the group topic the "
+         f"record was written to (a group's topics carry only its own records)"),
         (F.col("_born_at").isNotNull() & ~born_at_ok,
          f"header {fmt.BORN_AT} must be epoch milliseconds, digits only, "
          f"0..{fmt.MAX_BORN_AT_MS} (2262-04-11T23:47:16.854Z)"),
@@ -236,6 +277,11 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
     ]  # fmt: skip
     op_rules: list[tuple[Column, str]] = [
         (F.col("op").isNull(), f"header {fmt.OP} is missing"),
+        (topic_group.isNotNull() & F.col("operator").isNotNull(),
+         f"refused: an operator's op (header {fmt.OPERATOR}) is accepted only on an operator "
+         f"topic ({rules.layout.operator}.<principal>), not on a group's op topic"),
+        (topic_principal.isNotNull() & F.col("operator").isNull(),
+         f"an op on an operator topic must carry header {fmt.OPERATOR}"),
         (~F.col("op").isin(*fmt.OPS, *fmt.OPERATOR_OPS),
          f"header {fmt.OP} must be {', '.join(fmt.OPS)} or {', '.join(fmt.OPERATOR_OPS)}"),
         (F.col("op").isin(*fmt.OPERATOR_OPS) & F.col("operator").isNull(),
@@ -289,6 +335,14 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
         F.when(immunity_ok & (immunity > 0), immunity).cast("int").alias("check_immunity_seconds"),
         F.timestamp_millis(F.when(born_at_ok, born_at)).alias("born_at"),
         F.coalesce(F.col("_from_check") == "true", F.lit(False)).alias("from_check"),
+        # Who did an operator's op: the principal the broker let write its operator topic,
+        # with the header's name beside it as a display name (core/topics.py).
+        F.when(
+            topic_principal.isNull() | (F.col("operator") == topic_principal),
+            F.coalesce(topic_principal, F.col("operator")),
+        )
+        .otherwise(F.concat(topic_principal, F.lit(" ("), F.col("operator"), F.lit(")")))
+        .alias("who"),
         # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of SPEC 3
         # (same store time: lower op id first) follows the order within a partition.
         F.concat(
@@ -304,7 +358,7 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
 def halves(classified: DataFrame, rules: IngestRules) -> DataFrame:
     """Return the valid half messages, in the column order of `system/half_messages`."""
     valid = classified.where(
-        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("source_topic") == rules.half_topic)
+        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("ingress_kind") == KIND_HALF)
     )
     return valid.select(
         F.lit(half_messages.KIND_HALF).alias("kind"),
@@ -320,11 +374,12 @@ def halves(classified: DataFrame, rules: IngestRules) -> DataFrame:
 def ops(classified: DataFrame, rules: IngestRules) -> DataFrame:
     """Return the valid op records, in the column order of `system/op_records`."""
     valid = classified.where(
-        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("source_topic") == rules.op_topic)
+        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("ingress_kind") == KIND_OP)
     )
     return valid.select(
         F.lit(op_records.KIND_OP).alias("kind"),
-        "op_id", "transaction_id", "producer_group", "op", "from_check", "operator",
+        "op_id", "transaction_id", "producer_group", "op", "from_check",
+        F.col("who").alias("operator"),
         F.col("reason_text").alias("reason"), "born_at", "stored_at",
         F.col("source_partition").alias("ingress_partition"),
         F.col("source_offset").alias("ingress_offset"),
@@ -332,11 +387,11 @@ def ops(classified: DataFrame, rules: IngestRules) -> DataFrame:
     )  # fmt: skip
 
 
-def ticks(classified: DataFrame, source_topic: str) -> DataFrame:
-    """Return one heartbeat (the newest) among the tick records of `source_topic`, if any."""
+def ticks(classified: DataFrame, kind: str) -> DataFrame:
+    """Return one heartbeat (the newest) among the tick records of topics of `kind`, if any."""
     newest = (
         classified.where(
-            F.col("reason").isNull() & F.col("is_tick") & (F.col("source_topic") == source_topic)
+            F.col("reason").isNull() & F.col("is_tick") & (F.col("ingress_kind") == kind)
         )
         .orderBy(F.col("stored_at").desc(), F.col("source_partition"))
         .limit(1)

@@ -33,7 +33,17 @@ from delta_tables import half_messages, op_records, quarantine
 from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
 from streams.delta_writes import BatchLedger, checkpoint_app_id
-from streams.ingest import IngestRules, halves, ops, parse, quarantined, stamp, ticks
+from streams.ingest import (
+    KIND_HALF,
+    KIND_OP,
+    IngestRules,
+    halves,
+    ops,
+    parse,
+    quarantined,
+    stamp,
+    ticks,
+)
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import Tally
@@ -51,8 +61,7 @@ FETCH_MAX_WAIT_MS = 10
 def rules_of(config: Config) -> IngestRules:
     """Return the validation rules the configuration implies."""
     return IngestRules(
-        half_topic=config.kafka.half_topic,
-        op_topic=config.kafka.op_topic,
+        layout=config.kafka.layout,
         max_message_size=config.max_message_size,
         default_queue_count=config.default_queue_count,
         max_check_immunity_seconds=int(config.max_check_immunity.total_seconds()),
@@ -116,14 +125,14 @@ class IngestBatchWriter:
             # alone are not landed: the coordinator takes its event time from Kafka, and an
             # idle stack then makes no Delta commit at all.
             steps: list[Step] = []
-            if counts.get((self.rules.half_topic, False, False)):
+            if counts.get((KIND_HALF, False, False)):
                 steps.append(
                     (
                         half_messages.TABLE.name,
                         functools.partial(self._land_halves, classified, batch_id),
                     )
                 )
-            if counts.get((self.rules.op_topic, False, False)):
+            if counts.get((KIND_OP, False, False)):
                 steps.append(
                     (op_records.TABLE.name, functools.partial(self._land_ops, classified, batch_id))
                 )
@@ -138,13 +147,13 @@ class IngestBatchWriter:
                 run_steps(parsed.sparkSession, steps, timer)
             failpoint("ingest.after_batch")
             self.tally.add(
-                halves=counts.get((self.rules.half_topic, False, False), 0),
-                ops=counts.get((self.rules.op_topic, False, False), 0),
+                halves=counts.get((KIND_HALF, False, False), 0),
+                ops=counts.get((KIND_OP, False, False), 0),
                 quarantined=sum(n for (_, bad, _), n in counts.items() if bad),
             )
             self.tally.add_by_topic(halves={
                 real: n for (source, bad, tick, real), n in by_topic.items()
-                if source == self.rules.half_topic and not bad and not tick and real
+                if source == KIND_HALF and not bad and not tick and real
             })  # fmt: skip
             log.info("ingest batch %d: %s", batch_id, timer.summary())
         finally:
@@ -162,14 +171,14 @@ class IngestBatchWriter:
 
     def _land_halves(self, classified: DataFrame, batch_id: int) -> None:
         rows = halves(classified, self.rules)
-        beat = ticks(classified, self.rules.half_topic)
+        beat = ticks(classified, KIND_HALF)
         self._append(_with_heartbeat(rows, beat, half_messages.KIND_TICK).coalesce(1),
                      half_messages.TABLE, batch_id)  # fmt: skip
         failpoint("ingest.after_half_messages")
 
     def _land_ops(self, classified: DataFrame, batch_id: int) -> None:
         rows = ops(classified, self.rules)
-        beat = ticks(classified, self.rules.op_topic)
+        beat = ticks(classified, KIND_OP)
         self._append(_with_heartbeat(rows, beat, op_records.KIND_TICK).coalesce(1),
                      op_records.TABLE, batch_id)  # fmt: skip
         failpoint("ingest.after_op_records")
@@ -179,15 +188,15 @@ class IngestBatchWriter:
         failpoint("ingest.after_quarantine")
 
 
-#: Records of one batch per (ingress topic, invalid, heartbeat, real topic).
+#: Records of one batch per (ingress kind: half or op, invalid, heartbeat, real topic).
 Census = dict[tuple[str, bool, bool, str | None], int]
 
 
 def census_columns(prefix: str = "") -> list[Column]:
     """Return the grouping columns of `census` over `parse`d records named `prefix` + name."""
-    column = {name: F.col(prefix + name) for name in ("source_topic", "reason", "is_tick", "topic")}
+    column = {name: F.col(prefix + name) for name in ("ingress_kind", "reason", "is_tick", "topic")}
     return [
-        column["source_topic"].alias(prefix + "source_topic"),
+        column["ingress_kind"].alias(prefix + "ingress_kind"),
         column["reason"].isNotNull().alias(prefix + "bad"),
         column["is_tick"].alias(prefix + "is_tick"),
         column["topic"].alias(prefix + "topic"),
@@ -198,7 +207,7 @@ def census_of(rows: list[Row], prefix: str = "") -> Census:
     """Return the `census` of rows grouped by `census_columns(prefix)` with a "count"."""
     found: Census = {}
     for row in rows:
-        key = (row[prefix + "source_topic"], row[prefix + "bad"], row[prefix + "is_tick"],
+        key = (row[prefix + "ingress_kind"], row[prefix + "bad"], row[prefix + "is_tick"],
                row[prefix + "topic"])  # fmt: skip
         found[key] = found.get(key, 0) + row["count"]
     return found
@@ -214,12 +223,22 @@ def census(parsed: DataFrame) -> Census:
 
 
 def ingress_records(spark: SparkSession, config: Config) -> DataFrame:
-    """Return the streaming Kafka source over both ingress topics."""
+    """Return the streaming Kafka source over the ingress topics.
+
+    In the per-group layout (core/topics.py) it subscribes by pattern: a group's topics,
+    created later, are read from their start by the batch after they appear.
+    """
+    layout = config.kafka.layout
+    subscription = (
+        ("subscribePattern", layout.ingress_pattern())
+        if layout.per_group
+        else ("subscribe", f"{layout.half},{layout.op}")
+    )
     return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
         .options(**config.kafka.security.spark_options())
-        .option("subscribe", f"{config.kafka.half_topic},{config.kafka.op_topic}")
+        .option(*subscription)
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
         # Spark's reader asks for each partition's offset range after every poll (two

@@ -25,14 +25,42 @@ def ingress_topic_config(config: Config) -> dict[str, str]:
 
 
 def ensure_ingress_topics(config: Config) -> None:
-    """Create the half, op and check topics if absent; refuse ingress topics set up otherwise."""
-    bootstrap = config.kafka.bootstrap_servers
+    """Create the shared half, op and check topics if absent; refuse ones set up otherwise.
+
+    In the per-group layout the shared ingress topics carry the heartbeats; each group's
+    own topics are created by `ensure_group_topics`.
+    """
+    _ensure(config, (config.kafka.half_topic, config.kafka.op_topic), config.kafka.check_topic)
+
+
+def ensure_group_topics(config: Config, group: str) -> tuple[str, str, str]:
+    """Create `group`'s half, op and check topics (per-group layout); return their names.
+
+    Raises ValueError if the group cannot have topics of its own (core/topics.py), and
+    ConfigurationError if an existing ingress topic does not use LogAppendTime.
+    """
+    layout = config.kafka.layout
+    names = (layout.half_topic(group), layout.op_topic(group), layout.check_topic(group))
+    _ensure(config, names[:2], names[2])
+    return names
+
+
+def ensure_operator_topic(config: Config, principal: str) -> str:
+    """Create the operator topic of `principal` (per-group layout); return its name."""
+    name = config.kafka.layout.operator_topic(principal)
+    _ensure(config, (name,), None)
+    return name
+
+
+def _ensure(config: Config, ingress: tuple[str, ...], check: str | None) -> None:
+    """Create the `ingress` topics and the `check` topic if absent, and verify them."""
     settings = ingress_topic_config(config)
-    for topic in (config.kafka.half_topic, config.kafka.op_topic):
+    for topic in ingress:
         ensure_configured_topic(config.kafka, topic, settings)
-    ensure_check_topic(config)  # sized for checks of max_message_size bodies
-    with admin_client(bootstrap, security=config.kafka.security) as admin:
-        for topic in (config.kafka.half_topic, config.kafka.op_topic):
+    if check is not None:
+        ensure_check_topic(config, check)  # sized for checks of max_message_size bodies
+    with admin_client(config.kafka.bootstrap_servers, security=config.kafka.security) as admin:
+        for topic in ingress:
             described: Any = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, topic)]
             )

@@ -8,6 +8,12 @@
 
 Reads come from the warehouse's Delta tables (no Spark needed); operator ops go to the op
 topic like any op and are applied by the running coordinator, recorded with who and why.
+
+Who: on a secured deployment (`[kafka] topics_per_group = true`) the op goes to the
+operator's own topic `txcoord.operator.<principal>`, which only that SASL principal may write
+(coordinator/local_stack/broker_auth.py), and the coordinator records the principal as who
+did it; `--operator` is then at most a display name beside it ("ops-admin (alice)"). On an
+open broker anyone may write the op topic, and who is what `--operator` says.
 """
 
 from __future__ import annotations
@@ -64,10 +70,16 @@ def _target(
         info = read_info(data_dir)
         if info is not None and info.pid and pid_is_our_broker(info.pid, data_dir):
             bootstrap_servers = info.bootstrap_servers
+    try:
+        # Per-group layout: the operator's own topic, so that the broker vouches for who
+        # sent the op (core/topics.py); the shared op topic otherwise.
+        op_topic = config.kafka.layout.operator_topic(config.kafka.sasl_username or None)
+    except ValueError as exc:
+        raise ConfigurationError(f"[kafka] topics_per_group: {exc}") from exc
     return Target(
         warehouse=config.warehouse,
         bootstrap_servers=bootstrap_servers or config.kafka.bootstrap_servers,
-        op_topic=config.kafka.op_topic,
+        op_topic=op_topic,
         security=config.kafka.security,
     )
 
@@ -225,7 +237,8 @@ def _operator_command(op: str, summary: str) -> click.Command:
     @_GROUP_OF_ONE
     @click.option("--reason", required=True, help="Why (recorded with the op).")
     @click.option("--operator", default=getpass.getuser, show_default="your user name",
-                  help="Who (recorded with the op).")  # fmt: skip
+                  help="Who (recorded with the op). On a secured deployment the recorded "
+                       "who is your Kafka principal, this beside it as a display name.")  # fmt: skip
     @click.option("--wait", "wait_seconds", type=click.FloatRange(0), default=60.0,
                   show_default=True,
                   help="Seconds to wait for the coordinator's verdict; 0: only send.")  # fmt: skip

@@ -9,6 +9,7 @@ ingest requires) before it listens.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -29,7 +30,7 @@ from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.routes import build_router
 from coordinator.rest.services import Lookup, Poller, Services, Writer, epoch_ms
 from core.config import Config
-from core.errors import TxcoordError
+from core.errors import KafkaUnavailableError, TxcoordError
 from delta_tables.lookup import DeltaRows, TransactionLookup
 
 log = logging.getLogger("txcoord.rest")
@@ -64,11 +65,12 @@ def create_app(
         config=config,
         auth=auth,
         writer=writer or KafkaWriter(
-            config.kafka.bootstrap_servers, config.kafka.half_topic, config.kafka.op_topic,
+            config.kafka.bootstrap_servers, config.kafka.layout,
             max_message_size=config.max_message_size, security=config.kafka.security,
+            ensure_group_topics=functools.partial(_ensure_group_topics, config),
         ),
         lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
-        poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.check_topic,
+        poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.layout,
                                      security=config.kafka.security),
         metrics=Metrics(),
         clock=clock,
@@ -99,6 +101,22 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)  # outermost: sees all
     install_openapi(app)
     return app
+
+
+def _ensure_group_topics(config: Config, group: str) -> None:
+    """Create `group`'s own topics before its first record (per-group layout)."""
+    # Imported here, as in `serve`: the admin API only where it is needed.
+    from streams.ingress_topics import ensure_group_topics  # noqa: PLC0415
+
+    try:
+        ensure_group_topics(config, group)
+    except TxcoordError:
+        raise
+    except Exception as exc:
+        raise KafkaUnavailableError(
+            f"cannot create the topics of producer group {group!r} on "
+            f"{config.kafka.bootstrap_servers}: {exc}"
+        ) from exc
 
 
 def build_server(config: Config, app: FastAPI | None = None) -> uvicorn.Server:

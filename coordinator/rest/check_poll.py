@@ -3,9 +3,10 @@
 The coordinator publishes each check request (RocketMQ's CHECK_TRANSACTION_STATE) on the
 check topic with header `txcoord.producer_group` (streams/coordinator_writer.py). For a group
 G the REST keeps one consumer in Kafka consumer group `txcoord-rest-G`, which reads the
-whole topic and hands out only G's records. Pollers of G share that consumer one at a time,
-so each request reaches one of them; several REST processes share the Kafka consumer group,
-so they split the partitions. A new group starts at the earliest offset: a check request
+whole topic (in the per-group layout G's own check topic, core/topics.py) and hands out
+only G's records. Pollers of G share that consumer one at a time, so each request reaches
+one of them; several REST processes share the Kafka consumer group, so they split the
+partitions. A new group starts at the earliest offset: a check request
 published before the first poll is not missed.
 
 Offsets are committed once the records are collected for an answer. A crash between the
@@ -30,6 +31,7 @@ from coordinator.rest.models import CheckRequest
 from core.errors import KafkaUnavailableError
 from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
+from core.topics import TopicLayout
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
 
@@ -61,7 +63,7 @@ class CheckPoller:
     def __init__(
         self,
         bootstrap_servers: str,
-        check_topic: str,
+        layout: TopicLayout,
         idle_timeout: timedelta = timedelta(minutes=2),
         max_groups: int = 256,
         consumer_factory: ConsumerFactory | None = None,
@@ -70,7 +72,8 @@ class CheckPoller:
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
-        self.check_topic = check_topic
+        #: A group's checks are on the shared check topic, or its own (core/topics.py).
+        self.layout = layout
         self.idle_timeout = idle_timeout
         self.max_groups = max_groups
         self._make_consumer = consumer_factory or self._kafka_consumer
@@ -190,7 +193,7 @@ class CheckPoller:
     def _kafka_consumer(self, producer_group: str) -> Any:
         try:
             return KafkaConsumer(
-                self.check_topic,
+                self.layout.check_topic(producer_group),
                 bootstrap_servers=self.bootstrap_servers,
                 group_id=consumer_group_of(producer_group),
                 client_id="txcoord-rest-checks",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -25,6 +25,8 @@ from coordinator.rest.records import Record
 from core.errors import KafkaUnavailableError, RecordTooLargeError
 from core.kafka_clients import kafka_python_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity
+from core.topics import TopicLayout
+from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
 log = logging.getLogger("txcoord.rest.kafka")
@@ -58,18 +60,21 @@ class KafkaWriter:
     def __init__(
         self,
         bootstrap_servers: str,
-        half_topic: str,
-        op_topic: str,
+        layout: TopicLayout,
         *,
         max_message_size: int,
         ack_timeout: timedelta = timedelta(seconds=30),
         client_id: str = "txcoord-rest",
         security: KafkaSecurity | None = None,
+        ensure_group_topics: Callable[[str], object] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
-        self.half_topic = half_topic
-        self.op_topic = op_topic
+        #: Where each record goes: the shared topics, or its group's own (core/topics.py).
+        self.layout = layout
+        # Creates a group's topics before its first record (per-group layout), if given.
+        self._ensure_group_topics = ensure_group_topics
+        self._groups_ready: set[str] = set()
         self.max_message_size = max_message_size
         self.ack_timeout = ack_timeout
         self.client_id = client_id
@@ -78,19 +83,37 @@ class KafkaWriter:
 
     def send_half(self, record: Record) -> Stored:
         """Write one half message; return where it was stored once acknowledged."""
-        return _stored_or_raise(self._send_each(self.half_topic, [record])[0])
+        return _stored_or_raise(self.send_halves([record])[0])
 
     def send_op(self, record: Record) -> Stored:
         """Write one op record; return where it was stored once acknowledged."""
-        return _stored_or_raise(self._send_each(self.op_topic, [record])[0])
+        return _stored_or_raise(self.send_ops([record])[0])
 
     def send_halves(self, records: Sequence[Record]) -> list[Stored | WriteFailure]:
         """Write several half messages; return each one's outcome, in order."""
-        return self._send_each(self.half_topic, records)
+        return self._send_each([self._topic(self.layout.half_topic, r) for r in records], records)
 
     def send_ops(self, records: Sequence[Record]) -> list[Stored | WriteFailure]:
-        """Write several op records; return each one's outcome, in order."""
-        return self._send_each(self.op_topic, records)
+        """Write several op records; return each one's outcome, in order.
+
+        An operator's op (the admin token's) goes to the shared op topic, which only the
+        engine's principal may write in the per-group layout.
+        """
+        return self._send_each(
+            [self.layout.op if _header(r, fmt.OPERATOR) is not None
+             else self._topic(self.layout.op_topic, r) for r in records],
+            records,
+        )  # fmt: skip
+
+    def _topic(self, topic_of: Callable[[str], str], record: Record) -> str:
+        """Return the topic of `record`'s group, created first in the per-group layout."""
+        group = _header(record, fmt.PRODUCER_GROUP) or ""
+        topic = topic_of(group)  # ValueError: a name no group topic can hold (checked before)
+        if self.layout.per_group and group not in self._groups_ready:
+            if self._ensure_group_topics is not None:
+                self._ensure_group_topics(group)
+            self._groups_ready.add(group)
+        return topic
 
     def close(self) -> None:
         """Flush and close the producer, if one was made."""
@@ -144,8 +167,10 @@ class KafkaWriter:
             return RecordTooLargeError(f"the broker refused the record as too large: {exc}")
         return KafkaUnavailableError(f"Kafka did not acknowledge the write to {topic}: {exc}")
 
-    def _send_each(self, topic: str, records: Sequence[Record]) -> list[Stored | WriteFailure]:
-        """Send every record, then wait for each acknowledgement; one outcome per record.
+    def _send_each(
+        self, topics: Sequence[str], records: Sequence[Record]
+    ) -> list[Stored | WriteFailure]:
+        """Send every record to its topic, then wait for each acknowledgement, in order.
 
         Raises KafkaUnavailableError only when no producer can be made (nothing was sent).
         Once a send fails before reaching the producer's buffer, the rest are not tried:
@@ -156,7 +181,7 @@ class KafkaWriter:
         pending: list[Any] = []
         failed: WriteFailure | None = None
         fatal = False
-        for r in records:
+        for topic, r in zip(topics, records, strict=True):
             if failed is None:
                 try:
                     pending.append(
@@ -168,7 +193,7 @@ class KafkaWriter:
                     failed = self._failure(topic, exc)
             pending.append(failed)
         outcomes: list[Stored | WriteFailure] = []
-        for future in pending:
+        for topic, future in zip(topics, pending, strict=True):
             if isinstance(future, KafkaUnavailableError | RecordTooLargeError):
                 outcomes.append(future)
                 continue
@@ -185,6 +210,11 @@ class KafkaWriter:
             # now, once every record of this call has its outcome.
             self._discard(producer)
         return outcomes
+
+
+def _header(record: Record, name: str) -> str | None:
+    """Return header `name` of `record` as text, or None if absent."""
+    return next((value.decode() for key, value in record.headers if key == name), None)
 
 
 def _stored_or_raise(outcome: Stored | WriteFailure) -> Stored:

@@ -25,7 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 from starlette.convertors import PathConvertor, register_url_convertor
 
-from coordinator.rest.auth import Principal, require_admin, require_group
+from coordinator.rest.auth import OPEN_MODE, Principal, require_admin, require_group
 from coordinator.rest.errors import ApiError, printable, write_failure
 from coordinator.rest.gate import principal_of
 from coordinator.rest.kafka_writer import Stored, WriteFailure
@@ -51,8 +51,10 @@ from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
 from core.config import Config
+from core.topics import group_topic_problem
 from delta_tables.lookup import TransactionState
 from protocol import ingress as fmt
+from protocol.records import operator_label
 
 #: A batch of which some items are durable and some are not (WebDAV's Multi-Status).
 MULTI_STATUS = 207
@@ -121,15 +123,34 @@ def _op_done(transaction_id: str, op: str, stored: Stored) -> OpResult:
     )  # fmt: skip
 
 
-def _authorize_op(who: Principal, request: OpRequest, field: str = "") -> None:
-    require_group(who, request.producer_group, f"{field}producer_group")
+def _may_send(svc: Services, who: Principal, group: str, what: str) -> None:
+    """Raise a 4xx ApiError unless `who` may send for `group` and the layout can carry it."""
+    require_group(who, group, what)
+    layout = svc.config.kafka.layout
+    if layout.per_group and (problem := group_topic_problem(group, layout)):
+        raise ApiError(422, "invalid_request", f"{what}: {problem}")
+
+
+def _authorize_op(svc: Services, who: Principal, request: OpRequest, field: str = "") -> None:
+    _may_send(svc, who, request.producer_group, f"{field}producer_group")
     if request.operator is not None:
         require_admin(who, f"{field}operator (an operator's op)")
 
 
+def _as_operator(who: Principal, request: OpRequest) -> OpRequest:
+    """Return `request` with the recorded operator: the admin token's name, then `operator`.
+
+    With an auth file the "who" of an operator's op is the authenticated token, and the
+    request's `operator` at most a display name beside it (protocol/records.py).
+    """
+    if request.operator is None or who is OPEN_MODE:
+        return request
+    return request.model_copy(update={"operator": operator_label(who.name, request.operator)})
+
+
 def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     """Store one half message; answer once it is durable in the half topic."""
-    require_group(who, body.producer_group, "producer_group")
+    _may_send(svc, who, body.producer_group, "producer_group")
     transaction_id = body.transaction_id or new_transaction_id()
     record = half_record(
         body, transaction_id, svc.config.max_message_size, svc.clock(),
@@ -148,7 +169,7 @@ def send_halves(
     ids, records = [], []
     for index, message in enumerate(body.messages):
         field = f"messages[{index}]."
-        require_group(who, message.producer_group, f"{field}producer_group")
+        _may_send(svc, who, message.producer_group, f"{field}producer_group")
         transaction_id = message.transaction_id or new_transaction_id()
         ids.append(transaction_id)
         records.append(
@@ -198,8 +219,9 @@ def _op_handler(op: str) -> Callable[..., OpResult]:
     def send_op(
         transaction_id: TransactionIdPath, body: OpRequest, svc: Svc, who: Caller
     ) -> OpResult:
-        _authorize_op(who, body)
-        stored = svc.writer.send_op(op_record(transaction_id, op, body, svc.clock()))
+        _authorize_op(svc, who, body)
+        request = _as_operator(who, body)
+        stored = svc.writer.send_op(op_record(transaction_id, op, request, svc.clock()))
         svc.metrics.records.labels("op").inc()
         return _op_done(transaction_id, op, stored)
 
@@ -212,8 +234,11 @@ def send_ops(body: OpBatchRequest, svc: Svc, who: Caller, response: Response) ->
     """Record several ops; all are checked before any is written."""
     received = svc.clock()
     for index, item in enumerate(body.ops):
-        _authorize_op(who, item, f"ops[{index}].")
-    records = [op_record(item.transaction_id, item.op, item, received) for item in body.ops]
+        _authorize_op(svc, who, item, f"ops[{index}].")
+    records = [
+        op_record(item.transaction_id, item.op, _as_operator(who, item), received)
+        for item in body.ops
+    ]
     outcomes = svc.writer.send_ops(records)
     items = []
     for item, outcome in zip(body.ops, outcomes, strict=True):

@@ -32,6 +32,7 @@ from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpR
 from core.config import KafkaConfig
 from core.kafka_clients import kafka_python_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity
+from core.topics import TopicLayout
 from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
 from protocol.names import check_consumer_group
@@ -87,6 +88,7 @@ class KafkaTransport:
         half_topic: str = _DEFAULTS.half_topic,
         op_topic: str = _DEFAULTS.op_topic,
         check_topic: str = _DEFAULTS.check_topic,
+        topics_per_group: bool = False,
         send_timeout_seconds: float = 30.0,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         auto_offset_reset: str = "earliest",
@@ -97,7 +99,14 @@ class KafkaTransport:
         `auto_offset_reset="earliest"` makes a brand-new group read the check topic from
         its start: never miss a check, at the price of answering old ones once.
         `security` is the cluster's TLS/SASL settings (the `[kafka]` ones; default plaintext).
+        `topics_per_group` (the `[kafka]` setting of a secured deployment) sends to and reads
+        from the group's own topics, `<half_topic>.<group>` and so on (core/topics.py);
+        ValueError if the group's name cannot be a topic's.
         """
+        layout = TopicLayout(half=half_topic, op=op_topic, check=check_topic,
+                             per_group=topics_per_group)  # fmt: skip
+        half_topic, op_topic = layout.half_topic(group), layout.op_topic(group)
+        check_topic = layout.check_topic(group)
         options = kafka_python_options(security)
         self.group = group
         self.half_topic = half_topic

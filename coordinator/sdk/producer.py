@@ -46,6 +46,7 @@ from coordinator.sdk.message import Message, SendResult
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, Transport
 from core.config import KafkaConfig
 from core.kafka_security import KafkaSecurity
+from core.topics import TopicLayout, group_topic_problem
 from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class TransactionProducer:
         half_topic: str = _DEFAULTS.half_topic,
         op_topic: str = _DEFAULTS.op_topic,
         check_topic: str = _DEFAULTS.check_topic,
+        topics_per_group: bool = _DEFAULTS.topics_per_group,
         check_workers: int = 2,
         check_queue_size: int = 1000,
         transport: Transport | None = None,
@@ -96,6 +98,9 @@ class TransactionProducer:
                 "give exactly one of endpoint (REST ingress) or bootstrap_servers (Kafka), not "
                 + (" and ".join(given) or "neither")
             )
+        layout = TopicLayout(half=half_topic, op=op_topic, check=check_topic, per_group=True)
+        if topics_per_group and (problem := group_topic_problem(group, layout)):
+            raise ValueError(problem)
         if kafka_security is not None and bootstrap_servers is None:
             raise ValueError("kafka_security is for Kafka: give it with bootstrap_servers")
         if token is not None and endpoint is None:
@@ -114,6 +119,7 @@ class TransactionProducer:
         self.half_topic = half_topic
         self.op_topic = op_topic
         self.check_topic = check_topic
+        self.topics_per_group = topics_per_group
         self.check_workers = check_workers
         self.check_queue_size = check_queue_size
         self.poll_wait_seconds = poll_wait_seconds
@@ -147,7 +153,8 @@ class TransactionProducer:
         return KafkaTransport(
             self.bootstrap_servers, self.group, half_topic=self.half_topic,
             op_topic=self.op_topic, check_topic=self.check_topic,
-            send_timeout_seconds=self.send_timeout_seconds, max_message_size=self.max_message_size,
+            topics_per_group=self.topics_per_group, send_timeout_seconds=self.send_timeout_seconds,
+            max_message_size=self.max_message_size,
             security=self.kafka_security,
         )  # fmt: skip
 

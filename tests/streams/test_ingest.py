@@ -10,14 +10,24 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from core.topics import TopicLayout
 from delta_tables import half_messages, op_records, quarantine
 from protocol import ingress as fmt
-from streams.ingest import IngestRules, classify, halves, ops, quarantined, ticks
+from streams.ingest import (
+    KIND_HALF,
+    KIND_OP,
+    IngestRules,
+    classify,
+    halves,
+    ops,
+    quarantined,
+    ticks,
+)
 
 pytestmark = pytest.mark.spark
 
 RULES = IngestRules(
-    half_topic="txcoord.half", op_topic="txcoord.op", max_message_size=64, default_queue_count=4,
+    layout=TopicLayout(), max_message_size=64, default_queue_count=4,
     max_check_immunity_seconds=3600,
 )  # fmt: skip
 KAFKA_SCHEMA = (
@@ -238,7 +248,7 @@ def test_ticks_become_one_heartbeat_per_topic(spark: SparkSession) -> None:
     assert quarantined(classified).count() == 0
     assert halves(classified, RULES).count() == 1  # heartbeats are not halves
     assert ops(classified, RULES).count() == 0
-    (half_tick,) = ticks(classified, "txcoord.half").collect()
+    (half_tick,) = ticks(classified, KIND_HALF).collect()
     assert (half_tick.stored_at, half_tick.ingress_partition) == (T0 + timedelta(seconds=3), 1)
-    (op_tick,) = ticks(classified, "txcoord.op").collect()
+    (op_tick,) = ticks(classified, KIND_OP).collect()
     assert op_tick.stored_at == T0 + timedelta(seconds=2)

@@ -20,14 +20,15 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from core.topics import TopicLayout
 from protocol import ingress as fmt
 from protocol.names import TOPIC_NAME, group_problem, topic_name_problem, transaction_id_problem
 from streams.ingest import IngestRules, classify
 
 pytestmark = pytest.mark.spark
 
-RULES = IngestRules(half_topic="h", op_topic="o", max_message_size=1024, default_queue_count=4,
-                    max_check_immunity_seconds=3600)  # fmt: skip
+RULES = IngestRules(layout=TopicLayout(half="h", op="o"), max_message_size=1024,
+                    default_queue_count=4, max_check_immunity_seconds=3600)  # fmt: skip
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"

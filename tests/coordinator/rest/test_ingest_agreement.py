@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
+from core.topics import TopicLayout
 from delta_tables import half_messages, transactions
 from delta_tables.lookup import DeltaRows, TransactionLookup
 from delta_tables.registry import create_system_tables
@@ -23,7 +24,7 @@ from streams.ingest import IngestRules, classify, halves, ops
 pytestmark = pytest.mark.spark
 
 MAX_MESSAGE = 1024
-RULES = IngestRules(half_topic="h", op_topic="o", max_message_size=MAX_MESSAGE,
+RULES = IngestRules(layout=TopicLayout(half="h", op="o"), max_message_size=MAX_MESSAGE,
                     default_queue_count=4, max_check_immunity_seconds=3600)  # fmt: skip
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
