@@ -238,7 +238,7 @@ def _operator_command(op: str, summary: str) -> click.Command:
     @click.option("--reason", required=True, help="Why (recorded with the op).")
     @click.option("--operator", default=getpass.getuser, show_default="your user name",
                   help="Who (recorded with the op). On a secured deployment the recorded "
-                       "who is your Kafka principal, this beside it as a display name.")  # fmt: skip
+                       "who is your Kafka principal, this beside it as display name.")  # fmt: skip
     @click.option("--wait", "wait_seconds", type=click.FloatRange(0), default=60.0,
                   show_default=True,
                   help="Seconds to wait for the coordinator's verdict; 0: only send.")  # fmt: skip

@@ -35,14 +35,19 @@ engine only (the broker talks to its own controller; no anonymous super user),
 engine as the only super user, and no access where no ACL allows it. SCRAM credentials are
 added when the storage is formatted (`kafka-storage format --add-scram`, passed through a
 private java @argfile so no password is on a command line) and upserted on every start
-through the admin API, so an edited auth file takes effect on restart. ACLs (`acls`):
+through the admin API, so an edited auth file takes effect on restart.
 
-- group principal: WRITE the half and op topics, READ the check topic, READ its SDK
-  consumer group `txcoord-sdk-<group>`;
-- operator principal: WRITE the op topic (its ops are the only thing it sends).
+ACLs (`acls`), all on literal names of the per-group topic layout (core/topics.py), which
+`txcoord up --auth-file` switches on (`[kafka] topics_per_group = true`):
 
-Groups are not yet separated from each other by the broker (shared topics, SPEC 5.2
-asks for more: see issue 14 item 2).
+- group principal: WRITE `txcoord.half.<group>` and `txcoord.op.<group>`, READ
+  `txcoord.check.<group>`, READ its SDK consumer group `txcoord-sdk-<group>`; nothing on the
+  shared topics or another group's;
+- operator principal: WRITE its own operator topic `txcoord.operator.<principal>` (its ops
+  are the only thing it sends; the coordinator records the principal as who sent them).
+
+`apply_auth` creates those topics first (a group principal may not create topics), so
+a group of the auth file can send as soon as the stack is up.
 """
 
 from __future__ import annotations
@@ -51,10 +56,14 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigurationError
 from core.kafka_security import KafkaSecurity
+from core.topics import TopicLayout, group_topic_problem
+
+if TYPE_CHECKING:
+    from core.config import Config
 
 __all__ = ["BrokerAuth", "BrokerPrincipal", "BrokerTls", "acls", "load_broker_auth"]
 
@@ -172,8 +181,12 @@ def _combined_pem(tls: BrokerTls) -> Path:
     return combined
 
 
-def acls(auth: BrokerAuth, half_topic: str, op_topic: str, check_topic: str) -> list[Any]:
-    """Return the ACLs of the module docstring, as kafka-python ACL objects."""
+def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
+    """Return the ACLs of the module docstring, as kafka-python ACL objects.
+
+    `layout` must be the per-group one (core/topics.py): shared topics cannot keep groups
+    apart. Raises ConfigurationError for a group whose name no topic can hold.
+    """
     # Imported here: only the local stack's start needs kafka-python's admin types.
     from kafka.admin import (  # noqa: PLC0415
         ACL,
@@ -186,31 +199,43 @@ def acls(auth: BrokerAuth, half_topic: str, op_topic: str, check_topic: str) -> 
 
     from protocol.names import check_consumer_group  # noqa: PLC0415
 
+    if not layout.per_group:
+        raise ConfigurationError("a secured broker needs [kafka] topics_per_group = true")
+
     def allow(who: BrokerPrincipal, operation: Any, kind: Any, name: str) -> Any:
         pattern = ResourcePattern(kind, name, ACLResourcePatternType.LITERAL)
         return ACL(who.user, "*", operation, ACLPermissionType.ALLOW, pattern)
 
-    found = [allow(auth.operator, ACLOperation.WRITE, ResourceType.TOPIC, op_topic)]
+    operator_topic = layout.operator_topic(auth.operator.name)
+    found = [allow(auth.operator, ACLOperation.WRITE, ResourceType.TOPIC, operator_topic)]
     for group, who in sorted(auth.groups.items()):
+        if problem := group_topic_problem(group, layout):
+            raise ConfigurationError(f"auth file [[kafka.group]] {group!r}: {problem}")
         found += [
-            allow(who, ACLOperation.WRITE, ResourceType.TOPIC, half_topic),
-            allow(who, ACLOperation.WRITE, ResourceType.TOPIC, op_topic),
-            allow(who, ACLOperation.READ, ResourceType.TOPIC, check_topic),
+            allow(who, ACLOperation.WRITE, ResourceType.TOPIC, layout.half_topic(group)),
+            allow(who, ACLOperation.WRITE, ResourceType.TOPIC, layout.op_topic(group)),
+            allow(who, ACLOperation.READ, ResourceType.TOPIC, layout.check_topic(group)),
             allow(who, ACLOperation.READ, ResourceType.GROUP, check_consumer_group(group)),
         ]
     return found
 
 
-def apply_auth(bootstrap_servers: str, auth: BrokerAuth, kafka: Any) -> list[Any]:
-    """Upsert every principal's SCRAM credential and create the ACLs; return the ACLs.
+def apply_auth(bootstrap_servers: str, auth: BrokerAuth, config: Config) -> list[Any]:
+    """Create the topics of every group and operator, upsert every principal's SCRAM
+    credential and create the ACLs; return the ACLs.
 
-    `kafka` is the `[kafka]` configuration (its topic names). Runs as the engine.
+    `config` is the engine's, per-group layout (`[kafka] topics_per_group`). Runs as the
+    engine.
     """
     from kafka.admin import ScramMechanism, UserScramCredentialUpsertion  # noqa: PLC0415
 
+    from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
     from streams.kafka_topics import admin_client  # noqa: PLC0415
 
-    wanted = acls(auth, kafka.half_topic, kafka.op_topic, kafka.check_topic)
+    wanted = acls(auth, config.kafka.layout)
+    for group in sorted(auth.groups):
+        ensure_group_topics(config, group)
+    ensure_operator_topic(config, auth.operator.name)
     with admin_client(bootstrap_servers, "txcoord-auth", auth.engine_security) as admin:
         upserts = [
             UserScramCredentialUpsertion(p.name, ScramMechanism.SCRAM_SHA_256, p.password())

@@ -14,8 +14,10 @@ State folder layout::
     <state_dir>/health/       scratch tables of the health probe
 
 With `StackSettings.broker_auth` (the `[kafka]` part of `txcoord up --auth-file`) the broker
-runs secured and every client of the stack connects as the engine principal; the ACLs of
-coordinator/local_stack/broker_auth.py are created once the broker is up.
+runs secured, with one topic set per producer group (`[kafka] topics_per_group`, core/
+topics.py), and every client of the stack connects as the engine principal; the groups'
+topics and the ACLs of coordinator/local_stack/broker_auth.py are created once the broker is
+up.
 """
 
 from __future__ import annotations
@@ -113,13 +115,15 @@ class LocalStack:
         kafka = check_kafka(self.broker.bootstrap_servers, security)
         if not kafka.healthy:
             raise StackError(str(kafka))
+        secured = self.settings.broker_auth is not None
         self.config = replace(
             self.config,
             kafka=replace(self.config.kafka, bootstrap_servers=self.broker.bootstrap_servers,
+                          topics_per_group=secured or self.config.kafka.topics_per_group,
                           **asdict(security)),
         )  # fmt: skip
         if self.settings.broker_auth is not None:
-            apply_auth(self.broker.bootstrap_servers, self.settings.broker_auth, self.config.kafka)
+            apply_auth(self.broker.bootstrap_servers, self.settings.broker_auth, self.config)
         log.info("starting spark (%s)", self.settings.master)
         self.spark = build_spark_session(
             SparkSettings(
