@@ -341,7 +341,17 @@ def _expressions(rules: IngestRules) -> tuple[Column, tuple[Column, ...], tuple[
             topic_principal.isNull() | (F.col("operator") == topic_principal),
             F.coalesce(topic_principal, F.col("operator")),
         )
-        .otherwise(F.concat(topic_principal, F.lit(" ("), F.col("operator"), F.lit(")")))
+        .otherwise(
+            F.concat(
+                topic_principal,
+                F.lit(" ("),
+                F.expr(
+                    f"substring(operator, 1, "
+                    f"{fmt.MAX_OPERATOR_LENGTH - 3} - length(_topic_principal))"
+                ),
+                F.lit(")"),
+            )
+        )  # protocol/records.py's operator_label
         .alias("who"),
         # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of SPEC 3
         # (same store time: lower op id first) follows the order within a partition.

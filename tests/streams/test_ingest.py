@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,10 +70,10 @@ class Records:
         self.rows.append((key, value, topic, partition, offset, T0 + at, timestamp_type, headers))
         return self
 
-    def classify(self) -> DataFrame:
+    def classify(self, rules: IngestRules = RULES) -> DataFrame:
         frame = self.spark.createDataFrame(self.rows, KAFKA_SCHEMA)
         now = F.lit(datetime(2026, 11, 22, 12, 0, 1)).cast("timestamp")
-        return classify(frame, RULES, now).cache()
+        return classify(frame, rules, now).cache()
 
 
 def reasons(classified: DataFrame) -> list[str | None]:
@@ -252,3 +253,45 @@ def test_ticks_become_one_heartbeat_per_topic(spark: SparkSession) -> None:
     assert (half_tick.stored_at, half_tick.ingress_partition) == (T0 + timedelta(seconds=3), 1)
     (op_tick,) = ticks(classified, KIND_OP).collect()
     assert op_tick.stored_at == T0 + timedelta(seconds=2)
+
+
+PER_GROUP = replace(RULES, layout=TopicLayout(per_group=True))
+
+
+def test_per_group_topics_carry_only_their_groups_records(spark: SparkSession) -> None:
+    # The broker let each producer write only its own group's topics (core/topics.py): the
+    # topic is the proof of the group, and an operator's op counts only from its own topic.
+    records = (
+        Records(spark)
+        .add("txcoord.half.orders", b"tx-1", half_headers())
+        .add("txcoord.half.orders", b"tx-2", half_headers(**{fmt.PRODUCER_GROUP: b"payments"}))
+        .add("txcoord.op.orders", b"tx-1", op_headers())
+        .add("txcoord.op.orders", b"tx-3", op_headers(**{fmt.OPERATOR: b"mallory"}))
+        .add("txcoord.operator.ops-admin", b"tx-4", op_headers(**{fmt.OPERATOR: b"alice"}))
+        .add("txcoord.operator.ops-admin", b"tx-5", op_headers(**{fmt.OPERATOR: b"ops-admin"}))
+        .add("txcoord.operator.ops-admin", b"tx-6", op_headers())
+        .add("txcoord.op", b"tx-7", op_headers(**{fmt.OPERATOR: b"rest-admin"}))
+        .add("txcoord.half", b"tx-8", half_headers())
+    )
+    classified = records.classify(PER_GROUP)
+    found = reasons(classified)
+    assert found[0] is None and found[2] is None
+    assert found[1] is not None and "another group" in found[1]
+    assert found[3] is not None and found[3].startswith("refused: an operator's op")
+    assert found[6] == f"an op on an operator topic must carry header {fmt.OPERATOR}"
+    assert found[4] is None and found[5] is None and found[7] is None and found[8] is None
+    ops_by_id = {r.transaction_id: r for r in ops(classified, PER_GROUP).collect()}
+    assert sorted(ops_by_id) == ["tx-1", "tx-4", "tx-5", "tx-7"]
+    assert ops_by_id["tx-4"].operator == "ops-admin (alice)"  # the principal, then the name
+    assert ops_by_id["tx-5"].operator == "ops-admin"
+    assert ops_by_id["tx-7"].operator == "rest-admin"  # the engine's own topic: the header
+    assert ops_by_id["tx-1"].operator is None
+    assert [r.transaction_id for r in halves(classified, PER_GROUP).collect()] == ["tx-1", "tx-8"]
+
+
+def test_the_shared_layout_ignores_what_looks_like_a_group_topic(spark: SparkSession) -> None:
+    # With shared topics no topic names a group: a topic the source was not subscribed to
+    # is neither a half nor an op (and cannot vouch for a group).
+    classified = Records(spark).add("txcoord.half.orders", b"tx-1", half_headers()).classify()
+    assert halves(classified, RULES).count() == 0
+    assert classified.first().ingress_kind is None

@@ -1,7 +1,8 @@
 """A real secured KRaft broker (SASL SCRAM + StandardAuthorizer + our ACLs) for these tests.
 
 One broker per test module: the auth file names two groups ("orders", "payments"), an
-operator and the engine; `SecuredKafka.config_as` gives a configuration that connects as
+operator and the engine; the topics are laid out per group (core/topics.py), as `txcoord up
+--auth-file` lays them out; `SecuredKafka.config_as` gives a configuration that connects as
 one of them. `make_auth_file` is shared with the TLS test, which runs its own broker.
 """
 
@@ -23,6 +24,7 @@ from coordinator.local_stack.broker_auth import BrokerAuth, apply_auth, load_bro
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from core.config import Config, load_config
 from core.kafka_security import KafkaSecurity
+from core.topics import TopicLayout
 from streams.ingress_topics import ensure_ingress_topics
 
 GROUPS = ("orders", "payments")
@@ -90,6 +92,10 @@ class SecuredKafka:
         who = self.auth.groups[group] if group else getattr(self.auth, role)
         return who.security(self.auth.tls)
 
+    @property
+    def layout(self) -> TopicLayout:
+        return self.config.kafka.layout
+
     def config_as(self, security: KafkaSecurity) -> Config:
         """Return the configuration with `security` as its Kafka client settings."""
         fields = {name: getattr(security, name) for name in KafkaSecurity.__dataclass_fields__}
@@ -107,12 +113,13 @@ def start_secured(root: Path, tls: bool = False) -> SecuredKafka:
             "warehouse": str(root / "warehouse"),
             "kafka.bootstrap_servers": broker.bootstrap_servers,
             "kafka.half_topic": f"half-{suffix}", "kafka.op_topic": f"op-{suffix}",
-            "kafka.check_topic": f"check-{suffix}", "kafka.partitions": "2",
+            "kafka.check_topic": f"check-{suffix}", "kafka.operator_topic": f"operator-{suffix}",
+            "kafka.partitions": "2", "kafka.topics_per_group": "true",
         })  # fmt: skip
         secured = SecuredKafka(broker, auth, config, [])
         config = secured.config_as(auth.engine_security)
         ensure_ingress_topics(config)
-        created = apply_auth(broker.bootstrap_servers, auth, config.kafka)
+        created = apply_auth(broker.bootstrap_servers, auth, config)
     except BaseException:
         broker.stop()
         raise

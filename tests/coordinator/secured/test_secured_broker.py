@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
     ACLFilter,
     ACLOperation,
@@ -71,32 +71,34 @@ def stranger(secured_kafka: SecuredKafka, tmp_path: Any) -> Iterator[KafkaSecuri
 
 
 def test_the_acls_are_the_documented_ones(secured_kafka: SecuredKafka) -> None:
-    kafka = secured_kafka.config.kafka
+    layout = secured_kafka.layout
     with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
         everything = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
                                ResourcePatternFilter(ResourceType.ANY, None,
                                                      ACLResourcePatternType.ANY))  # fmt: skip
         found, _ = a.describe_acls(everything)  # an error would have raised
-    granted = {(acl.principal, acl.operation.name, acl.resource_pattern.resource_name)
-               for acl in found}  # fmt: skip
-    expected = {("User:txcoord-operator", "WRITE", kafka.op_topic)}
+    granted = {(acl.principal, acl.operation.name, acl.resource_pattern.resource_name,
+                acl.resource_pattern.pattern_type.name) for acl in found}  # fmt: skip
+    expected = {("User:txcoord-operator", "WRITE",
+                 layout.operator_topic("txcoord-operator"), "LITERAL")}  # fmt: skip
     for group in ("orders", "payments"):
         expected |= {
-            (f"User:{group}-app", "WRITE", kafka.half_topic),
-            (f"User:{group}-app", "WRITE", kafka.op_topic),
-            (f"User:{group}-app", "READ", kafka.check_topic),
-            (f"User:{group}-app", "READ", f"txcoord-sdk-{group}"),
+            (f"User:{group}-app", "WRITE", layout.half_topic(group), "LITERAL"),
+            (f"User:{group}-app", "WRITE", layout.op_topic(group), "LITERAL"),
+            (f"User:{group}-app", "READ", layout.check_topic(group), "LITERAL"),
+            (f"User:{group}-app", "READ", f"txcoord-sdk-{group}", "LITERAL"),
         }
     assert granted == expected
 
 
 def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka) -> None:
-    kafka = secured_kafka.config.kafka
+    kafka, layout = secured_kafka.config.kafka, secured_kafka.layout
     listener = RecordingListener()  # commits, and answers checks with commit
     producer = TransactionProducer(
         group="orders", listener=listener, bootstrap_servers=kafka.bootstrap_servers,
         kafka_security=secured_kafka.security_of("orders"), half_topic=kafka.half_topic,
-        op_topic=kafka.op_topic, check_topic=kafka.check_topic, poll_wait_seconds=0.2,
+        op_topic=kafka.op_topic, check_topic=kafka.check_topic, topics_per_group=True,
+        poll_wait_seconds=0.2,
     )  # fmt: skip
     producer.start()
     try:
@@ -104,10 +106,12 @@ def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka)
         assert result.local_state == LocalTransactionState.COMMIT_MESSAGE
         assert result.op_id is not None
         engine = secured_kafka.security_of()
-        publish(kafka.bootstrap_servers, kafka.check_topic, [check_of("tx-checked", "orders")],
-                engine)  # fmt: skip
+        (half,) = read_all(kafka.bootstrap_servers, layout.half_topic("orders"), 1, engine)
+        assert half.key.decode() == result.transaction_id
+        publish(kafka.bootstrap_servers, layout.check_topic("orders"),
+                [check_of("tx-checked", "orders")], engine)  # fmt: skip
         wait_until(lambda: listener.check_counts()[("tx-checked", 1)] >= 1, timeout=60)
-        ops = read_all(kafka.bootstrap_servers, kafka.op_topic, 2, engine)
+        ops = read_all(kafka.bootstrap_servers, layout.op_topic("orders"), 2, engine)
         by_id = {r.key.decode(): dict(r.headers) for r in ops}
         assert by_id["tx-checked"][fmt.FROM_CHECK] == b"true"
         assert by_id[result.transaction_id][fmt.OP] == b"COMMIT"
@@ -116,18 +120,19 @@ def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka)
 
 
 def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredKafka) -> None:
-    kafka = secured_kafka.config.kafka
+    kafka, layout = secured_kafka.config.kafka, secured_kafka.layout
     engine = secured_kafka.security_of()  # the REST ingress runs as the engine
-    writer = KafkaWriter(kafka.bootstrap_servers, kafka.half_topic, kafka.op_topic,
-                         max_message_size=1024, security=engine)  # fmt: skip
-    poller = CheckPoller(kafka.bootstrap_servers, kafka.check_topic, security=engine)
+    writer = KafkaWriter(kafka.bootstrap_servers, layout, max_message_size=1024, security=engine)
+    poller = CheckPoller(kafka.bootstrap_servers, layout, security=engine)
     try:
         headers = half_headers("payments", "OrderPaid", int(time.time() * 1000))
         stored = writer.send_half(Record(key=b"tx-rest", value=b"body", headers=headers))
         assert stored.offset >= 0
-        publish(kafka.bootstrap_servers, kafka.check_topic, [check_of("tx-poll", "payments")],
-                engine)  # fmt: skip
-        deadline, seen = time.monotonic() + 60, []
+        (half,) = read_all(kafka.bootstrap_servers, layout.half_topic("payments"), 1, engine)
+        assert half.key == b"tx-rest"
+        publish(kafka.bootstrap_servers, layout.check_topic("payments"),
+                [check_of("tx-poll", "payments")], engine)  # fmt: skip
+        deadline, seen = time.monotonic() + 60, list[Any]()
         while not seen and time.monotonic() < deadline:
             seen = [c for c in poller.poll("payments", 10, 1.0) if c.transaction_id == "tx-poll"]
         assert seen
@@ -136,28 +141,65 @@ def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredK
         poller.close()
 
 
+def refused(security: KafkaSecurity, bootstrap: str, topic: str) -> bool:
+    """Return True if the broker refuses `security`'s principal a write to `topic`."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_block_ms=20_000,
+                             **security.client_options())  # fmt: skip
+    started = time.monotonic()
+    try:
+        producer.send(topic, key=b"tx", value=b"x").get(timeout=30)
+    except TopicAuthorizationFailedError:
+        assert time.monotonic() - started < 25  # refused, not timed out
+        return True
+    finally:
+        producer.close(timeout=5)
+    return False
+
+
 def test_a_principal_without_an_acl_is_refused_by_the_broker(
     secured_kafka: SecuredKafka, stranger: KafkaSecurity
 ) -> None:
-    kafka = secured_kafka.config.kafka
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all",
-                             max_block_ms=20_000, **stranger.client_options())  # fmt: skip
-    started = time.monotonic()
-    try:
-        with pytest.raises(TopicAuthorizationFailedError):
-            producer.send(kafka.half_topic, key=b"tx", value=b"x").get(timeout=30)
-    finally:
-        producer.close(timeout=5)
-    assert time.monotonic() - started < 25  # refused, not timed out
+    layout, bootstrap = secured_kafka.layout, secured_kafka.bootstrap_servers
+    assert refused(stranger, bootstrap, layout.half_topic("orders"))
+    assert refused(stranger, bootstrap, layout.half)
 
 
-def test_a_group_principal_cannot_read_another_groups_consumer_group(
+def test_a_group_cannot_write_another_groups_topics_nor_the_shared_ones(
     secured_kafka: SecuredKafka,
 ) -> None:
-    kafka = secured_kafka.config.kafka
-    consumer = KafkaConsumer(kafka.check_topic, bootstrap_servers=kafka.bootstrap_servers,
-                             group_id="txcoord-sdk-payments",
-                             **secured_kafka.security_of("orders").client_options())  # fmt: skip
+    layout, bootstrap = secured_kafka.layout, secured_kafka.bootstrap_servers
+    orders = secured_kafka.security_of("orders")
+    for topic in (layout.half_topic("payments"), layout.op_topic("payments"), layout.half,
+                  layout.op, layout.operator_topic("txcoord-operator"),
+                  layout.check_topic("orders")):  # fmt: skip
+        assert refused(orders, bootstrap, topic), topic
+    for topic in (layout.half_topic("orders"), layout.op_topic("orders")):  # its own
+        assert not refused(orders, bootstrap, topic), topic
+
+
+def test_a_group_cannot_read_another_groups_checks(secured_kafka: SecuredKafka) -> None:
+    layout, bootstrap = secured_kafka.layout, secured_kafka.bootstrap_servers
+    engine = secured_kafka.security_of()
+    topic = layout.check_topic("payments")
+    publish(bootstrap, topic, [check_of("tx-secret", "payments")], engine)
+    assert read_all(bootstrap, topic, 1, engine)  # there is something to read
+    orders = secured_kafka.security_of("orders").client_options()
+    # Another group's check topic, read directly: the broker answers its metadata with
+    # TOPIC_AUTHORIZATION_FAILED (kafka-python records it rather than raising) and no
+    # record ever arrives.
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **orders)
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(2)])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            assert not consumer.poll(timeout_ms=500)
+        assert topic in consumer._client.cluster.unauthorized_topics
+    finally:
+        consumer.close(autocommit=False)
+    # Another group's consumer group, on its own check topic: refused too.
+    consumer = KafkaConsumer(layout.check_topic("orders"), bootstrap_servers=bootstrap,
+                             group_id="txcoord-sdk-payments", **orders)  # fmt: skip
     try:
         with pytest.raises(GroupAuthorizationFailedError):
             consumer.poll(timeout_ms=10_000)
@@ -165,17 +207,13 @@ def test_a_group_principal_cannot_read_another_groups_consumer_group(
         consumer.close(autocommit=False)
 
 
-def test_the_operator_may_write_ops_but_not_halves(secured_kafka: SecuredKafka) -> None:
-    kafka = secured_kafka.config.kafka
+def test_the_operator_may_write_its_operator_topic_only(secured_kafka: SecuredKafka) -> None:
+    layout, bootstrap = secured_kafka.layout, secured_kafka.bootstrap_servers
     operator = secured_kafka.security_of(role="operator")
-    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all",
-                             max_block_ms=20_000, **operator.client_options())  # fmt: skip
-    try:
-        assert producer.send(kafka.op_topic, key=b"tx-op", value=b"").get(timeout=30)
-        with pytest.raises(TopicAuthorizationFailedError):
-            producer.send(kafka.half_topic, key=b"tx-op", value=b"").get(timeout=30)
-    finally:
-        producer.close(timeout=5)
+    assert not refused(operator, bootstrap, layout.operator_topic("txcoord-operator"))
+    for topic in (layout.op, layout.op_topic("orders"), layout.half_topic("orders"),
+                  layout.operator_topic("orders-app")):  # fmt: skip
+        assert refused(operator, bootstrap, topic), topic
 
 
 def test_wrong_credentials_fail_at_start_with_a_clear_error(
@@ -190,14 +228,15 @@ def test_wrong_credentials_fail_at_start_with_a_clear_error(
     with pytest.raises(TransportError) as caught:
         KafkaTransport(kafka.bootstrap_servers, "orders", half_topic=kafka.half_topic,
                        op_topic=kafka.op_topic, check_topic=kafka.check_topic,
-                       send_timeout_seconds=20, security=security)  # fmt: skip
+                       topics_per_group=True, send_timeout_seconds=20,
+                       security=security)  # fmt: skip
     assert time.monotonic() - started < 30
     assert "login as 'orders-app'" in str(caught.value)
     assert "authentication failed" in str(caught.value)
     assert wrong.read_text() not in str(caught.value)
     # The REST ingress's writer says the same (its 503 message, and its log).
-    writer = KafkaWriter(kafka.bootstrap_servers, kafka.half_topic, kafka.op_topic,
-                         max_message_size=1024, security=security)  # fmt: skip
+    writer = KafkaWriter(kafka.bootstrap_servers, kafka.layout, max_message_size=1024,
+                         security=security)  # fmt: skip
     headers = half_headers("orders", "OrderPaid", int(time.time() * 1000))
     try:
         with pytest.raises(KafkaUnavailableError, match="login as 'orders-app'"):

@@ -38,7 +38,7 @@ def test_the_sdk_sends_over_sasl_ssl(tls_kafka: SecuredKafka) -> None:
     producer = TransactionProducer(
         group="orders", listener=RecordingListener(), bootstrap_servers=kafka.bootstrap_servers,
         kafka_security=security, half_topic=kafka.half_topic, op_topic=kafka.op_topic,
-        check_topic=kafka.check_topic, poll_wait_seconds=0.2,
+        check_topic=kafka.check_topic, topics_per_group=True, poll_wait_seconds=0.2,
     )  # fmt: skip
     producer.start()
     try:
@@ -46,7 +46,8 @@ def test_the_sdk_sends_over_sasl_ssl(tls_kafka: SecuredKafka) -> None:
     finally:
         producer.shutdown(timeout=5)
     assert sent.local_state == LocalTransactionState.COMMIT_MESSAGE
-    (half,) = read_all(kafka.bootstrap_servers, kafka.half_topic, 1, tls_kafka.security_of())
+    (half,) = read_all(kafka.bootstrap_servers, kafka.layout.half_topic("orders"), 1,
+                       tls_kafka.security_of())  # fmt: skip
     assert half.value == b"tls"
     assert dict(half.headers)[fmt.PRODUCER_GROUP] == b"orders"
 
