@@ -1,7 +1,9 @@
 """The Kafka ingress record format (SPEC 5.2), shared by the ingest stream, REST and the SDK.
 
 Half messages go to the half topic (default `txcoord.half`), op records to the op topic
-(default `txcoord.op`). Both topics use LogAppendTime: the broker's clock, not the
+(default `txcoord.op`), or to the group's own topics `txcoord.half.<group>` and
+`txcoord.op.<group>` with `[kafka] topics_per_group` (core/topics.py). Ingress topics use
+LogAppendTime: the broker's clock, not the
 producer's, is a record's store time.
 
 Half message record

@@ -13,6 +13,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from coordinator.rest.kafka_writer import KafkaWriter, Stored
 from coordinator.rest.records import Record
+from core.topics import TopicLayout
 from streams.kafka_topics import admin_client
 
 pytestmark = pytest.mark.kafka
@@ -33,7 +34,8 @@ def values_of(bootstrap_servers: str, partition: TopicPartition) -> list[bytes]:
 def test_the_writer_writes_each_record_once_in_order_as_one_idempotent_producer(
     bootstrap_servers: str, kafka_topic: str
 ) -> None:
-    writer = KafkaWriter(bootstrap_servers, kafka_topic, kafka_topic, max_message_size=1 << 20)
+    layout = TopicLayout(half=kafka_topic, op=kafka_topic)
+    writer = KafkaWriter(bootstrap_servers, layout, max_message_size=1 << 20)
     records = [Record(b"tx-1", str(i).encode(), [("txcoord-test", b"1")]) for i in range(200)]
     try:
         outcomes = writer.send_halves(records[:100]) + writer.send_ops(records[100:])

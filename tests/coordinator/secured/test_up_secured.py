@@ -1,21 +1,35 @@
-"""`txcoord up --auth-file F` with a [kafka] part: the whole stack on a secured broker."""
+"""`txcoord up --auth-file F` with a [kafka] part: the whole stack on a secured broker.
+
+The broker keeps the groups apart (per-group topics and ACLs, core/topics.py), and the
+coordinator trusts only what the broker vouched for: a group's record that names another
+group, or an operator's op sent from a group's topic, decides nothing and is quarantined as
+refused; an operator's op from the operator's own topic is recorded with its principal.
+"""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from deltalake import DeltaTable
 
 from coordinator.local_stack.broker_auth import load_broker_auth
 from coordinator.local_stack.kafka_broker import free_port
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
-from tests.coordinator.sdk.helpers import RecordingListener
+from core.topics import TopicLayout
+from protocol.records import half_headers, op_headers
+from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 from tests.up_process import Up
 
-from .conftest import make_auth_file
+from .conftest import make_auth_file, publish
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -38,7 +52,8 @@ def test_up_with_a_kafka_auth_file_runs_the_engine_on_a_secured_broker(tmp_path:
         # source, coordinator, ticker) reads it over SASL and commits it.
         producer = TransactionProducer(
             group="orders", listener=RecordingListener(), bootstrap_servers=bootstrap,
-            kafka_security=auth.groups["orders"].security(), poll_wait_seconds=0.2,
+            kafka_security=auth.groups["orders"].security(), topics_per_group=True,
+            poll_wait_seconds=0.2,
         )  # fmt: skip
         producer.start()
         try:
@@ -54,6 +69,60 @@ def test_up_with_a_kafka_auth_file_runs_the_engine_on_a_secured_broker(tmp_path:
             state = answer.json().get("state") if answer.status_code == 200 else None
             time.sleep(1)
         assert state == "COMMITTED", up.text()[-3000:]
+
+        layout = TopicLayout(per_group=True)
+        orders = auth.groups["orders"].security()
+        stamp = int(time.time() * 1000)
+        publish(bootstrap, layout.half_topic("orders"), [
+            (b"tx-held", b"held", half_headers("orders", "OrderPaid", stamp)),
+            (b"tx-forged", b"forged", half_headers("payments", "OrderPaid", stamp)),
+        ], orders)  # fmt: skip
+        publish(bootstrap, layout.op_topic("orders"), [
+            (b"tx-held", b"", op_headers("orders", "COMMIT", False, stamp, operator="mallory")),
+        ], orders)  # fmt: skip
+
+        def quarantined() -> list[dict[str, Any]]:
+            return rows(tmp_path / "warehouse" / "system" / "quarantine")
+
+        wait_until(lambda: len(quarantined()) >= 2, timeout=120, what="the refused records")
+        reasons = {r["key"]: r["reason"] for r in quarantined()}
+        assert reasons[b"tx-forged"].startswith("refused: header txcoord.producer_group"), reasons
+        assert reasons[b"tx-held"].startswith("refused: an operator's op"), reasons
+        # The forged op decided nothing: tx-held waits for its checks.
+        held = httpx.get(f"{base}/v1/transactions/tx-held", headers=headers, timeout=10).json()
+        assert held.get("state") in ("PREPARED", "CHECKING"), held
+
+        # The operator commits it, from its own topic; the recorded who is its principal.
+        operator = auth.operator.security()
+        environ = {**os.environ, **{f"TXCOORD_KAFKA__{k.upper()}": str(v)
+                                    for k, v in asdict(operator).items()},
+                   "TXCOORD_KAFKA__TOPICS_PER_GROUP": "true"}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "coordinator", "transactions", "commit", "tx-held",
+             "--reason", "paid by phone", "--operator", "Alice", "--warehouse",
+             str(tmp_path / "warehouse"), "--bootstrap-servers", bootstrap, "--wait", "120"],
+            check=False, env=environ, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert layout.operator_topic("txcoord-operator") in done.stdout, done.stdout
+        ops = rows(tmp_path / "warehouse" / "system" / "op_records")
+        (by_operator,) = [r for r in ops if r["operator"] is not None]
+        assert (by_operator["transaction_id"], by_operator["operator"]) == (
+            "tx-held", "txcoord-operator (Alice)",
+        )  # fmt: skip
+        wait_until(
+            lambda: httpx.get(f"{base}/v1/transactions/tx-held", headers=headers,
+                              timeout=10).json().get("state") == "COMMITTED",
+            timeout=60, what="tx-held committed by the operator",
+        )  # fmt: skip
     finally:
         code = up.stop(signal.SIGINT)
     assert code == 0, up.text()[-3000:]
+
+
+def rows(table: Path) -> list[dict[str, Any]]:
+    """Return every row of Delta table `table` (none while it does not exist yet)."""
+    if not (table / "_delta_log").is_dir():
+        return []
+    found: list[dict[str, Any]] = DeltaTable(str(table)).to_pyarrow_table().to_pylist()
+    return found
