@@ -218,7 +218,7 @@ def test_an_admin_token_acts_for_every_group_and_as_operator(
         assert answer.status_code == 201, answer.text
     answer = auth_client.post(
         "/v1/transactions/t-discarded/commit",
-        json={"producer_group": "billing", "operator": "oncall", "reason": "customer paid"},
+        json={"producer_group": "billing", "operator": "alice", "reason": "customer paid"},
         headers=admin,
     )
     assert answer.status_code == 202, answer.text
@@ -227,7 +227,8 @@ def test_an_admin_token_acts_for_every_group_and_as_operator(
     assert answer.status_code == 200
     (op,) = read_all(auth_config.kafka.bootstrap_servers, auth_config.kafka.op_topic)
     headers = dict(op.headers)
-    assert headers[fmt.OPERATOR] == b"oncall"
+    # Who is the authenticated token ("oncall"); the name the request gave stands beside it.
+    assert headers[fmt.OPERATOR] == b"oncall (alice)"
     assert headers[fmt.REASON] == b"customer paid"
 
 
