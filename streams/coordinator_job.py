@@ -38,7 +38,13 @@ slightly. Invalid records never reach it (a CreateTime record may carry any cloc
 *Stall* (SPEC 7.4). With no traffic no record arrives and the watermark would stay put. The
 ticker (streams/ticker.py) writes a heartbeat into every partition of both ingress topics
 each `tick_interval`: the watermark follows the wall clock, so a quiet half is checked
-~`transaction_timeout` + skew + a tick + two batches after it was stored.
+~`transaction_timeout` + skew + a tick + two batches after it was stored. In the per-group
+topic layout (core/topics.py) the heartbeats stay on the shared topics: the watermark is
+one for the whole query, and a batch plans every partition of every subscribed topic at
+once, so a heartbeat on a shared topic vouches for a group's topic exactly as it does for
+another partition of its own topic (the same `store_time_skew` covers both). A group's
+topic created later is found by the pattern when a batch is planned and read from its
+start.
 
 *Running ahead* (SPEC 7.5). Each batch reads every partition of both topics up to the
 offsets it planned (no maxOffsetsPerTrigger), so a heartbeat it has read never claims a

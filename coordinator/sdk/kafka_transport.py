@@ -77,6 +77,10 @@ class _KeepAssignedOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
         self._tracker.retain(())
 
 
+class _MissingTopicsError(Exception):
+    """A group's own topics are absent: nothing it sends could be stored."""
+
+
 class KafkaTransport:
     """Transport over Kafka for producer group `group`; see the module docstring."""
 
@@ -155,13 +159,25 @@ class KafkaTransport:
                 # knows the topic, sees the snapshot change right after, and rebalances again; if
                 # a short poll times out inside that second rebalance, the group leader never
                 # applies its own new assignment (seen in our tests: a partition nobody reads).
-                if check_topic not in self._consumer.topics():
+                known = self._consumer.topics()
+                if check_topic not in known:
                     log.warning("check topic %s does not exist yet; checks are answered once it "
                                 "does", check_topic)  # fmt: skip
-            except KafkaError as exc:
+                missing = [t for t in (half_topic, op_topic) if t not in known]
+                if topics_per_group and missing:
+                    raise _MissingTopicsError(
+                        f"the topics of producer group {group!r} do not exist (or this "
+                        f"principal may not see them): {', '.join(missing)}. In the per-group "
+                        f"layout they are created beforehand: `txcoord up --auth-file` does it "
+                        f"for every group of the file; on another cluster, an administrator "
+                        f"(README, 'Groups kept apart by the broker')"
+                    )
+            except (KafkaError, _MissingTopicsError) as exc:
                 if self._consumer is not None:
                     self._consumer.close(autocommit=False)
                 self._producer.close(timeout=5)
+                if isinstance(exc, _MissingTopicsError):
+                    raise TransportError(str(exc)) from None
                 raise TransportError(
                     f"cannot connect to Kafka at {bootstrap_servers}: {exc}{watch.hint}"
                 ) from exc

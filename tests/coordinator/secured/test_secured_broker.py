@@ -263,3 +263,14 @@ def test_a_plaintext_client_gets_nothing_from_the_secured_listener(
     with pytest.raises(KafkaError):
         KafkaProducer(bootstrap_servers=secured_kafka.bootstrap_servers,
                       bootstrap_timeout_ms=5_000, max_block_ms=5_000)  # fmt: skip
+
+
+def test_a_producer_of_a_group_without_topics_is_told_at_start(
+    secured_kafka: SecuredKafka,
+) -> None:
+    kafka = secured_kafka.config.kafka
+    with pytest.raises(TransportError, match="topics of producer group 'refunds' do not exist"):
+        KafkaTransport(kafka.bootstrap_servers, "refunds", half_topic=kafka.half_topic,
+                       op_topic=kafka.op_topic, check_topic=kafka.check_topic,
+                       topics_per_group=True, send_timeout_seconds=10,
+                       security=secured_kafka.security_of())  # fmt: skip

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import httpx
 import pytest
 from deltalake import DeltaTable
 
-from coordinator.local_stack.broker_auth import load_broker_auth
+from coordinator.local_stack.broker_auth import BrokerAuth, load_broker_auth
 from coordinator.local_stack.kafka_broker import free_port
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
 from core.topics import TopicLayout
@@ -29,7 +29,7 @@ from protocol.records import half_headers, op_headers
 from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 from tests.up_process import Up
 
-from .conftest import make_auth_file, publish
+from .conftest import make_auth_file, publish, read_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -69,55 +69,83 @@ def test_up_with_a_kafka_auth_file_runs_the_engine_on_a_secured_broker(tmp_path:
             state = answer.json().get("state") if answer.status_code == 200 else None
             time.sleep(1)
         assert state == "COMMITTED", up.text()[-3000:]
-
-        layout = TopicLayout(per_group=True)
-        orders = auth.groups["orders"].security()
-        stamp = int(time.time() * 1000)
-        publish(bootstrap, layout.half_topic("orders"), [
-            (b"tx-held", b"held", half_headers("orders", "OrderPaid", stamp)),
-            (b"tx-forged", b"forged", half_headers("payments", "OrderPaid", stamp)),
-        ], orders)  # fmt: skip
-        publish(bootstrap, layout.op_topic("orders"), [
-            (b"tx-held", b"", op_headers("orders", "COMMIT", False, stamp, operator="mallory")),
-        ], orders)  # fmt: skip
-
-        def quarantined() -> list[dict[str, Any]]:
-            return rows(tmp_path / "warehouse" / "system" / "quarantine")
-
-        wait_until(lambda: len(quarantined()) >= 2, timeout=120, what="the refused records")
-        reasons = {r["key"]: r["reason"] for r in quarantined()}
-        assert reasons[b"tx-forged"].startswith("refused: header txcoord.producer_group"), reasons
-        assert reasons[b"tx-held"].startswith("refused: an operator's op"), reasons
-        # The forged op decided nothing: tx-held waits for its checks.
-        held = httpx.get(f"{base}/v1/transactions/tx-held", headers=headers, timeout=10).json()
-        assert held.get("state") in ("PREPARED", "CHECKING"), held
-
-        # The operator commits it, from its own topic; the recorded who is its principal.
-        operator = auth.operator.security()
-        environ = {**os.environ, **{f"TXCOORD_KAFKA__{k.upper()}": str(v)
-                                    for k, v in asdict(operator).items()},
-                   "TXCOORD_KAFKA__TOPICS_PER_GROUP": "true"}  # fmt: skip
-        done = subprocess.run(
-            [sys.executable, "-m", "coordinator", "transactions", "commit", "tx-held",
-             "--reason", "paid by phone", "--operator", "Alice", "--warehouse",
-             str(tmp_path / "warehouse"), "--bootstrap-servers", bootstrap, "--wait", "120"],
-            check=False, env=environ, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert layout.operator_topic("txcoord-operator") in done.stdout, done.stdout
-        ops = rows(tmp_path / "warehouse" / "system" / "op_records")
-        (by_operator,) = [r for r in ops if r["operator"] is not None]
-        assert (by_operator["transaction_id"], by_operator["operator"]) == (
-            "tx-held", "txcoord-operator (Alice)",
-        )  # fmt: skip
-        wait_until(
-            lambda: httpx.get(f"{base}/v1/transactions/tx-held", headers=headers,
-                              timeout=10).json().get("state") == "COMMITTED",
-            timeout=60, what="tx-held committed by the operator",
-        )  # fmt: skip
+        stack = Secured(bootstrap, base, headers, tmp_path / "warehouse", auth)
+        the_broker_vouches_for_groups_and_operators(stack)
     finally:
         code = up.stop(signal.SIGINT)
     assert code == 0, up.text()[-3000:]
+
+
+@dataclass(frozen=True)
+class Secured:
+    """The running secured stack, as its clients see it."""
+
+    bootstrap: str
+    base: str  # the REST ingress
+    headers: dict[str, str]  # the admin token
+    warehouse: Path
+    auth: BrokerAuth
+
+    def state_of(self, transaction_id: str) -> Any:
+        answer = httpx.get(f"{self.base}/v1/transactions/{transaction_id}",
+                           headers=self.headers, timeout=10)  # fmt: skip
+        return answer.json().get("state")
+
+
+def the_broker_vouches_for_groups_and_operators(stack: Secured) -> None:
+    """Forged records are refused; the operator acts from its own topic; checks per group."""
+    bootstrap, auth = stack.bootstrap, stack.auth
+    layout = TopicLayout(per_group=True)
+    orders = auth.groups["orders"].security()
+    stamp = int(time.time() * 1000)
+    publish(bootstrap, layout.half_topic("orders"), [
+        (b"tx-held", b"held", half_headers("orders", "OrderPaid", stamp)),
+        (b"tx-unanswered", b"checked", half_headers("orders", "OrderPaid", stamp)),
+        (b"tx-forged", b"forged", half_headers("payments", "OrderPaid", stamp)),
+    ], orders)  # fmt: skip
+    publish(bootstrap, layout.op_topic("orders"), [
+        (b"tx-held", b"", op_headers("orders", "COMMIT", False, stamp, operator="mallory")),
+    ], orders)  # fmt: skip
+
+    def quarantined() -> list[dict[str, Any]]:
+        return rows(stack.warehouse / "system" / "quarantine")
+
+    wait_until(lambda: len(quarantined()) >= 2, timeout=120, what="the refused records")
+    reasons = {r["key"]: r["reason"] for r in quarantined()}
+    assert reasons[b"tx-forged"].startswith("refused: header txcoord.producer_group"), reasons
+    assert reasons[b"tx-held"].startswith("refused: an operator's op"), reasons
+    # The forged op decided nothing (it never became an op record, asserted below): tx-held
+    # waits for its checks. Its half may land a moment after the quarantine (two commits).
+    wait_until(lambda: stack.state_of("tx-held") in ("PREPARED", "CHECKING"), timeout=60,
+               what="tx-held known and undecided")  # fmt: skip
+
+    # The operator commits it, from its own topic; the recorded who is its principal.
+    operator = auth.operator.security()
+    environ = {**os.environ, **{f"TXCOORD_KAFKA__{k.upper()}": str(v)
+                                for k, v in asdict(operator).items()},
+               "TXCOORD_KAFKA__TOPICS_PER_GROUP": "true"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator", "transactions", "commit", "tx-held",
+         "--reason", "paid by phone", "--operator", "Alice", "--warehouse",
+         str(stack.warehouse), "--bootstrap-servers", bootstrap, "--wait", "120"],
+        check=False, env=environ, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert layout.operator_topic("txcoord-operator") in done.stdout, done.stdout
+    ops = rows(stack.warehouse / "system" / "op_records")
+    (by_operator,) = [r for r in ops if r["operator"] is not None]
+    assert (by_operator["transaction_id"], by_operator["operator"]) == (
+        "tx-held", "txcoord-operator (Alice)",
+    )  # fmt: skip
+    wait_until(lambda: stack.state_of("tx-held") == "COMMITTED", timeout=60,
+               what="tx-held committed by the operator")  # fmt: skip
+
+    # Checks go to the group's own check topic, which its principal reads.
+    def checked() -> bool:
+        found = read_all(bootstrap, layout.check_topic("orders"), 1, orders)
+        return any(r.key == b"tx-unanswered" for r in found)
+
+    wait_until(checked, timeout=120, what="a check of tx-unanswered on orders' topic")
 
 
 def rows(table: Path) -> list[dict[str, Any]]:
