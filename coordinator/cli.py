@@ -11,6 +11,7 @@ from coordinator.commands.bench import bench
 from coordinator.commands.broker import broker
 from coordinator.commands.demo import demo
 from coordinator.commands.maintain import maintain
+from coordinator.commands.provision import provision
 from coordinator.commands.transactions import transactions
 from coordinator.commands.up import up
 from core.errors import TxcoordError
@@ -65,4 +66,5 @@ main.add_command(broker)
 main.add_command(demo)
 main.add_command(transactions)
 main.add_command(maintain)
+main.add_command(provision)
 main.add_command(bench)

@@ -34,7 +34,10 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["TopicKind", "TopicLayout", "TopicRole", "group_topic_problem", "principal_problem"]
+__all__ = [
+    "Grant", "TopicKind", "TopicLayout", "TopicRole", "check_consumer_group", "grants",
+    "group_topic_problem", "principal_problem",
+]  # fmt: skip
 
 #: Kafka's own limit on a topic name.
 KAFKA_TOPIC_MAX = 249
@@ -155,3 +158,42 @@ class TopicLayout:
             if _PRINCIPAL.fullmatch(principal):
                 return TopicRole(TopicKind.OPERATOR, principal=principal)
         return None
+
+
+def check_consumer_group(producer_group: str) -> str:
+    """Return the Kafka consumer group in which the producers of `producer_group` read checks.
+
+    A secured broker grants each group's principal its own (`grants`).
+    """
+    return f"txcoord-sdk-{producer_group}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ALLOW ACL on a literal resource name: what keeps the groups apart."""
+
+    principal: str  # a SASL user name (Kafka's principal is `User:<name>`)
+    operation: str  # Kafka's ACL operation: WRITE or READ
+    resource: str  # TOPIC or GROUP
+    name: str
+
+
+def grants(
+    layout: TopicLayout, groups: dict[str, str], operators: tuple[str, ...] = ()
+) -> list[Grant]:
+    """Return the ACLs of the per-group layout: `groups` maps a producer group to the
+    principal its producers log in as; `operators` are the operator principals.
+
+    A group's principal writes its two ingress topics and reads its check topic and its
+    SDK consumer group; an operator writes its own operator topic; nothing else. The
+    engine needs no grant here (README: what the engine's principal needs).
+    """
+    found = [Grant(who, "WRITE", "TOPIC", layout.operator_topic(who)) for who in operators]
+    for group, who in sorted(groups.items()):
+        found += [
+            Grant(who, "WRITE", "TOPIC", layout.half_topic(group)),
+            Grant(who, "WRITE", "TOPIC", layout.op_topic(group)),
+            Grant(who, "READ", "TOPIC", layout.check_topic(group)),
+            Grant(who, "READ", "GROUP", check_consumer_group(group)),
+        ]
+    return found

@@ -70,11 +70,3 @@ def group_problem(value: object) -> str | None:
             f"(RocketMQ's rule), not {value[:300]!r}"
         )
     return None
-
-
-def check_consumer_group(producer_group: str) -> str:
-    """Return the Kafka consumer group in which the producers of `producer_group` read checks.
-
-    A secured local broker grants each group's principal its own (local_stack/broker_auth.py).
-    """
-    return f"txcoord-sdk-{producer_group}"

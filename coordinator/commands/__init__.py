@@ -1,3 +1,3 @@
 """Subcommands of the `txcoord` command line (coordinator/cli.py)."""
 
-__all__ = ["bench", "broker", "demo", "maintain", "transactions", "up"]
+__all__ = ["bench", "broker", "demo", "maintain", "provision", "transactions", "up"]

@@ -10,17 +10,13 @@ from rich.console import Console
 from rich.table import Table
 
 from coordinator.admin.maintenance import Maintenance
+from coordinator.commands.options import configuration_options
 from coordinator.spark_session import SparkSettings, build_spark_session
 from core.config import load_config, parse_overrides
 
 
 @click.command()
-@click.option(
-    "--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="TOML configuration file (its warehouse and checkpoint folder are used).",
-)  # fmt: skip
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override one configuration key (repeatable).")  # fmt: skip
+@configuration_options("its warehouse and checkpoint folder are used")
 @click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
               help="Root folder of the Delta tables (default: the configuration's).")  # fmt: skip
 @click.option("--optimize/--no-optimize", default=True, show_default=True,

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigurationError
 from core.kafka_security import KafkaSecurity
-from core.topics import TopicLayout, group_topic_problem
+from core.topics import TopicLayout, grants, group_topic_problem
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -182,10 +182,10 @@ def _combined_pem(tls: BrokerTls) -> Path:
 
 
 def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
-    """Return the ACLs of the module docstring, as kafka-python ACL objects.
+    """Return the ACLs of the module docstring (core/topics.py's `grants`) for kafka-python.
 
-    `layout` must be the per-group one (core/topics.py): shared topics cannot keep groups
-    apart. Raises ConfigurationError for a group whose name no topic can hold.
+    `layout` must be the per-group one: shared topics cannot keep groups apart. Raises
+    ConfigurationError for a group whose name no topic can hold.
     """
     # Imported here: only the local stack's start needs kafka-python's admin types.
     from kafka.admin import (  # noqa: PLC0415
@@ -197,27 +197,18 @@ def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
         ResourceType,
     )
 
-    from protocol.names import check_consumer_group  # noqa: PLC0415
-
     if not layout.per_group:
         raise ConfigurationError("a secured broker needs [kafka] topics_per_group = true")
-
-    def allow(who: BrokerPrincipal, operation: Any, kind: Any, name: str) -> Any:
-        pattern = ResourcePattern(kind, name, ACLResourcePatternType.LITERAL)
-        return ACL(who.user, "*", operation, ACLPermissionType.ALLOW, pattern)
-
-    operator_topic = layout.operator_topic(auth.operator.name)
-    found = [allow(auth.operator, ACLOperation.WRITE, ResourceType.TOPIC, operator_topic)]
-    for group, who in sorted(auth.groups.items()):
+    for group in auth.groups:
         if problem := group_topic_problem(group, layout):
             raise ConfigurationError(f"auth file [[kafka.group]] {group!r}: {problem}")
-        found += [
-            allow(who, ACLOperation.WRITE, ResourceType.TOPIC, layout.half_topic(group)),
-            allow(who, ACLOperation.WRITE, ResourceType.TOPIC, layout.op_topic(group)),
-            allow(who, ACLOperation.READ, ResourceType.TOPIC, layout.check_topic(group)),
-            allow(who, ACLOperation.READ, ResourceType.GROUP, check_consumer_group(group)),
-        ]
-    return found
+    wanted = grants(layout, {g: who.name for g, who in auth.groups.items()},
+                    (auth.operator.name,))  # fmt: skip
+    return [
+        ACL(f"User:{g.principal}", "*", ACLOperation[g.operation], ACLPermissionType.ALLOW,
+            ResourcePattern(ResourceType[g.resource], g.name, ACLResourcePatternType.LITERAL))
+        for g in wanted
+    ]  # fmt: skip
 
 
 def apply_auth(bootstrap_servers: str, auth: BrokerAuth, config: Config) -> list[Any]:

@@ -32,10 +32,9 @@ from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpR
 from core.config import KafkaConfig
 from core.kafka_clients import kafka_python_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity
-from core.topics import TopicLayout
+from core.topics import TopicLayout, check_consumer_group
 from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
-from protocol.names import check_consumer_group
 from protocol.records import op_headers
 
 log = logging.getLogger(__name__)
@@ -169,8 +168,8 @@ class KafkaTransport:
                         f"the topics of producer group {group!r} do not exist (or this "
                         f"principal may not see them): {', '.join(missing)}. In the per-group "
                         f"layout they are created beforehand: `txcoord up --auth-file` does it "
-                        f"for every group of the file; on another cluster, an administrator "
-                        f"(README, 'Groups kept apart by the broker')"
+                        f"for every group of the file, `txcoord provision --group {group}` on "
+                        f"another cluster (README, 'Groups kept apart by the broker')"
                     )
             except (KafkaError, _MissingTopicsError) as exc:
                 if self._consumer is not None:

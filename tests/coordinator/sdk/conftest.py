@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator.sdk import TransactionListener, TransactionProducer
-from protocol.names import check_consumer_group
+from core.topics import check_consumer_group
 from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 
 # The ingress topics' one setting the protocol depends on (streams/ingress_topics.py).

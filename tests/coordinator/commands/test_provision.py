@@ -1,0 +1,86 @@
+"""`txcoord provision`: a group's own topics on the real broker, and the ACLs to grant."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from coordinator.cli import main
+from core.config import load_config
+from streams.kafka_topics import admin_client, delete_topic
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def prefix(bootstrap_servers: str) -> Iterator[str]:
+    """Return topic names of this test's own; its topics are deleted after it."""
+    name = f"t{uuid.uuid4().hex[:8]}"
+    yield name
+    with admin_client(bootstrap_servers) as admin:
+        mine = [t for t in admin.list_topics() if t.startswith(name + "-")]
+    for topic in mine:
+        delete_topic(bootstrap_servers, topic)
+
+
+def run(bootstrap_servers: str, prefix: str, *args: str) -> Any:
+    settings = {
+        "kafka.bootstrap_servers": bootstrap_servers, "kafka.topics_per_group": "true",
+        "kafka.half_topic": f"{prefix}-half", "kafka.op_topic": f"{prefix}-op",
+        "kafka.check_topic": f"{prefix}-check", "kafka.operator_topic": f"{prefix}-operator",
+        "kafka.partitions": "2",
+    }  # fmt: skip
+    options = [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+    return CliRunner().invoke(main, ["provision", *options, *args])
+
+
+def test_provision_creates_the_topics_and_prints_the_acls(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    result = run(bootstrap_servers, prefix, "--group", "orders=orders-app", "--group",
+                 "billing", "--operator", "ops-admin")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    layout = load_config(overrides={
+        "kafka.half_topic": f"{prefix}-half", "kafka.op_topic": f"{prefix}-op",
+        "kafka.check_topic": f"{prefix}-check", "kafka.operator_topic": f"{prefix}-operator",
+        "kafka.topics_per_group": "true",
+    }).kafka.layout  # fmt: skip
+    created = [layout.half_topic("orders"), layout.op_topic("orders"),
+               layout.check_topic("orders"), layout.half_topic("billing"),
+               layout.operator_topic("ops-admin")]  # fmt: skip
+    with admin_client(bootstrap_servers) as admin:
+        topics = set(admin.list_topics())
+        assert set(created) <= topics
+        described: Any = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, layout.half_topic("orders"))]
+        )
+    entry = described["topic"][layout.half_topic("orders")]["message.timestamp.type"]
+    assert entry["value"] == "LogAppendTime"
+    acl_lines = [line for line in result.output.splitlines() if line.startswith("kafka-acls")]
+    # orders has a principal: four grants; billing none; the operator one.
+    assert len(acl_lines) == 5, result.output
+    assert (
+        f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --add --allow-principal "
+        f"User:orders-app --operation Write --topic {layout.half_topic('orders')} "
+        "--resource-pattern-type literal"
+    ) in acl_lines
+    assert any("User:orders-app --operation Read --group txcoord-sdk-orders" in line
+               for line in acl_lines)  # fmt: skip
+    assert any(f"User:ops-admin --operation Write --topic {layout.operator_topic('ops-admin')}"
+               in line for line in acl_lines)  # fmt: skip
+    again = run(bootstrap_servers, prefix, "--group", "orders=orders-app")
+    assert again.exit_code == 0, again.output  # existing topics are left as they are
+
+
+def test_provision_refuses_what_cannot_be_laid_out(bootstrap_servers: str, prefix: str) -> None:
+    bad = run(bootstrap_servers, prefix, "--group", "a%b")
+    assert bad.exit_code == 2
+    assert "cannot have Kafka topics of its own" in bad.output
+    shared = CliRunner().invoke(main, ["provision", "--group", "orders"])
+    assert shared.exit_code != 0
+    assert "topics_per_group = true" in shared.output
