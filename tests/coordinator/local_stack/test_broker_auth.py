@@ -8,6 +8,7 @@ import pytest
 
 from coordinator.local_stack.broker_auth import AUTHORIZER, acls, load_broker_auth
 from core.errors import ConfigurationError
+from core.topics import TopicLayout
 
 GOOD_PASSWORD = "Zq3-abcdefghijklmnop"
 
@@ -63,15 +64,27 @@ def test_principals_are_read_with_paths_relative_to_the_file(tmp_path: Path) -> 
 def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
     auth = load_broker_auth(write(tmp_path, ENGINE_AND_OPERATOR + ORDERS))
     assert auth is not None
+    layout = TopicLayout(half="h", op="o", check="c", operator="x", per_group=True)
     granted = {(a.principal, a.operation.name, a.resource_pattern.resource_type.name,
-                a.resource_pattern.resource_name) for a in acls(auth, "h", "o", "c")}  # fmt: skip
+                a.resource_pattern.resource_name, a.resource_pattern.pattern_type.name)
+               for a in acls(auth, layout)}  # fmt: skip
     assert granted == {
-        ("User:txcoord-operator", "WRITE", "TOPIC", "o"),
-        ("User:orders-app", "WRITE", "TOPIC", "h"),
-        ("User:orders-app", "WRITE", "TOPIC", "o"),
-        ("User:orders-app", "READ", "TOPIC", "c"),
-        ("User:orders-app", "READ", "GROUP", "txcoord-sdk-orders"),
+        ("User:txcoord-operator", "WRITE", "TOPIC", "x.txcoord-operator", "LITERAL"),
+        ("User:orders-app", "WRITE", "TOPIC", "h.orders", "LITERAL"),
+        ("User:orders-app", "WRITE", "TOPIC", "o.orders", "LITERAL"),
+        ("User:orders-app", "READ", "TOPIC", "c.orders", "LITERAL"),
+        ("User:orders-app", "READ", "GROUP", "txcoord-sdk-orders", "LITERAL"),
     }
+
+
+def test_acls_need_the_per_group_layout_and_groups_kafka_can_name(tmp_path: Path) -> None:
+    auth = load_broker_auth(write(tmp_path, ENGINE_AND_OPERATOR + ORDERS.replace(
+        'group = "orders"', 'group = "or%ders"')))  # fmt: skip
+    assert auth is not None
+    with pytest.raises(ConfigurationError, match="topics_per_group = true"):
+        acls(auth, TopicLayout())
+    with pytest.raises(ConfigurationError, match="cannot have Kafka topics of its own"):
+        acls(auth, TopicLayout(per_group=True))
 
 
 @pytest.mark.parametrize(
