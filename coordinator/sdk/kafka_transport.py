@@ -76,10 +76,6 @@ class _KeepAssignedOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
         self._tracker.retain(())
 
 
-class _MissingTopicsError(Exception):
-    """A group's own topics are absent: nothing it sends could be stored."""
-
-
 class KafkaTransport:
     """Transport over Kafka for producer group `group`; see the module docstring."""
 
@@ -162,24 +158,27 @@ class KafkaTransport:
                 if check_topic not in known:
                     log.warning("check topic %s does not exist yet; checks are answered once it "
                                 "does", check_topic)  # fmt: skip
-                missing = [t for t in (half_topic, op_topic) if t not in known]
-                if topics_per_group and missing:
-                    raise _MissingTopicsError(
-                        f"the topics of producer group {group!r} do not exist (or this "
-                        f"principal may not see them): {', '.join(missing)}. In the per-group "
-                        f"layout they are created beforehand: `txcoord up --auth-file` does it "
-                        f"for every group of the file, `txcoord provision --group {group}` on "
-                        f"another cluster (README, 'Groups kept apart by the broker')"
-                    )
-            except (KafkaError, _MissingTopicsError) as exc:
-                if self._consumer is not None:
-                    self._consumer.close(autocommit=False)
-                self._producer.close(timeout=5)
-                if isinstance(exc, _MissingTopicsError):
-                    raise TransportError(str(exc)) from None
+            except KafkaError as exc:
+                self._release()
                 raise TransportError(
                     f"cannot connect to Kafka at {bootstrap_servers}: {exc}{watch.hint}"
                 ) from exc
+        missing = [t for t in (half_topic, op_topic) if t not in known]
+        if topics_per_group and missing:
+            self._release()
+            raise TransportError(
+                f"the topics of producer group {group!r} do not exist (or this principal may "
+                f"not see them): {', '.join(missing)}. In the per-group layout they are created "
+                f"beforehand: `txcoord up --auth-file` does it for every group of the file, "
+                f"`txcoord provision --group {group}` on another cluster (README, 'Groups kept "
+                f"apart by the broker')"
+            )
+
+    def _release(self) -> None:
+        """Close the clients of a transport that failed to start."""
+        if self._consumer is not None:
+            self._consumer.close(autocommit=False)
+        self._producer.close(timeout=5)
 
     # -- sending ------------------------------------------------------------------------
     def _send(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> Any:
