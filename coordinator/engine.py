@@ -33,7 +33,7 @@ from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
-from streams.coordinator_job import start_coordinator
+from streams.coordinator_job import start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
 from streams.progress import ProgressLog
@@ -104,6 +104,8 @@ class Engine:
         self.progress = ProgressLog()
         self.tally = Tally()
         self.ticker: Ticker | None = None
+        # Heartbeats every tick while a timer may come due, rarely otherwise.
+        self.pace = tick_pace(config)
         self.coordinator: StreamingQuery | None = None
         self.writer: CoordinatorBatchWriter | None = None
         self.compactor: Compactor | None = None
@@ -122,7 +124,8 @@ class Engine:
             self.metrics = serve_metrics(self.tally, self.progress, metrics.host, metrics.port)
         kafka = self.config.kafka
         self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
-                             self.config.streams.tick_interval, kafka.security).start()  # fmt: skip
+                             self.config.streams.tick_interval, kafka.security,
+                             pace=self.pace).start()  # fmt: skip
         self.start_coordinator()
         self.compactor = Compactor(
             self.spark, self.config.warehouse, self.config.streams.compact_interval
@@ -132,8 +135,9 @@ class Engine:
 
     def start_coordinator(self) -> None:
         """Start the coordinator query from its checkpoint."""
+        self.pace.saw_activity()  # its state may hold timers due any moment
         self.coordinator, self.writer = start_coordinator(
-            self.spark, self.config, self.tally, BatchGate()
+            self.spark, self.config, self.tally, BatchGate(), self.pace
         )
 
     def stop_coordinator(self, hurry: threading.Event | None = None) -> None:

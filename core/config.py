@@ -134,6 +134,9 @@ class StreamsConfig:
     trigger_interval: timedelta = timedelta(seconds=1)
     # Heartbeats keep event time moving when no producer writes (SPEC 7.4).
     tick_interval: timedelta = timedelta(seconds=1)
+    # That often while a check, discard or orphan may come due; otherwise this often
+    # (streams/tick_pace.py): only forgetting and expiry wait for it, and an idle stack rests.
+    idle_tick_interval: timedelta = timedelta(seconds=15)
     # How long a resolved transaction is remembered to classify later ops as duplicates or
     # conflicts, counted in store time from its decision (a timer); afterwards such an op is
     # recorded as an orphan (still deciding nothing).
@@ -226,6 +229,7 @@ def _problems(c: Config) -> list[str]:
         "max_check_immunity": c.max_check_immunity,
         "streams.trigger_interval": c.streams.trigger_interval,
         "streams.tick_interval": c.streams.tick_interval,
+        "streams.idle_tick_interval": c.streams.idle_tick_interval,
         "streams.resolved_retention": c.streams.resolved_retention,
     }
     found += [f"{k} must be positive, not {v}" for k, v in positive.items() if v <= timedelta(0)]
@@ -288,6 +292,11 @@ def _problems(c: Config) -> list[str]:
         found.append(
             f"streams.tick_interval ({c.streams.tick_interval}) must be at most half of "
             f"transaction_timeout ({c.transaction_timeout}) for checks to be on time"
+        )
+    if c.streams.idle_tick_interval < c.streams.tick_interval:
+        found.append(
+            f"streams.idle_tick_interval ({c.streams.idle_tick_interval}) must be at least "
+            f"streams.tick_interval ({c.streams.tick_interval})"
         )
     if c.streams.trigger_interval * 2 > c.transaction_timeout:
         found.append(

@@ -37,8 +37,10 @@ slightly. Invalid records never reach it (a CreateTime record may carry any cloc
 
 *Stall* (SPEC 7.4). With no traffic no record arrives and the watermark would stay put. The
 ticker (streams/ticker.py) writes a heartbeat into every partition of both ingress topics
-each `tick_interval`: the watermark follows the wall clock, so a quiet half is checked
-~`transaction_timeout` + skew + a tick + two batches after it was stored. In the per-group
+each `tick_interval` while a timer may come due (`tick_pace`: after any batch that landed a
+record or decided anything, and at every start; every `idle_tick_interval` otherwise): the
+watermark follows the wall clock, so a quiet half is checked ~`transaction_timeout` + skew
++ a tick + two batches after it was stored. In the per-group
 topic layout (core/topics.py) the heartbeats stay on the shared topics: the watermark is
 one for the whole query, and a batch plans every partition of every subscribed topic at
 once, so a heartbeat on a shared topic vouches for a group's topic exactly as it does for
@@ -97,6 +99,7 @@ from streams.ingest_job import rules_of as ingest_rules_of
 from streams.landing import with_landing
 from streams.lifecycle import Rules
 from streams.tally import Tally
+from streams.tick_pace import TickPace
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -145,6 +148,23 @@ def _side(name: str, is_half: Column, is_op: Column) -> Column:
         "operator": F.col("who"),  # the principal, in the per-group layout (core/topics.py)
     }.get(source, F.col(source))
     return F.when(side, value).cast(INPUT_SCHEMA[name].dataType).alias(name)
+
+
+def tick_pace(config: Config) -> TickPace:
+    """Return the ticker's pace for this configuration (streams/tick_pace.py).
+
+    Its horizon is the longest span from a batch to a timer that batch sets (a first check,
+    an orphan's wait, a next check or discard), and its margin what carries the watermark
+    past a due time: the skew, a heartbeat and the batch that reads it.
+    """
+    rules = rules_of(config)
+    streams = config.streams
+    horizon_ms = max(rules.timeout_ms, rules.check_interval_ms, rules.orphan_wait_ms)
+    return TickPace(
+        horizon=timedelta(milliseconds=horizon_ms),
+        margin=streams.store_time_skew + 2 * streams.tick_interval + 2 * streams.trigger_interval,
+        idle_interval=streams.idle_tick_interval,
+    )
 
 
 def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> DataFrame:
@@ -199,8 +219,12 @@ def start_coordinator(
     config: Config,
     tally: Tally | None = None,
     gate: BatchGate | None = None,
+    pace: TickPace | None = None,
 ) -> tuple[StreamingQuery, CoordinatorBatchWriter]:
-    """Start the coordinator query (topics and tables must exist); return it and its writer."""
+    """Start the coordinator query (topics and tables must exist); return it and its writer.
+
+    `pace`, if given, is told of every batch that may have set a timer (the ticker's).
+    """
     ingest_rules = ingest_rules_of(config)
     parsed = parse(ingress_records(spark, config), ingest_rules)
     rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
@@ -208,7 +232,7 @@ def start_coordinator(
     check_state_layout(spark, checkpoint)
     app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
     lander = IngestBatchWriter(config, app_id, tally)
-    writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander)
+    writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander, pace=pace)
     writer.prepare(spark)
     seconds = config.streams.trigger_interval.total_seconds()
     query = (

@@ -32,6 +32,7 @@ import functools
 import logging
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from kafka import KafkaProducer
@@ -65,6 +66,7 @@ from streams.check_topic import (
 from streams.delta_writes import BatchLedger
 from streams.ingest_job import IngestBatchWriter, census_columns
 from streams.landing import (
+    KIND_LAND,
     RAW_PREFIX,
     landed_records,
     landing_census,
@@ -73,6 +75,7 @@ from streams.lifecycle import Kind
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
+from streams.tick_pace import TickPace
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +121,13 @@ class CoordinatorBatchWriter:
         tally: Tally | None = None,
         gate: BatchGate | None = None,
         lander: IngestBatchWriter | None = None,
+        *,
+        pace: TickPace | None = None,
     ) -> None:
         self.config = config
+        # Told when a batch may have set a timer, so that heartbeats keep coming until it is
+        # due (streams/tick_pace.py).
+        self.pace = pace
         # Lands the batch's ingress records (LAND rows) before any decision is written.
         self.lander = lander
         self.ledger = BatchLedger(app_id)
@@ -199,7 +207,8 @@ class CoordinatorBatchWriter:
                     "topic", "queue_id", _finish_bucket().alias("bucket"),
                     *census_columns(RAW_PREFIX),
                 ).agg(
-                    F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds")
+                    F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds"),
+                    F.max(RAW_PREFIX + "check_immunity_seconds").alias("immunity"),
                 ).collect()  # fmt: skip
             counts: Counter[tuple[str, str | None, bool | None]] = Counter()
             for row in summary:
@@ -241,11 +250,24 @@ class CoordinatorBatchWriter:
             if steps:
                 run_steps(out.sparkSession, steps, timer)
             failpoint("coordinator.after_batch")
+            self._pace(summary, landed=any(not (bad or tick) for _, bad, tick, _ in census))
             self._count(counts)
             self._count_by_topic(summary)
             log.info("coordinator batch %d: %s", batch_id, timer.summary())
         finally:
             out.unpersist()
+
+    def _pace(self, summary: list[Row], landed: bool) -> None:
+        """Keep the heartbeats coming if this batch landed a valid record or decided anything.
+
+        Either may have set a timer (streams/tick_pace.py); the longest immunity among the
+        batch's halves may set one beyond the pace's horizon.
+        """
+        if self.pace is None:
+            return
+        if landed or any(row.kind != KIND_LAND for row in summary):
+            immunity = max((row.immunity or 0 for row in summary), default=0)
+            self.pace.saw_activity(timedelta(seconds=immunity))
 
     @staticmethod
     def _write_in_order(

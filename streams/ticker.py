@@ -8,6 +8,11 @@ partitions, stamped by the broker's LogAppendTime, read by the same micro-batch 
 stored before it — it can only move event time up to what has really been stored: after a
 long stop, heartbeats sit in the backlog in order with the data and never run ahead of it
 (SPEC 7.4 and 7.5).
+
+With a `TickPace` (streams/tick_pace.py) the ticker sends every `tick_interval` only while
+a timer may be near, and every `idle_interval` of the pace otherwise: an idle stack does not
+run a micro-batch a second for nothing. It still looks at the pace every `tick_interval`, so
+it is busy again within one tick of a batch that needs it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from kafka.errors import KafkaError
 from core.kafka_clients import kafka_python_options
 from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
+from streams.tick_pace import TickPace
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +44,13 @@ class Ticker:
         topics: Sequence[str],
         interval: timedelta,
         security: KafkaSecurity | None = None,
+        pace: TickPace | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
         self.topics = tuple(topics)
         self.interval = interval.total_seconds()
+        self.pace = pace
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="txcoord-ticker", daemon=True)
         self.sent = 0
@@ -79,10 +87,21 @@ class Ticker:
             future.get(timeout=0)
         return len(futures)
 
+    def _due(self, last_sent: float | None) -> bool:
+        """Return True if a heartbeat is due now, `last_sent` being the last one's time."""
+        pace = self.pace
+        if pace is None or last_sent is None or pace.busy():
+            return True
+        return time.monotonic() - last_sent >= pace.idle_interval
+
     def _run(self) -> None:
         producer: KafkaProducer | None = None
         failing_since: float | None = None
+        last_sent: float | None = None
         while not self._stop.is_set():
+            if not self._due(last_sent):
+                self._stop.wait(self.interval)
+                continue
             try:
                 if producer is None:
                     producer = KafkaProducer(
@@ -91,6 +110,7 @@ class Ticker:
                         **kafka_python_options(self.security),
                     )  # fmt: skip
                 self.sent += self.tick_once(producer)
+                last_sent = time.monotonic()
                 if failing_since is not None:
                     log.info("heartbeats resumed after %.0f s", time.monotonic() - failing_since)
                     failing_since = None

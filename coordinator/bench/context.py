@@ -56,6 +56,7 @@ class BenchSettings:
     mix: str = DEFAULT_MIX
     warmup: int = 200  # transactions through a fresh engine before measuring (0: none)
     idle_seconds: float = 10.0  # the engine measured with no load at all (0: not measured)
+    rest_seconds: float = 20.0  # ... and once its ticker rests (streams/tick_pace.py; 0: not)
     pending: tuple[int, ...] = (0, 10_000)  # unresolved-state levels (0: a baseline); () skips
     pending_window: float = 15.0  # seconds of steady load measured per level
     pending_rate: float = 50.0  # tx/s of that steady load
@@ -85,8 +86,8 @@ class BenchSettings:
             raise ValueError(f"count must be at least 1, not {self.count}")
         if any(level < 0 for level in self.pending):
             raise ValueError(f"pending levels must not be negative, not {self.pending}")
-        if self.warmup < 0 or self.idle_seconds < 0:
-            raise ValueError("warmup and idle_seconds must not be negative")
+        if min(self.warmup, self.idle_seconds, self.rest_seconds) < 0:
+            raise ValueError("warmup, idle_seconds and rest_seconds must not be negative")
         for name in ("window", "batch", "peer_producers", "java_peer_records", "java_peer_batch",
                      "ceiling_records", "ceiling_repeats"):  # fmt: skip
             if getattr(self, name) < 1:

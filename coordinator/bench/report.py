@@ -142,8 +142,9 @@ def _time(result: dict[str, Any]) -> list[str]:
     ]
     phases = [(f"{path} path", p["where_time_went"]) for path, p in
               (result.get("paths") or {}).items()]  # fmt: skip
-    if result.get("idle"):
-        phases.insert(0, ("idle engine", result["idle"]["where_time_went"]))
+    for key, name in (("resting", "resting engine"), ("idle", "idle engine")):
+        if result.get(key):
+            phases.insert(0, (name, result[key]["where_time_went"]))
     for phase, where in phases:
         for query, q in where.items():
             shares = ", ".join(

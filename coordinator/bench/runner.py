@@ -4,8 +4,9 @@ Order: a fresh KRaft broker and warehouse in a folder of the run's own; a local 
 session; the engine (ticker, coordinator query) in this process, as `txcoord up` runs it,
 with the REST ingress on a thread when the REST path is measured; then
 
-1. a warm-up load and an idle look at the engine, then each path's throughput phase
-   (throughput.py), one after the other on the same engine;
+1. a warm-up load, an idle look at the engine (its ticker still ticking every second), a
+   look at it resting (once the ticker has slowed down: streams/tick_pace.py), then each
+   path's throughput phase (throughput.py), one after the other on the same engine;
 2. the pending-state phase on a fresh engine of its own (pending.py);
 3. the ceiling (ceiling.py) and the peers (peer.py: kafka-python; java_peer.py: Kafka's
    ProducerPerformance), with the engines stopped, so none competes with the coordinator
@@ -41,7 +42,7 @@ from coordinator.bench.peer import run_peer
 from coordinator.bench.pending import pending_config, run_pending
 from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
 from coordinator.bench.stats import ratio
-from coordinator.bench.throughput import idle, run_path, warm_up
+from coordinator.bench.throughput import idle, run_path, wait_to_rest, warm_up
 from coordinator.bench.visibility import commit_counts
 from coordinator.engine import Engine
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
@@ -94,6 +95,7 @@ def _configuration(config: Config, forced: Mapping[str, str]) -> dict[str, Any]:
         "transaction_check_max": config.transaction_check_max,
         "trigger_interval_s": streams.trigger_interval.total_seconds(),
         "tick_interval_s": streams.tick_interval.total_seconds(),
+        "idle_tick_interval_s": streams.idle_tick_interval.total_seconds(),
         "resolved_retention_s": streams.resolved_retention.total_seconds(),
         "kafka_partitions": config.kafka.partitions,
         "shuffle_partitions": config.spark.shuffle_partitions,
@@ -270,13 +272,18 @@ class Bench:
     def _throughput(self, context: PhaseContext) -> dict[str, Any]:
         """Warm the engine up, watch it idle, then drive each path."""
         settings = self.settings
-        found: dict[str, Any] = {"warmup": None, "idle": None, "paths": {}}
+        found: dict[str, Any] = {"warmup": None, "idle": None, "resting": None, "paths": {}}
         if settings.warmup:
             with self._measure("warm-up"):
                 found["warmup"] = warm_up(context)
         if settings.idle_seconds:
             with self._measure("idle engine"):
-                found["idle"] = idle(context)
+                found["idle"] = idle(context, settings.idle_seconds)
+        if settings.rest_seconds:
+            waited = wait_to_rest(context)
+            with self._measure("resting engine"):
+                found["resting"] = idle(context, settings.rest_seconds, "resting engine")
+            found["resting"]["waited_seconds"] = waited
         for path in settings.paths:
             with self._measure(f"{path} path"):
                 found["paths"][path] = run_path(context, path)
@@ -359,10 +366,13 @@ def notes(result: dict[str, Any]) -> list[str]:
         f"average {machine_info['load_average_at_start']} at start and "
         f"{machine_info.get('load_average_at_end')} at end (other work on the machine counts).",
         "A warm-up of `warmup` transactions runs through the fresh engine before anything is "
-        "measured; 'idle engine' is the engine with no load at all (its floor cost).",
+        "measured; 'idle engine' is the engine with no load at all while its ticker still "
+        "ticks every second (the floor cost of a batch); 'resting engine' is the same once "
+        "no timer is near and the ticker has slowed to `streams.idle_tick_interval` (what an "
+        "idle stack costs).",
         f"transaction_timeout is {configuration.get('transaction_timeout_s')} s (set by the "
         "bench so checked transactions finish quickly; the default is 6 s); every other "
-        "engine setting is the default (trigger and tick 1 s).",
+        "engine setting is the default (trigger and tick 1 s, idle tick 15 s).",
         "sustained_tx_per_s: transactions reaching a final state per second between 10% and "
         "90% of the phase's transactions being decided; the load keeps at most `window` "
         "transactions undecided (closed loop) unless --rate is given. If the run was too "

@@ -154,14 +154,27 @@ def warm_up(context: PhaseContext) -> dict[str, Any]:
             "seconds": round(time.time() - started, 1)}  # fmt: skip
 
 
-def idle(context: PhaseContext) -> dict[str, Any]:
+def idle(context: PhaseContext, seconds: float, name: str = "idle engine") -> dict[str, Any]:
     """Watch the engine with no load at all: what its batches cost when nothing happens."""
-    seconds = context.settings.idle_seconds
-    context.reporter.phase(f"idle engine ({seconds:g} s)", None)
+    context.reporter.phase(f"{name} ({seconds:g} s)", None)
     started = time.time()
     time.sleep(seconds)
     batches = context.recorder.between(started, time.time())
     return {"seconds": seconds, "where_time_went": where_time_went(batches)}
+
+
+def wait_to_rest(context: PhaseContext) -> float:
+    """Wait until the engine's ticker rests (no timer near: streams/tick_pace.py); return
+    the seconds waited. Raise if it is still busy well after its horizon."""
+    pace = context.engine.pace
+    context.reporter.phase("waiting for the ticker to rest", None)
+    started = time.monotonic()
+    deadline = started + pace.horizon + pace.margin + 60
+    while pace.busy():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the engine's ticker was still busy long after the last load")
+        time.sleep(0.5)
+    return round(time.monotonic() - started, 1)
 
 
 def _relative(driven: Driven, origin: float) -> list[tuple[float, int, int]]:

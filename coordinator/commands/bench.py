@@ -187,7 +187,15 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     type=click.FloatRange(min=0),
     default=10,
     show_default=True,
-    help="Seconds the idle engine is watched (0: skip).",
+    help="Seconds the idle engine is watched while its ticker still ticks (0: skip).",
+)
+@click.option(
+    "--rest-seconds",
+    type=click.FloatRange(min=0),
+    default=20,
+    show_default=True,
+    help="Seconds the idle engine is watched once its ticker rests, after waiting for that "
+    "(the check interval and a few seconds; 0: skip).",
 )
 @click.option(
     "--pending",
@@ -297,6 +305,7 @@ def bench(
     mix: str,
     warmup: int,
     idle_seconds: float,
+    rest_seconds: float,
     pending: str,
     pending_window: float,
     pending_rate: float,
@@ -338,6 +347,7 @@ def bench(
             mix=mix,
             warmup=warmup,
             idle_seconds=idle_seconds,
+            rest_seconds=rest_seconds,
             pending=_levels(pending),
             pending_window=pending_window,
             pending_rate=pending_rate,

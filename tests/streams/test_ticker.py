@@ -1,4 +1,5 @@
-"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (SPEC 7.4)."""
+"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (SPEC 7.4), and
+follows its pace: every tick while busy, every idle interval otherwise."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from streams.kafka_topics import ensure_topic
+from streams.tick_pace import TickPace
 from streams.ticker import Ticker
 from tests.conftest import unavailable
 
@@ -62,3 +64,31 @@ def test_heartbeats_resume_after_the_broker_is_killed_and_restarted(tmp_path: Pa
         if ticker is not None:
             ticker.stop()
         broker.stop()
+
+
+def count_while(bootstrap_servers: str, topic: str, seconds: float) -> int:
+    """Return how many heartbeats reach `topic` within `seconds`."""
+    before = heartbeats(bootstrap_servers, topic)
+    time.sleep(seconds)
+    return heartbeats(bootstrap_servers, topic) - before
+
+
+def test_the_ticker_rests_when_idle_and_is_busy_again_within_a_tick_of_activity(
+    bootstrap_servers: str,
+) -> None:
+    topic = f"tick-pace-{time.monotonic_ns()}"
+    ensure_topic(bootstrap_servers, topic, 1)
+    pace = TickPace(horizon=timedelta(0), margin=timedelta(seconds=1),
+                    idle_interval=timedelta(seconds=3))  # fmt: skip
+    ticker = Ticker(bootstrap_servers, [topic], timedelta(seconds=0.2), pace=pace).start()
+    try:
+        time.sleep(1.5)  # past the start's busy stretch
+        assert not pace.busy()
+        idle = count_while(bootstrap_servers, topic, 6)
+        # One heartbeat per 3 s (2 to 3 in 6 s, by where the window falls), not 30.
+        assert 1 <= idle <= 3, f"{idle} heartbeats in 6 idle seconds"
+        pace.saw_activity(timedelta(seconds=10))
+        busy = count_while(bootstrap_servers, topic, 3)
+        assert busy >= 10, f"{busy} heartbeats in 3 busy seconds at a 0.2 s tick"
+    finally:
+        ticker.stop()

@@ -54,7 +54,8 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "coordinator", "bench",
         "--count", "200", "--path", "both", "--window", "1000", "--batch", "50",
-        "--warmup", "20", "--idle-seconds", "2",
+        "--warmup", "20", "--idle-seconds", "2", "--rest-seconds", "1",
+        "--set", "transaction_check_interval=3s",  # the ticker rests sooner
         "--pending", "1000", "--pending-window", "4", "--pending-rate", "20",
         "--peer-seconds", "3", "--peer-producers", "2",
         "--java-peer-records", "200", "--java-peer-batch", "20",
@@ -75,6 +76,10 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
 
     assert result["warmup"]["decided"] >= 20
     assert result["idle"]["seconds"] == 2
+    # The ticker rested after the warm-up's timers: the horizon (orphan wait 2 T + 10 s)
+    # and its margin, counted from the warm-up's last batch.
+    assert result["resting"]["seconds"] == 1
+    assert 0 < result["resting"]["waited_seconds"] <= 14 + 5 + 1
     assert set(result["paths"]) == {"kafka", "rest"}
     for path in result["paths"].values():
         sent = path["transactions"]
