@@ -56,7 +56,7 @@ class BenchSettings:
     mix: str = DEFAULT_MIX
     warmup: int = 200  # transactions through a fresh engine before measuring (0: none)
     idle_seconds: float = 10.0  # the engine measured with no load at all (0: not measured)
-    rest_seconds: float = 20.0  # ... and once its ticker rests (streams/tick_pace.py; 0: not)
+    rest_seconds: float = 60.0  # ... and once its ticker rests (streams/tick_pace.py; 0: not)
     pending: tuple[int, ...] = (0, 10_000)  # unresolved-state levels (0: a baseline); () skips
     pending_window: float = 15.0  # seconds of steady load measured per level
     pending_rate: float = 50.0  # tx/s of that steady load

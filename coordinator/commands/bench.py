@@ -192,7 +192,7 @@ def _summary(result: dict[str, Any], console: Console) -> None:
 @click.option(
     "--rest-seconds",
     type=click.FloatRange(min=0),
-    default=20,
+    default=60,
     show_default=True,
     help="Seconds the idle engine is watched once its ticker rests, after waiting for that "
     "(the check interval and a few seconds; 0: skip).",
