@@ -122,8 +122,8 @@ def rules_of(config: Config) -> Rules:
         check_max=config.transaction_check_max,
         file_reserved_ms=ms(config.file_reserved_time),
         resolved_retention_ms=ms(config.streams.resolved_retention),
-        # An op may precede its half by up to one ingest batch, and a half the join has not
-        # matched reaches the stage ~2T after it was stored: wait that long, and a margin.
+        # An op may reach the stage before its half (another partition, a producer's retry):
+        # it waits two timeouts and a margin for it (SPEC 7.4's bound on a first check).
         orphan_wait_ms=2 * timeout + 10_000,
         max_check_immunity_ms=ms(config.max_check_immunity),
     )

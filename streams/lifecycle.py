@@ -33,7 +33,7 @@ the transaction, as they land, in whichever order (an op may come before its hal
 to a check long after the half). A half whose decisive op is stored within
 `transaction_timeout` of it is decided without a check: the common, fast case.
 
-One transaction's rows may repeat an op (an ingest batch replayed, a half the producer sent
+One transaction's rows may repeat an op (a batch replayed, a half the producer sent
 twice); ops are deduplicated by `op_id` (within the batch, and against
 the last `JUDGED_MEMORY` decisive ops already judged) and applied in store order (ties by op
 id): the first decisive op wins (SPEC 3).
