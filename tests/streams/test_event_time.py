@@ -33,11 +33,17 @@ def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigF
     engine = Engine(spark, config)
     try:
         warm(engine)
+        # Quiet from the start: the ticker has slowed to its idle interval (streams/
+        # tick_pace.py), and the half's own batch must make it tick every second again.
+        wait_for(lambda: not engine.pace.busy(), 60, "the ticker to rest")
         producer = Producer(config)
         producer.half("hanging")  # and no other traffic at all, only the heartbeats
         producer.close()
+        wait_for(engine.pace.busy, 30, "the half's batch to wake the ticker")
         wait_for(lambda: table(spark, config, "system/discarded").count() == 1, 240,
                  "the hanging transaction to be discarded")  # fmt: skip
+        # Each check's batch kept it ticking until the discard (the last timer).
+        assert engine.pace.busy()
     finally:
         engine.stop()
 
