@@ -26,6 +26,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -110,6 +111,28 @@ def _hours(retention: timedelta) -> int:
     return max(math.ceil(retention.total_seconds() / 3600), 0)
 
 
+#: Spark's setting that sizes VACUUM's file listing, and its default: one task per
+#: directory up to 10,000 tasks, which on a small cluster (or local[2]) lists a table of a
+#: few files in ten thousand empty tasks, a minute or more per table.
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+SPARK_DEFAULT_LISTING_PARALLELISM = "10000"
+
+
+@contextmanager
+def listing_parallelism(spark: SparkSession) -> Iterator[None]:
+    """Size VACUUM's listing to the cluster (4 tasks per core), unless the user set it."""
+    conf = spark.conf
+    configured = conf.get(LISTING_PARALLELISM, SPARK_DEFAULT_LISTING_PARALLELISM)
+    if configured != SPARK_DEFAULT_LISTING_PARALLELISM:
+        yield
+        return
+    conf.set(LISTING_PARALLELISM, str(4 * spark.sparkContext.defaultParallelism))
+    try:
+        yield
+    finally:
+        conf.unset(LISTING_PARALLELISM)
+
+
 class Maintenance:
     """OPTIMIZE and VACUUM the warehouse's tables through Spark SQL."""
 
@@ -175,7 +198,8 @@ class Maintenance:
             notes = ["streamed by the coordinator: not compacted"] if name in STREAMED else []
             vacuumed = False
             if vacuum and refusal is None:
-                self.spark.sql(f"VACUUM delta.`{self._path(name)}`").collect()
+                with listing_parallelism(self.spark):
+                    self.spark.sql(f"VACUUM delta.`{self._path(name)}`").collect()
                 vacuumed = True
             elif vacuum and refusal is not None:
                 notes.append(refusal)

@@ -47,7 +47,7 @@ class Run:
 
 
 def run_config(bootstrap_servers: str, root: Path) -> Config:
-    """Return the run's configuration: short timeout, three checks 20 s apart, own topics."""
+    """Return the run's configuration: short timeout, three checks 8 s apart, own topics."""
     suffix = uuid.uuid4().hex[:8]
     return load_config(
         overrides={
@@ -61,10 +61,9 @@ def run_config(bootstrap_servers: str, root: Path) -> Config:
             "streams.trigger_interval": "1s",
             "streams.tick_interval": "1s",
             "transaction_timeout": TIMEOUT,
-            # Room for an answer's round trip (check topic -> responder -> op topic -> ingest
-            # -> coordinator) before the discard: it took 38 s on this 2-core machine, where
-            # two checks 10 s apart discarded the answered transactions.
-            "transaction_check_interval": "20s",
+            # An answer decides if it is stored before the discard is due (store time):
+            # three intervals from the first check, each longer than a check's lag.
+            "transaction_check_interval": "8s",
             "transaction_check_max": "3",
         }
     )
@@ -95,8 +94,8 @@ def produce(spark: SparkSession, config: Config) -> None:
             return set(DECIDED) <= ids(spark, config, "system/transactions")
 
         wait_for(decided, 300, "every transaction but two to reach a final state")
-        # Left unresolved when the engine stops: one already checked (its discard is 60 s
-        # after its first check), one immune to checks for an hour.
+        # Left unresolved when the engine stops: one already checked (its discard is three
+        # intervals after its first check), one immune to checks for an hour.
         producer.half("checking", topic=PAID, queue_id=1)
         producer.half("pending", topic=PAID, queue_id=1, immunity="3600")
         producer.flush()

@@ -24,10 +24,10 @@ ANSWERS: dict[str, str | None] = {"stuck": "UNKNOWN", "held": None}
 def config(make_config: ConfigFactory) -> Config:
     return make_config(
         transaction_timeout="2s",
-        # One check, then DISCARDED an interval later: the interval must outlast the answer's
-        # round trip (check topic -> listener -> op topic -> ingest -> coordinator, 10-20 s
-        # here under load), or the answer to the resumed check comes after a second discard.
-        transaction_check_interval="30s",
+        # One check, then DISCARDED an interval later: the interval must outlast a check's
+        # lag and the answer's round trip (check topic -> listener -> op topic), or the
+        # answer to the resumed check is stored after a second discard is due.
+        transaction_check_interval="12s",
         transaction_check_max="1",
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )

@@ -1,4 +1,18 @@
-"""`txcoord up` brings the stack up healthy, stops cleanly on Ctrl-C, and restarts in place."""
+"""`txcoord up`: the stack comes up healthy, stops cleanly, restarts in place, loses nothing.
+
+One stack, started three times on the same state directory and warehouse:
+
+1. up, healthy; a transaction through REST and back; the demo's producers; Ctrl-C;
+2. up again in place (same broker port, same answers); then `kill` (SIGTERM to txcoord
+   alone) in the middle of traffic, so micro-batches are running when the stop comes;
+3. up again: every commit the REST ingress acknowledged before that stop is delivered
+   exactly once (a stop is not a crash); then Ctrl-C (SIGINT to the whole process group)
+   in the middle of traffic.
+
+Each stop must print "stopped cleanly" and the mid-traffic ones nothing that reads like a
+failure (issue 16): no Java StackOverflowError (Spark's regex over a huge interrupted-callback
+message), no py4j InterruptedException traceback, no ERROR line from Spark or py4j.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +21,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -15,11 +31,14 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator.local_stack.kafka_broker import free_port, read_info
+from tests.quiet_stop import noise_in
 from tests.up_process import Up
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 DEMO_KINDS = ("commit", "rollback", "checked-commit", "never-answers")
+#: Every start of the test's stack: no fixed metrics port (another test's may be in use).
+SETTINGS = ("metrics.port=0",)
 
 
 def state_of(base: str, tx: str) -> str | None:
@@ -27,64 +46,153 @@ def state_of(base: str, tx: str) -> str | None:
     return response.json()["state"] if response.status_code == 200 else None
 
 
+class Traffic:
+    """One producer over REST (send, then commit) in a loop until stopped or refused."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.prepared: list[str] = []
+        self.committed: list[str] = []  # commits the ingress acknowledged (202)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.base, timeout=30) as client:
+            while not self._stop.is_set():
+                try:
+                    sent = client.post("/v1/transactions", json={
+                        "producer_group": "orders", "topic": "OrderPaid", "body": "paid",
+                    })  # fmt: skip
+                    if sent.status_code != 201:
+                        return
+                    tx = sent.json()["transaction_id"]
+                    self.prepared.append(tx)
+                    done = client.post(f"/v1/transactions/{tx}/commit",
+                                       json={"producer_group": "orders"})  # fmt: skip
+                    if done.status_code != 202:
+                        return
+                    self.committed.append(tx)
+                except httpx.HTTPError:
+                    return  # the ingress has stopped
+
+    def wait_until_delivering(self, timeout: float = 420) -> None:
+        """Return once a commit of this traffic reads COMMITTED: batches are flowing."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.committed:
+                answer = httpx.get(f"{self.base}/v1/transactions/{self.committed[0]}", timeout=10)
+                if answer.status_code == 200 and answer.json()["state"] == "COMMITTED":
+                    return
+            time.sleep(1)
+        pytest.fail(f"no commit of the traffic was COMMITTED within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def assert_quiet(up: Up) -> None:
+    """The stop said it stopped cleanly and printed none of the failure noise."""
+    output = up.text()
+    assert "stopped cleanly" in output, output[-6000:]
+    found = noise_in(output)
+    assert not found, f"{found} in the output:\n{output[-20000:]}"
+
+
+def delivered(warehouse: Path) -> Counter[str]:
+    """Return how often each transaction id was delivered to topics/OrderPaid."""
+    table = DeltaTable(str(warehouse / "topics" / "OrderPaid")).to_pyarrow_table()
+    return Counter(table.column("transaction_id").to_pylist())
+
+
+def first_run(up: Up, base: str, state_dir: Path) -> tuple[str, str]:
+    """Check the first start's health and round trips, stop it with Ctrl-C; return the
+    broker's port and the transaction it committed."""
+    port = up.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)", timeout=600).group(1)
+    text = "".join(up.output)
+    assert re.search(r"kafka: healthy - 127\.0\.0\.1:\d+, cluster \S+, 1 broker", text), text
+    assert "spark: healthy - Spark 4.2.0 on local[2], delta + kafka connector ok" in text, text
+    assert "streams: healthy - coordinator running" in text, text
+    assert f"rest: healthy - {base}" in text, text
+    # A transaction through the REST ingress, the streams, and back out of the Delta tables.
+    sent = httpx.post(f"{base}/v1/transactions", timeout=30, json={
+        "producer_group": "orders", "topic": "OrderPaid", "body": "paid",
+    })  # fmt: skip
+    assert sent.status_code == 201, sent.text
+    tx = sent.json()["transaction_id"]
+    done = httpx.post(f"{base}/v1/transactions/{tx}/commit", timeout=30,
+                      json={"producer_group": "orders"})  # fmt: skip
+    assert done.status_code == 202, done.text
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and state_of(base, tx) != "COMMITTED":
+        time.sleep(2)
+    assert state_of(base, tx) == "COMMITTED", "".join(up.output[-30:])
+    # The demo's sample producers (SDK over REST) against the running stack.
+    demo = subprocess.run(
+        [sys.executable, "-m", "coordinator", "demo", "--endpoint", base, "--each", "1",
+         "--wait", "240"],
+        capture_output=True, text=True, timeout=400, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    cells = [[cell.strip() for cell in line.split("│")[1:-1]]
+             for line in demo.stdout.splitlines() if line.count("│") >= 5]  # fmt: skip
+    outcome = {row[0]: row[2] for row in cells if row and row[0] in DEMO_KINDS}
+    assert outcome == {
+        "commit": "COMMITTED", "rollback": "ROLLED_BACK",
+        "checked-commit": "COMMITTED", "never-answers": "CHECKING",
+    }, demo.stdout  # fmt: skip
+    assert up.stop(signal.SIGINT) == 0, "".join(up.output)  # Ctrl-C: whole group
+    assert "stopped cleanly" in "".join(up.output)
+    broker = read_info((state_dir / "kafka").resolve())
+    assert broker is not None and broker.pid is None  # the broker was stopped, not orphaned
+    return port, tx
+
+
 # Spark and Kafka can start here (the session's own did): a stack that does not come up fails.
 @pytest.mark.usefixtures("spark", "kafka_broker")
-def test_up_runs_the_whole_stack_stops_on_ctrl_c_and_restarts_in_place(tmp_path: Path) -> None:
+@pytest.mark.timeout(2400)  # three stack starts, each 1-5 min on a loaded 2-core box
+def test_up_runs_stops_quietly_restarts_in_place_and_loses_nothing(tmp_path: Path) -> None:
     state_dir, warehouse, rest_port = tmp_path / "var", tmp_path / "warehouse", free_port()
     base = f"http://127.0.0.1:{rest_port}"
-
     running: list[Up] = []
-    try:
-        first = Up(state_dir, warehouse, rest_port)
-        running.append(first)
-        port = first.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1)
-        text = "".join(first.output)
-        assert re.search(r"kafka: healthy - 127\.0\.0\.1:\d+, cluster \S+, 1 broker", text), text
-        assert "spark: healthy - Spark 4.2.0 on local[2], delta + kafka connector ok" in text, text
-        assert "streams: healthy - coordinator running" in text, text
-        assert f"rest: healthy - {base}" in text, text
-        # A transaction through the REST ingress, the streams, and back out of the Delta tables.
-        sent = httpx.post(f"{base}/v1/transactions", timeout=30, json={
-            "producer_group": "orders", "topic": "OrderPaid", "body": "paid",
-        })  # fmt: skip
-        assert sent.status_code == 201, sent.text
-        tx = sent.json()["transaction_id"]
-        done = httpx.post(f"{base}/v1/transactions/{tx}/commit", timeout=30,
-                          json={"producer_group": "orders"})  # fmt: skip
-        assert done.status_code == 202, done.text
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and state_of(base, tx) != "COMMITTED":
-            time.sleep(2)
-        assert state_of(base, tx) == "COMMITTED", "".join(first.output[-30:])
-        # The demo's sample producers (SDK over REST) against the running stack.
-        demo = subprocess.run(
-            [sys.executable, "-m", "coordinator", "demo", "--endpoint", base, "--each", "1",
-             "--wait", "240"],
-            capture_output=True, text=True, timeout=400, check=False,
-            env={**os.environ, "COLUMNS": "200"},
-        )  # fmt: skip
-        assert demo.returncode == 0, demo.stdout + demo.stderr
-        cells = [[cell.strip() for cell in line.split("│")[1:-1]]
-                 for line in demo.stdout.splitlines() if line.count("│") >= 5]  # fmt: skip
-        outcome = {row[0]: row[2] for row in cells if row and row[0] in DEMO_KINDS}
-        assert outcome == {
-            "commit": "COMMITTED", "rollback": "ROLLED_BACK",
-            "checked-commit": "COMMITTED", "never-answers": "CHECKING",
-        }, demo.stdout  # fmt: skip
-        assert first.stop(signal.SIGINT) == 0, "".join(first.output)  # Ctrl-C: whole group
-        assert "stopped cleanly" in "".join(first.output)
-        broker = read_info((state_dir / "kafka").resolve())
-        assert broker is not None and broker.pid is None  # the broker was stopped, not orphaned
 
-        second = Up(state_dir, warehouse, rest_port)
-        running.append(second)
-        assert second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)").group(1) == port
+    def up() -> Up:
+        running.append(Up(state_dir, warehouse, rest_port, *SETTINGS))
+        return running[-1]
+
+    try:
+        port, tx = first_run(up(), base, state_dir)
+
+        second = up()
+        assert second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)",
+                               timeout=600).group(1) == port  # fmt: skip
         assert state_of(base, tx) == "COMMITTED"  # same warehouse, same answer
-        delivered = DeltaTable(str(warehouse / "topics" / "OrderPaid")).to_pyarrow_table()
-        assert delivered.column("transaction_id").to_pylist() == [tx]
-        assert second.stop(signal.SIGTERM, group=False) == 0, "".join(second.output)
-        assert "stopped cleanly" in "".join(second.output)
+        assert list(delivered(warehouse)) == [tx]
+        traffic = Traffic(base)
+        traffic.wait_until_delivering()
+        assert second.stop(signal.SIGTERM, group=False) == 0, second.text()[-6000:]  # `kill`
+        traffic.stop()
+        assert_quiet(second)
+
+        third = up()
+        third.wait_for(r"txcoord is up: ", timeout=600)
+        # Whatever the stop cut short is replayed: every acknowledged commit is delivered once.
+        deadline = time.monotonic() + 420
+        while not set(traffic.committed) <= set(delivered(warehouse)):
+            assert time.monotonic() < deadline, third.text()[-6000:]
+            time.sleep(2)
+        copies = delivered(warehouse)
+        assert max(copies.values()) == 1, [tx for tx, n in copies.items() if n > 1]
+        assert set(copies) - {tx} <= set(traffic.prepared)
+
+        more = Traffic(base)
+        more.wait_until_delivering()
+        assert third.stop(signal.SIGINT) == 0, third.text()[-6000:]  # Ctrl-C: the whole group
+        more.stop()
+        assert_quiet(third)
     finally:
-        for up in running:  # a failed assertion must not leave a stack running
-            if up.process.poll() is None:
-                up.stop(signal.SIGKILL)
+        for process in running:  # a failed assertion must not leave a stack running
+            if process.process.poll() is None:
+                process.stop(signal.SIGKILL)
