@@ -86,7 +86,7 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
         wait_for(landed, 180, f"tx-{batch}")
 
     # While the streams run: the coordinator's checkpoint is read for the streamed tables.
-    # (VACUUM is slow here, a minute or more per table on 2 cores: three tables only.)
+    # (Three tables: VACUUM lists each in a Spark job.)
     names = [f"topics/{TOPIC}", "system/half_messages", "system/op_records"]
     reports = {r.name: r for r in Maintenance(spark, config).run(tables=names)}
     topic = reports[f"topics/{TOPIC}"]
