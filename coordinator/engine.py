@@ -4,9 +4,7 @@
 topics and system tables (created when absent), the progress listener, the ticker, the
 coordinator query (which reads the ingress topics, lands every record and decides, one
 micro-batch at a time: streams/coordinator_job.py), the compactor of the output tables
-(streams/compactor.py). The tally's totals before this start are counted beside the first
-batches, from the tables as they were before the query started (their versions then), so a
-start does not wait for those jobs. Stop order: compactor, ticker, then the query. Each micro-batch
+(streams/compactor.py). Stop order: compactor, ticker, then the query. Each micro-batch
 is idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays
 from the checkpoint.
 
@@ -24,7 +22,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -33,7 +30,7 @@ from coordinator.driver_metrics import MetricsServer, serve_metrics
 from core.config import Config
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
-from delta_tables.table import TableSpec, log_version
+from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
 from streams.coordinator_job import start_coordinator, tick_pace
@@ -52,35 +49,15 @@ log = logging.getLogger(__name__)
 
 #: How long a stop waits for the micro-batch in flight before cutting it short (replayed later).
 BATCH_FINISH_WAIT = 120.0
-#: How long a stop waits for the start's count of the tables to finish.
-COUNT_WAIT = 60.0
 #: How often a stop looks whether a query has reached a point where stopping it is quiet.
 STOP_POLL_SECONDS = 0.05
 
 
-#: The tables the tally's totals come from at start (`table_counts`).
-COUNTED: tuple[TableSpec, ...] = (
-    transactions.TABLE, half_messages.TABLE, op_records.TABLE, quarantine.TABLE,
-    check_requests.TABLE,
-)  # fmt: skip
-
-
-def table_versions(spark: SparkSession, config: Config) -> dict[str, int | None]:
-    """Return the latest version of each COUNTED table (None: no commit yet)."""
-    return {spec.name: log_version(spark, spec.path(config.warehouse)) for spec in COUNTED}
-
-
-def table_counts(
-    spark: SparkSession, config: Config, versions: Mapping[str, int | None] | None = None
-) -> Counts:
-    """Return the tally implied by the tables, as of `versions` if given (else the latest)."""
+def table_counts(spark: SparkSession, config: Config) -> Counts:
+    """Return the tally implied by the tables (Delta answers counts from its statistics)."""
 
     def read(spec: TableSpec) -> DataFrame:
-        reader = spark.read.format("delta")
-        version = (versions or {}).get(spec.name)
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        return reader.load(spec.path(config.warehouse))
+        return spark.read.format("delta").load(spec.path(config.warehouse))
 
     finals = {
         (row.state, row.checked, row.topic): row["count"]
@@ -135,9 +112,6 @@ class Engine:
         self.compactor: Compactor | None = None
         self.metrics: MetricsServer | None = None
         self._listening = False
-        # Set once the tables' totals before this start are in the tally (`start`).
-        self.counted = threading.Event()
-        self._counting: threading.Thread | None = None
 
     def start(self) -> Engine:
         """Create what is missing and start the ticker and the coordinator query."""
@@ -146,9 +120,8 @@ class Engine:
             ensure_ingress_topics(self.config)
         with timer.step("tables"):
             create_system_tables(self.spark, self.config.warehouse)
-        # The totals so far, counted beside the first batches: the tables as of now, before
-        # the query writes anything, plus what its batches add (they count themselves).
-        versions = table_versions(self.spark, self.config)
+        with timer.step("counts"):
+            self.tally.add_counts(table_counts(self.spark, self.config))
         self.spark.streams.addListener(self.progress)
         self._listening = True
         if self.config.metrics.port >= 0:
@@ -160,24 +133,12 @@ class Engine:
                              pace=self.pace).start()  # fmt: skip
         with timer.step("query"):
             self.start_coordinator()
-        self._counting = threading.Thread(target=self._count_tables, args=(versions,),
-                                          name="txcoord-table-counts", daemon=True)  # fmt: skip
-        self._counting.start()
         self.compactor = Compactor(
             self.spark, self.config.warehouse, self.config.streams.compact_interval
         ).start()
         log.info("engine running: coordinator query %s; started in %s",
                  self.coordinator and self.coordinator.id, timer.summary())  # fmt: skip
         return self
-
-    def _count_tables(self, versions: Mapping[str, int | None]) -> None:
-        """Add the tables' totals as of `versions` to the tally (see `start`)."""
-        try:
-            self.tally.add_counts(table_counts(self.spark, self.config, versions))
-        except Exception as exc:  # the engine runs on; its totals start from this start
-            log.warning("could not count the tables' totals (%s): metrics count from now", exc)
-        finally:
-            self.counted.set()
 
     def start_coordinator(self) -> None:
         """Start the coordinator query from its checkpoint."""
@@ -215,8 +176,6 @@ class Engine:
         The batch in flight finishes first (up to `BATCH_FINISH_WAIT`, or until `hurry` is
         set); see the module docstring.
         """
-        if self._counting is not None:  # a few small jobs: let them finish
-            self._counting.join(COUNT_WAIT)
         compactor, self.compactor = self.compactor, None
         if compactor is not None:
             compactor.stop()

@@ -47,17 +47,25 @@ def log_version(spark: SparkSession, location: str) -> int | None:
     cold process about a third of a second per table); elsewhere Delta reads its history.
     """
     local = local_directory(location)
-    if local is None:
-        if not DeltaTable.isDeltaTable(spark, location):
-            return None
-        (last,) = DeltaTable.forPath(spark, location).history(1).select("version").collect()
-        return int(last.version)
+    return history_version(spark, location) if local is None else listed_version(local)
+
+
+def listed_version(directory: str) -> int | None:
+    """Return the newest commit file's version in the table `directory`'s log, None if none."""
     try:
-        names = os.listdir(os.path.join(local, "_delta_log"))
+        names = os.listdir(os.path.join(directory, "_delta_log"))
     except FileNotFoundError:
         return None
     versions = [int(found.group(1)) for name in names if (found := COMMIT_FILE.match(name))]
     return max(versions, default=None)
+
+
+def history_version(spark: SparkSession, location: str) -> int | None:
+    """Return the table's latest version as Delta's history gives it, None if no table."""
+    if not DeltaTable.isDeltaTable(spark, location):
+        return None
+    (last,) = DeltaTable.forPath(spark, location).history(1).select("version").collect()
+    return int(last.version)
 
 
 def table_path(warehouse: str, name: str) -> str:

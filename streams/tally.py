@@ -1,9 +1,9 @@
 """Running counts of what the streams did, for the status line and the metrics.
 
 The writers add to a `Tally` once per micro-batch from one small aggregate of the batch
-(no extra pass over the data). The tables' totals before a start are added too
-(`Tally.add_counts`, counted beside the first batches), so counts survive restarts; within
-one process a batch is counted when its writes finish. Derived gauges:
+(no extra pass over the data). The tables' totals are added when the engine starts
+(`Tally.add_counts`), so counts survive restarts; within one process a batch is counted when
+its writes finish. Derived gauges:
 
 - pending  = halves landed - final states recorded (duplicated halves make it a slight
   over-estimate until the coordinator forgets them);
@@ -103,7 +103,7 @@ class Tally:
             c.finish_seconds_total += seconds_total
 
     def add_counts(self, counts: Counts) -> None:
-        """Add `counts` (the tables' totals before this start) to every count."""
+        """Add `counts` (the tables' totals, at start) to every count."""
         with self._lock:
             for item in fields(Counts):
                 mine, more = getattr(self._counts, item.name), getattr(counts, item.name)

@@ -11,7 +11,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from coordinator.engine import table_counts
 from core.config import Config
+from streams.tally import Counts
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
@@ -128,3 +130,25 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
     # The independent reader agrees.
     arrow = DeltaTable(f"{config.warehouse}/topics/{TOPIC}").to_pyarrow_table()
     assert sorted(arrow.column("transaction_id").to_pylist()) == committed
+    assert_a_restart_counts_the_tables(spark, config, engine)
+
+
+def assert_a_restart_counts_the_tables(spark: SparkSession, config: Config, engine: Engine) -> None:
+    """A restart's totals start from the tables' (Tally.add_counts at start)."""
+    engine.stop()
+    again = Engine(spark, config)
+    try:
+        assert totals(again.tally.snapshot()) == totals(table_counts(spark, config))
+        restarted = again.tally.snapshot()
+        assert (restarted.committed, restarted.rolled_back, restarted.discarded) == (8, 8, 4)
+        assert restarted.halves == 20 and restarted.pending == 0
+    finally:
+        again.stop()
+
+
+def totals(counts: Counts) -> tuple[Any, ...]:
+    """Return the counts the tables imply (not the process's finish-latency histogram)."""
+    return (counts.halves, counts.ops, counts.quarantined, counts.committed,
+            counts.rolled_back, counts.discarded, counts.checks_sent, counts.first_checks,
+            counts.finals_after_check, dict(counts.halves_by_topic),
+            dict(counts.finals_by_topic))  # fmt: skip

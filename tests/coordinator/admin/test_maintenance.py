@@ -10,8 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator.admin.maintenance import (
+    LISTING_PARALLELISM,
     SAFETY_MARGIN,
     Maintenance,
+    listing_parallelism,
     parse_interval,
     stream_positions,
     vacuum_refusal,
@@ -107,3 +109,20 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
     offsets = sorted(r.queue_offset for r in table(spark, config, f"topics/{TOPIC}").collect()
                      if r.queue_id == 0)  # fmt: skip
     assert offsets == list(range(len(offsets)))
+
+
+@pytest.mark.spark
+def test_vacuum_lists_with_a_few_tasks_per_core_unless_the_user_said_otherwise(
+    spark: SparkSession,
+) -> None:
+    cores = spark.sparkContext.defaultParallelism
+    assert spark.conf.get(LISTING_PARALLELISM) == "10000"  # Spark's default: 10,000 tasks
+    with listing_parallelism(spark):
+        assert spark.conf.get(LISTING_PARALLELISM) == str(4 * cores)
+    assert spark.conf.get(LISTING_PARALLELISM) == "10000"  # restored
+    spark.conf.set(LISTING_PARALLELISM, "3")
+    try:
+        with listing_parallelism(spark):
+            assert spark.conf.get(LISTING_PARALLELISM) == "3"  # the user's choice stands
+    finally:
+        spark.conf.unset(LISTING_PARALLELISM)
