@@ -1,6 +1,6 @@
 """`python -m coordinator` runs the `txcoord` command line."""
 
-from coordinator.cli import main
+from coordinator.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

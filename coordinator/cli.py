@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+import os
+import sys
+from typing import Any, NoReturn
 
 import click
 
@@ -68,3 +70,27 @@ main.add_command(transactions)
 main.add_command(maintain)
 main.add_command(provision)
 main.add_command(bench)
+
+
+def run() -> NoReturn:
+    """Run the `txcoord` program (its console script and `python -m coordinator`).
+
+    Once a command has finished and its output is flushed, the process leaves at once
+    (`os._exit`), skipping the native libraries' teardown: pyarrow's and delta-rs's thread
+    pools, torn down at interpreter exit, now and then abort the process with
+    "terminate called without an active exception" (SIGABRT, delta-io/delta-rs#2184) after
+    the command had done its work and said so. Commands release what they hold themselves
+    (producers closed, Spark stopped, stacks shut down) before they return.
+    """
+    code: int = 0
+    try:
+        main.main(prog_name="txcoord")
+    except SystemExit as exc:  # click's standalone mode always ends here
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    finally:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
