@@ -19,8 +19,8 @@ and txcoord's own for the rest:
     txcoord_state_rows{query}                  gauge: rows in the stateful operators
     txcoord_rows_dropped_late_total{query}     must stay 0 (SPEC 7.5)
 
-Totals start from the tables' totals at engine start (`Tally.add_counts`), so they survive
-restarts; the latency histogram covers this driver's lifetime (Prometheus handles the reset).
+Totals start from the tables at engine start (`Tally.seed`), so they survive restarts; the
+latency histogram covers this driver's lifetime (Prometheus handles the reset).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class Engine:
         with timer.step("tables"):
             create_system_tables(self.spark, self.config.warehouse)
         with timer.step("counts"):
-            self.tally.add_counts(table_counts(self.spark, self.config))
+            self.tally.seed(table_counts(self.spark, self.config))
         self.spark.streams.addListener(self.progress)
         self._listening = True
         if self.config.metrics.port >= 0:

@@ -40,32 +40,18 @@ def local_directory(location: str) -> str | None:
     return None
 
 
-def log_version(spark: SparkSession, location: str) -> int | None:
-    """Return the latest committed version of the Delta table at `location`, None if none.
-
-    On a local disk the log's file names say it, without loading the table (which costs a
-    cold process about a third of a second per table); elsewhere Delta reads its history.
-    """
-    local = local_directory(location)
-    return history_version(spark, location) if local is None else listed_version(local)
-
-
 def listed_version(directory: str) -> int | None:
-    """Return the newest commit file's version in the table `directory`'s log, None if none."""
+    """Return the newest commit file's version in the table `directory`'s log, None if none.
+
+    The log's file names say it, without loading the table (which costs a cold process about
+    a third of a second per table).
+    """
     try:
         names = os.listdir(os.path.join(directory, "_delta_log"))
     except FileNotFoundError:
         return None
     versions = [int(found.group(1)) for name in names if (found := COMMIT_FILE.match(name))]
     return max(versions, default=None)
-
-
-def history_version(spark: SparkSession, location: str) -> int | None:
-    """Return the table's latest version as Delta's history gives it, None if no table."""
-    if not DeltaTable.isDeltaTable(spark, location):
-        return None
-    (last,) = DeltaTable.forPath(spark, location).history(1).select("version").collect()
-    return int(last.version)
 
 
 def table_path(warehouse: str, name: str) -> str:
@@ -99,7 +85,8 @@ class TableSpec:
     def create_if_absent(self, spark: SparkSession, warehouse: str) -> str:
         """Create the table (empty) unless it exists; return its location."""
         location = self.path(warehouse)
-        if local_directory(location) is not None and log_version(spark, location) is not None:
+        local = local_directory(location)
+        if local is not None and listed_version(local) is not None:
             return location  # a committed table: nothing to create, no need to load it
         builder = (
             DeltaTable.createIfNotExists(spark)

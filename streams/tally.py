@@ -1,9 +1,9 @@
 """Running counts of what the streams did, for the status line and the metrics.
 
 The writers add to a `Tally` once per micro-batch from one small aggregate of the batch
-(no extra pass over the data). The tables' totals are added when the engine starts
-(`Tally.add_counts`), so counts survive restarts; within one process a batch is counted when
-its writes finish. Derived gauges:
+(no extra pass over the data). Counts start from the tables' totals when the engine starts
+(`Tally.seed`), so they survive restarts; within one process a batch is counted when its
+writes finish. Derived gauges:
 
 - pending  = halves landed - final states recorded (duplicated halves make it a slight
   over-estimate until the coordinator forgets them);
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 #: Upper bounds (seconds) of the finish-latency histogram's buckets; +Inf is implied.
 FINISH_BUCKETS_S = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
@@ -102,18 +102,10 @@ class Tally:
             c.finish_buckets = tuple(n + buckets.get(i, 0) for i, n in enumerate(c.finish_buckets))
             c.finish_seconds_total += seconds_total
 
-    def add_counts(self, counts: Counts) -> None:
-        """Add `counts` (the tables' totals, at start) to every count."""
+    def seed(self, counts: Counts) -> None:
+        """Replace the counts (with the tables' totals, at start)."""
         with self._lock:
-            for item in fields(Counts):
-                mine, more = getattr(self._counts, item.name), getattr(counts, item.name)
-                if isinstance(mine, Counter):
-                    mine.update(more)
-                elif isinstance(mine, tuple):
-                    total = tuple(a + b for a, b in zip(mine, more, strict=True))
-                    setattr(self._counts, item.name, total)
-                else:
-                    setattr(self._counts, item.name, mine + more)
+            self._counts = counts.copy()
 
     def snapshot(self) -> Counts:
         """Return a copy of the current counts."""

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from delta_tables import topics
 from delta_tables.registry import SYSTEM_TABLES, create_system_tables
-from delta_tables.table import history_version, local_directory, log_version
+from delta_tables.table import listed_version, local_directory
 
 pytestmark = pytest.mark.spark
 
@@ -45,25 +45,21 @@ def test_topic_tables_live_under_topics(spark: SparkSession, warehouse: Path) ->
     ]  # fmt: skip
 
 
-def test_log_version_follows_the_commits_and_agrees_with_delta(
+def test_listed_version_follows_the_commits_and_agrees_with_delta(
     spark: SparkSession, warehouse: Path
 ) -> None:
     location = topics.table("OrderShipped").path(str(warehouse))
-    assert log_version(spark, location) is None  # no table yet
+    assert listed_version(location) is None  # no table yet
     bare = warehouse / "bare"
     (bare / "_delta_log").mkdir(parents=True)
-    assert log_version(spark, str(bare)) is None  # a log folder without a commit
+    assert listed_version(str(bare)) is None  # a log folder without a commit
     topics.table("OrderShipped").create_if_absent(spark, str(warehouse))
-    assert log_version(spark, location) == 0
+    assert listed_version(location) == 0
     assert topics.table("OrderShipped").create_if_absent(spark, str(warehouse)) == location
-    assert log_version(spark, location) == 0  # an existing table is not created again
+    assert listed_version(location) == 0  # an existing table is not created again
     grown = str(warehouse / "grown")
     for _ in range(3):
         spark.range(1).write.format("delta").mode("append").save(grown)
-    assert log_version(spark, grown) == 2 == DeltaTable(grown).version()
-    # The same answer through Delta's own history, as for a remote warehouse.
-    assert history_version(spark, grown) == 2
-    assert history_version(spark, str(warehouse / "nothing")) is None
-    assert log_version(spark, f"file://{grown}") == 2
-    assert local_directory(f"file://{location}") == location
+    assert listed_version(grown) == 2 == DeltaTable(grown).version()
+    assert local_directory(f"file://{grown}") == grown
     assert local_directory("s3a://bucket/warehouse/topics/x") is None

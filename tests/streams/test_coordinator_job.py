@@ -134,7 +134,7 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
 
 
 def assert_a_restart_counts_the_tables(spark: SparkSession, config: Config, engine: Engine) -> None:
-    """A restart's totals start from the tables' (Tally.add_counts at start)."""
+    """A restart's totals start from the tables' (Tally.seed at start)."""
     engine.stop()
     again = Engine(spark, config)
     try:
