@@ -72,6 +72,7 @@ from streams.landing import (
     landing_census,
 )
 from streams.lifecycle import Kind
+from streams.materialized import materialized
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
@@ -196,11 +197,13 @@ class CoordinatorBatchWriter:
     def write(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output."""
         timer = StepTimer()
-        out = frame.persist()
-        try:
-            # One small job says what this batch holds, for the branches and the tally.
-            # It runs the stateful part of the query (join and stage): the step "decide".
+        with contextlib.ExitStack() as held:
+            # The stateful part of the query (parse, stage) runs here, once: the step
+            # "decide". One small job then says what this batch holds, for the branches and
+            # the tally.
             with timer.step("decide"):
+                out = held.enter_context(materialized(frame, self._partitions(frame)))
+            with timer.step("summary"):
                 summary = out.groupBy(
                     "kind", "state",
                     ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
@@ -222,7 +225,7 @@ class CoordinatorBatchWriter:
                 if self.lander is None:
                     raise ValueError("a batch with ingress records to land, and no lander")
                 steps.append(("land", functools.partial(
-                    self.lander.land_parsed, landed_records(out), batch_id, census
+                    self.lander.land_parsed, landed_records(out), batch_id, census, stored=True
                 )))  # fmt: skip
             # How many messages each (topic, queue) receives in this batch.
             delivered: Counter[tuple[str, int]] = Counter()
@@ -254,8 +257,11 @@ class CoordinatorBatchWriter:
             self._count(counts)
             self._count_by_topic(summary)
             log.info("coordinator batch %d: %s", batch_id, timer.summary())
-        finally:
-            out.unpersist()
+
+    @staticmethod
+    def _partitions(frame: DataFrame) -> int:
+        """Return how many partitions a batch's rows are written from: one per core."""
+        return max(1, frame.sparkSession.sparkContext.defaultParallelism)
 
     def _pace(self, summary: list[Row], landed: bool) -> None:
         """Keep the heartbeats coming if this batch landed a valid record or decided anything.

@@ -105,13 +105,23 @@ class IngestBatchWriter:
         """Land one micro-batch of ingress records (the Kafka source's columns)."""
         self.land_parsed(parse(records, self.rules), batch_id)
 
-    def land_parsed(self, parsed: DataFrame, batch_id: int, by_topic: Census | None = None) -> None:
+    def land_parsed(
+        self,
+        parsed: DataFrame,
+        batch_id: int,
+        by_topic: Census | None = None,
+        *,
+        stored: bool = False,
+    ) -> None:
         """Land one micro-batch of ingress records, already `parse`d.
 
-        `by_topic` is the batch's `census`, when the caller has already counted it.
+        `by_topic` is the batch's `census`, when the caller has already counted it. `stored`:
+        `parsed` reads rows already computed (streams/materialized.py), so it is not cached
+        again for the tables it feeds.
         """
         timer = StepTimer()
-        parsed = parsed.persist()
+        if not stored:
+            parsed = parsed.persist()
         ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
         classified = stamp(parsed, ingested_at)
         try:
@@ -157,7 +167,8 @@ class IngestBatchWriter:
             })  # fmt: skip
             log.info("ingest batch %d: %s", batch_id, timer.summary())
         finally:
-            parsed.unpersist()
+            if not stored:
+                parsed.unpersist()
 
     def prepare_steps(self, spark: SparkSession) -> list[Step]:
         """Return the steps that read each landing table's last batch ahead of the first."""
