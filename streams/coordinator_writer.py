@@ -344,17 +344,13 @@ class CoordinatorBatchWriter:
             queue_offsets.NEXT_OFFSETS_SCHEMA,
         )
         in_commit_order = Window.partitionBy("topic", "queue_id").orderBy("op_stored_ms", "op_id")
-        numbered = (
-            rows.join(F.broadcast(current), ["topic", "queue_id"], "left")
-            .withColumn(
-                "queue_offset",
-                F.coalesce(F.col("next_offset"), F.lit(0))
-                + F.row_number().over(in_commit_order)
-                - 1,
-            )
-            .persist()
+        numbered = rows.join(F.broadcast(current), ["topic", "queue_id"], "left").withColumn(
+            "queue_offset",
+            F.coalesce(F.col("next_offset"), F.lit(0)) + F.row_number().over(in_commit_order) - 1,
         )
-        try:
+        with contextlib.ExitStack() as held:
+            if len(names) > 1:  # each topic's write reads the numbering: do it once
+                numbered = held.enter_context(materialized(numbered, self._partitions(numbered)))
             delivered = numbered.select(
                 *MESSAGE_COLUMNS[:5], "queue_offset", *MESSAGE_COLUMNS[5:],
                 _ts("prepared_ms").alias("prepared_at"),
@@ -379,8 +375,6 @@ class CoordinatorBatchWriter:
             # A replayed batch whose offsets were already written read them *after* itself:
             # its numbers went unused (every write was skipped), so do not keep them.
             self._next_offsets = {**before, **moved} if wrote else None
-        finally:
-            numbered.unpersist()
 
     # -- checks --------------------------------------------------------------------------
     def _check(self, rows: DataFrame, batch_id: int, timer: StepTimer) -> None:
