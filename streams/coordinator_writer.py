@@ -5,11 +5,12 @@ run beside that (streams/parallel_writes.py), each in its own order:
 
 1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
    `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
-   and are appended to `topics/<topic>`; then the queues' new next offsets are appended
-   to `system/queue_offsets`. The writer keeps what it last wrote there and reads the
-   table only after a start or a replayed batch. Then FINAL rows go to
-   `system/transactions` and VERDICT rows to `system/op_verdicts`: a message is visible
-   before its transaction reads COMMITTED, and an outcome before the verdict on its op;
+   and are appended to `topics/<topic>`; then, beside the rest of this chain, the queues'
+   new next offsets are appended to `system/queue_offsets`. The writer keeps what it last
+   wrote there and reads the table only after a start or a replayed batch. After the
+   topic tables, FINAL rows go to `system/transactions` and then VERDICT rows to
+   `system/op_verdicts`: a message is visible before its transaction reads COMMITTED, and
+   an outcome before the verdict on its op;
 2. CHECK rows go to `system/check_requests` and, at the same time, to the Kafka check topic;
 3. DISCARD rows go to `system/discarded`.
 
@@ -237,7 +238,6 @@ class CoordinatorBatchWriter:
             # reads COMMITTED, and an outcome is recorded before the verdict on the op that
             # caused it (an operator's command waits for the verdict, then reads the outcome).
             writers: dict[Kind, Callable[[DataFrame, int], None]] = {
-                Kind.DELIVER: lambda rows, batch: self._deliver(rows, batch, delivered),
                 Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
                 Kind.CHECK: lambda rows, batch: self._check(rows, batch, timer),
                 Kind.DISCARD: self._discards,
@@ -248,7 +248,8 @@ class CoordinatorBatchWriter:
                 if kinds:
                     name = "+".join(kind.value.lower() for kind in kinds)
                     steps.append((name, functools.partial(
-                        self._write_in_order, out, kinds, writers, batch_id, timer
+                        self._write_in_order, out, kinds, writers, batch_id, timer,
+                        delivered=delivered,
                     )))  # fmt: skip
             if steps:
                 run_steps(out.sparkSession, steps, timer)
@@ -275,14 +276,32 @@ class CoordinatorBatchWriter:
             immunity = max((row.immunity or 0 for row in summary), default=0)
             self.pace.saw_activity(timedelta(seconds=immunity))
 
-    @staticmethod
     def _write_in_order(
+        self,
         out: DataFrame,
         kinds: list[Kind],
         writers: dict[Kind, Callable[[DataFrame, int], None]],
         batch_id: int,
         timer: StepTimer,
+        *,
+        delivered: Counter[tuple[str, int]],
     ) -> None:
+        """Write the rows of each of `kinds`, in order (`delivered`: messages per queue).
+
+        Deliveries come first, and once the topic tables have them, their queues' new
+        offsets are written beside the rest of the chain: nothing in it waits for them.
+        """
+        if kinds[0] is Kind.DELIVER:
+            with timer.step("deliver"):
+                offsets = self._deliver(out.where(F.col("kind") == Kind.DELIVER.value),
+                                        batch_id, delivered)  # fmt: skip
+            steps: list[Step] = [("queue offsets", offsets)]
+            if rest := kinds[1:]:
+                steps.append(("+".join(kind.value.lower() for kind in rest), functools.partial(
+                    self._write_in_order, out, rest, writers, batch_id, timer, delivered=delivered
+                )))  # fmt: skip
+            run_steps(out.sparkSession, steps, timer)
+            return
         for kind in kinds:
             with timer.step(kind.value.lower()):
                 writers[kind](out.where(F.col("kind") == kind.value), batch_id)
@@ -323,8 +342,13 @@ class CoordinatorBatchWriter:
                 producer.close(timeout=10)
 
     # -- deliveries ----------------------------------------------------------------------
-    def _deliver(self, rows: DataFrame, batch_id: int, counts: Counter[tuple[str, int]]) -> None:
-        """Number and append the DELIVER `rows`: `counts` messages to each (topic, queue)."""
+    def _deliver(
+        self, rows: DataFrame, batch_id: int, counts: Counter[tuple[str, int]]
+    ) -> Callable[[], None]:
+        """Number and append the DELIVER `rows`: `counts` messages to each (topic, queue).
+
+        Return what writes the queues' new next offsets, to be called once this returned.
+        """
         spark = rows.sparkSession
         names = sorted({topic for topic, _ in counts})
         for name in names:
@@ -363,8 +387,10 @@ class CoordinatorBatchWriter:
                 location = topics.table(name).path(self.warehouse)
                 self.ledger.append(delivered.where(F.col("topic") == name), location, batch_id)
                 failpoint("coordinator.after_topic_append")
-            # Each queue's messages are numbered from its next offset up, without gaps.
-            moved = {queue: before.get(queue, 0) + n for queue, n in counts.items()}
+        # Each queue's messages are numbered from its next offset up, without gaps.
+        moved = {queue: before.get(queue, 0) + n for queue, n in counts.items()}
+
+        def write_offsets() -> None:
             updated = spark.createDataFrame(
                 [(topic, queue, offset, batch_id)
                  for (topic, queue), offset in sorted(moved.items())],
@@ -375,6 +401,8 @@ class CoordinatorBatchWriter:
             # A replayed batch whose offsets were already written read them *after* itself:
             # its numbers went unused (every write was skipped), so do not keep them.
             self._next_offsets = {**before, **moved} if wrote else None
+
+        return write_offsets
 
     # -- checks --------------------------------------------------------------------------
     def _check(self, rows: DataFrame, batch_id: int, timer: StepTimer) -> None:

@@ -31,7 +31,7 @@ def deliver(spark: SparkSession, writer: CoordinatorBatchWriter, rows: list[dict
         [tuple(row.get(field.name) for field in OUTPUT_SCHEMA) for row in rows], OUTPUT_SCHEMA
     )
     counts = Counter((row["topic"], row["queue_id"]) for row in rows)
-    writer._deliver(frame, batch_id, counts)
+    writer._deliver(frame, batch_id, counts)()  # the topic tables, then the queue offsets
 
 
 def test_two_topics_in_one_batch_are_numbered_per_queue_in_commit_order(
