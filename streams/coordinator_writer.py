@@ -203,7 +203,7 @@ class CoordinatorBatchWriter:
             # "decide". One small job then says what this batch holds, for the branches and
             # the tally.
             with timer.step("decide"):
-                out = held.enter_context(materialized(frame, self._partitions(frame)))
+                out = held.enter_context(materialized(frame))
             with timer.step("summary"):
                 summary = out.groupBy(
                     "kind", "state",
@@ -258,11 +258,6 @@ class CoordinatorBatchWriter:
             self._count(counts)
             self._count_by_topic(summary)
             log.info("coordinator batch %d: %s", batch_id, timer.summary())
-
-    @staticmethod
-    def _partitions(frame: DataFrame) -> int:
-        """Return how many partitions a batch's rows are written from: one per core."""
-        return max(1, frame.sparkSession.sparkContext.defaultParallelism)
 
     def _pace(self, summary: list[Row], landed: bool) -> None:
         """Keep the heartbeats coming if this batch landed a valid record or decided anything.
@@ -374,7 +369,7 @@ class CoordinatorBatchWriter:
         )
         with contextlib.ExitStack() as held:
             if len(names) > 1:  # each topic's write reads the numbering: do it once
-                numbered = held.enter_context(materialized(numbered, self._partitions(numbered)))
+                numbered = held.enter_context(materialized(numbered))
             delivered = numbered.select(
                 *MESSAGE_COLUMNS[:5], "queue_offset", *MESSAGE_COLUMNS[5:],
                 _ts("prepared_ms").alias("prepared_at"),

@@ -19,33 +19,21 @@ small write paid many times over.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 
 from pyspark.sql import DataFrame
 
-log = logging.getLogger(__name__)
-
 
 @contextlib.contextmanager
-def materialized(frame: DataFrame, partitions: int) -> Iterator[DataFrame]:
-    """Compute `frame` once; yield its rows in `partitions` partitions; release them after.
-
-    The rows stay stored until the block ends, whatever the block raises.
-    """
-    if partitions < 1:
-        raise ValueError(f"partitions must be >= 1, not {partitions}")
+def materialized(frame: DataFrame, partitions: int | None = None) -> Iterator[DataFrame]:
+    """Compute `frame` once; yield its rows in `partitions` partitions (default: one per
+    core); release them after, whatever the block raises."""
+    count = frame.sparkSession.sparkContext.defaultParallelism if partitions is None else partitions
+    if count < 1:
+        raise ValueError(f"partitions must be >= 1, not {count}")
     stored = frame.localCheckpoint(eager=True)
     try:
-        yield stored.coalesce(partitions)
+        yield stored.coalesce(count)
     finally:
-        release(stored)
-
-
-def release(stored: DataFrame) -> None:
-    """Drop the blocks of a frame made by `DataFrame.localCheckpoint` (its plan: the rows)."""
-    plan = stored._jdf.queryExecution().analyzed()
-    try:
-        plan.rdd().unpersist(False)
-    except Exception as exc:  # not a checkpointed frame: nothing of ours to release
-        log.debug("nothing to release for %s: %s", plan.nodeName(), exc)
+        # The plan of a checkpointed frame is the stored RDD: drop its blocks.
+        stored._jdf.queryExecution().analyzed().rdd().unpersist(False)
