@@ -10,7 +10,8 @@ Every session txcoord makes has:
   (the number is fixed in a query's checkpoint once it starts, so choose it up front);
 - no web UI, UTC session time, the driver bound to loopback when running locally;
 - with a local warehouse, renames done in-process rather than through a forked
-  `readlink` (LOCAL_FILESYSTEM_CONF);
+  `readlink` (LOCAL_FILESYSTEM_CONF), and on a local master permissions too rather than
+  through a forked `chmod` (LOCAL_FILESYSTEM);
 - on a local master, the connector jars and the coordinator's stateful stage (compiled
   from streams/jvm/) from the install step's cache as `spark.jars`, so no session ever
   resolves packages over the network;
@@ -45,6 +46,11 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 #: changelog, offset and commit file of every batch, and every Delta commit, paid a process
 #: fork. FileSystem.rename is a plain POSIX rename. The Delta log store keeps its
 #: no-overwrite check (LocalLogStore), as HDFSLogStore did on a local disk.
+#: The local filesystem that sets permissions in-process (streams/jvm/txcoord/
+#: LocalFileSystem.java): Hadoop's forks `chmod` for every file it creates, dozens of times
+#: per micro-batch. Set on a local master with a local warehouse.
+LOCAL_FILESYSTEM = "txcoord.LocalFileSystem"
+
 LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.checkpointing."
@@ -117,8 +123,13 @@ class SparkSettings:
             log4j = Path(__file__).with_name("spark-log4j2.properties")
             conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
         if self.use_cached_jars:
-            spark_jars = (*jars("spark", self.jar_cache_dir), *jars("stage", self.jar_cache_dir))
+            stage = jars("stage", self.jar_cache_dir)
+            spark_jars = (*jars("spark", self.jar_cache_dir), *stage)
             conf["spark.jars"] = ",".join(str(path) for path in spark_jars)
+            if local and self.is_local:
+                # On the JVM's own class path: Hadoop loads filesystems before spark.jars.
+                conf["spark.driver.extraClassPath"] = ":".join(str(path) for path in stage)
+                conf["spark.hadoop.fs.file.impl"] = LOCAL_FILESYSTEM
         conf.update(self.extra_conf)
         return conf
 

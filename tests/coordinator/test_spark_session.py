@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.spark_session import LOCAL_FILESYSTEM_CONF, ROCKSDB_PROVIDER, SparkSettings
+from coordinator.spark_session import (
+    LOCAL_FILESYSTEM,
+    LOCAL_FILESYSTEM_CONF,
+    ROCKSDB_PROVIDER,
+    SparkSettings,
+)
 
 
 def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
@@ -25,6 +30,9 @@ def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
     )
     assert conf["spark.sql.warehouse.dir"] == str((tmp_path / "wh").resolve())
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
+    # The stage's jar on the JVM's class path: it serves file:// (txcoord.LocalFileSystem).
+    assert conf["spark.driver.extraClassPath"] == str(tmp_path / "stage" / "txcoord-stage.jar")
+    assert conf["spark.hadoop.fs.file.impl"] == LOCAL_FILESYSTEM
 
 
 def test_cluster_settings_leave_jars_and_addresses_to_spark_submit() -> None:
@@ -33,6 +41,7 @@ def test_cluster_settings_leave_jars_and_addresses_to_spark_submit() -> None:
     ).conf()
     assert "spark.jars" not in conf
     assert "spark.driver.bindAddress" not in conf
+    assert "spark.hadoop.fs.file.impl" not in conf
     assert conf["spark.sql.warehouse.dir"] == "s3a://lake/wh"
     # An object store keeps Spark's and Delta's own choices (S3 needs its own log store).
     assert not LOCAL_FILESYSTEM_CONF.keys() & conf.keys()
@@ -67,3 +76,25 @@ def test_session_has_delta_rocksdb_and_the_kafka_connector(spark: SparkSession) 
         "org.apache.kafka.clients.consumer.KafkaConsumer",
     ):
         assert loader.loadClass(cls) is not None
+
+
+@pytest.mark.spark
+def test_local_files_get_their_permissions_in_process(spark: SparkSession, tmp_path: Path) -> None:
+    """txcoord.LocalFileSystem serves file:// and sets the very bits Hadoop's chmod would."""
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/a/b")
+    fs = path.getFileSystem(hadoop)
+    assert fs.getClass().getName() == LOCAL_FILESYSTEM
+    permission = jvm.org.apache.hadoop.fs.permission.FsPermission
+    assert fs.mkdirs(path, permission(0o750))
+    for mode in (0o640, 0o604, 0o755, 0o000):
+        file = jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/a/b/f{mode:o}")
+        fs.create(file, True).close()
+        fs.setPermission(file, permission(mode))
+        assert (tmp_path / "a" / "b" / f"f{mode:o}").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "a" / "b").stat().st_mode & 0o777 == 0o750
+    # Created with Hadoop's default (0666 less the umask 022), checksum file beside it.
+    fs.create(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/a/c"), True).close()
+    assert (tmp_path / "a" / "c").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "a" / ".c.crc").exists()
