@@ -2,11 +2,10 @@ package txcoord;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.DataType;
@@ -45,9 +44,11 @@ public final class Stage {
     StructType output = (StructType) DataType.fromJson(spec.get("output_schema").asText());
     TransactionProcessor processor = new TransactionProcessor(rules(spec.get("rules")),
         transitions(spec.get("transitions")), output, spec.get("heartbeat_id").asText());
-    MapFunction<Row, Row> keyOf = row ->
-        RowFactory.create(row.<String>getAs("producer_group"), row.<String>getAs("transaction_id"));
-    return input.groupByKey(keyOf, Encoders.row(StageRows.KEY))
+    // Grouped by columns, not by a key function: no row is turned into an object and back
+    // just to compute its key (a key function costs a projection per row and the code
+    // generated for it in every task).
+    return input.groupBy(functions.col("producer_group"), functions.col("transaction_id"))
+        .as(Encoders.row(StageRows.KEY), Encoders.row(input.schema()))
         .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
             Encoders.row(output));
   }
