@@ -11,6 +11,7 @@ The install step copies two closed sets of jars into the checkout's ignored
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,8 +25,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Return the folder holding `spark/` and `kafka/`, honouring `TXCOORD_JAR_CACHE`."""
-    override = (environ or {}).get(JAR_CACHE_ENV)
+    """Return the folder holding `spark/` and `kafka/`, honouring `TXCOORD_JAR_CACHE`.
+
+    `environ` defaults to this process's environment.
+    """
+    override = (os.environ if environ is None else environ).get(JAR_CACHE_ENV)
     return Path(override) if override else PROJECT_ROOT / ".cache" / "jars"
 
 

@@ -17,6 +17,17 @@ def test_cache_defaults_to_the_checkout_and_honours_the_environment(tmp_path: Pa
     assert jar_cache_dir({JAR_CACHE_ENV: str(tmp_path)}) == tmp_path
 
 
+def test_the_process_environment_is_read_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`jars()` (the Spark session's and the broker's) follows TXCOORD_JAR_CACHE by itself."""
+    monkeypatch.setenv(JAR_CACHE_ENV, str(tmp_path))
+    assert jar_cache_dir() == tmp_path
+    (tmp_path / "stage").mkdir()
+    (tmp_path / "stage" / "txcoord-stage.jar").touch()
+    assert jars("stage") == (tmp_path / "stage" / "txcoord-stage.jar",)
+
+
 def test_missing_jars_name_the_folder_and_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ArtifactsMissingError, match=r"make install.*TXCOORD_JAR_CACHE"):
         jars("kafka", tmp_path)
