@@ -40,17 +40,17 @@ from coordinator.artifacts import jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
+#: The local filesystem that sets permissions in-process (streams/jvm/txcoord/
+#: LocalFileSystem.java): Hadoop's forks `chmod` for every file it creates, dozens of times
+#: per micro-batch. Set on a local master with a local warehouse.
+LOCAL_FILESYSTEM = "txcoord.LocalFileSystem"
+
 #: On a local filesystem, rename in-process. Hadoop's FileContext.rename (Spark's default
 #: checkpoint manager, and Delta's HDFSLogStore) asks RawLocalFileSystem for the link status
 #: of the target, which forks `readlink` (FileUtil.readLink) on every call: every state-store
 #: changelog, offset and commit file of every batch, and every Delta commit, paid a process
 #: fork. FileSystem.rename is a plain POSIX rename. The Delta log store keeps its
 #: no-overwrite check (LocalLogStore), as HDFSLogStore did on a local disk.
-#: The local filesystem that sets permissions in-process (streams/jvm/txcoord/
-#: LocalFileSystem.java): Hadoop's forks `chmod` for every file it creates, dozens of times
-#: per micro-batch. Set on a local master with a local warehouse.
-LOCAL_FILESYSTEM = "txcoord.LocalFileSystem"
-
 LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
     "spark.sql.streaming.checkpointFileManagerClass": (
         "org.apache.spark.sql.execution.streaming.checkpointing."

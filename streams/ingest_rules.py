@@ -206,17 +206,8 @@ def reference_parse(records: DataFrame, rules: IngestRules) -> DataFrame:
     """
     parse_columns, derive = _expressions(rules)
     parsed = records.withColumn("_header_map", header_map()).select(*parse_columns)
-    return (
-        parsed.withColumn("headers", F.col("_headers"))
-        .select(*[F.col(name) for name in PARSED_COLUMNS if name not in _DERIVED], *derive)
-        .select(*PARSED_COLUMNS)
-    )
-
-
-_DERIVED = (
-    "reason", "is_tick", "queue_id", "msg_id", "keys", "properties", "check_immunity_seconds",
-    "born_at", "from_check", "who", "op_id",
-)  # fmt: skip
+    derived = parsed.withColumn("headers", F.col("_headers")).select("*", *derive)
+    return derived.select(*PARSED_COLUMNS)
 
 
 def _source_columns(layout: TopicLayout) -> tuple[Column, ...]:
