@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from coordinator.engine import Engine
+from coordinator.program_exit import leave
 from coordinator.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
 from core import failpoints
@@ -87,4 +88,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())  # coordinator/program_exit.py: why not sys.exit

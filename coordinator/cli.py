@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any, NoReturn
 
@@ -16,6 +15,7 @@ from coordinator.commands.maintain import maintain
 from coordinator.commands.provision import provision
 from coordinator.commands.transactions import transactions
 from coordinator.commands.up import up
+from coordinator.program_exit import leave
 from core.errors import TxcoordError
 
 
@@ -75,12 +75,8 @@ main.add_command(bench)
 def run() -> NoReturn:
     """Run the `txcoord` program (its console script and `python -m coordinator`).
 
-    Once a command has finished and its output is flushed, the process leaves at once
-    (`os._exit`), skipping the native libraries' teardown: pyarrow's and delta-rs's thread
-    pools, torn down at interpreter exit, now and then abort the process with
-    "terminate called without an active exception" (SIGABRT, delta-io/delta-rs#2184) after
-    the command had done its work and said so. Commands release what they hold themselves
-    (producers closed, Spark stopped, stacks shut down) before they return.
+    Once a command has finished, the process leaves with its exit code at once
+    (coordinator/program_exit.py says why).
     """
     code: int = 0
     try:
@@ -89,8 +85,4 @@ def run() -> NoReturn:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
-    finally:
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
+    leave(code)

@@ -21,16 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from typing import TYPE_CHECKING
 
-from pyspark.sql import functions as F
-
 from coordinator.driver_metrics import MetricsServer, serve_metrics
+from coordinator.table_counts import table_counts
 from core.config import Config
-from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
-from delta_tables.table import TableSpec
 from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
 from streams.coordinator_job import start_coordinator, tick_pace
@@ -38,11 +34,11 @@ from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
 from streams.progress import ProgressLog
 from streams.step_timer import StepTimer
-from streams.tally import Counts, Tally
+from streams.tally import Tally
 from streams.ticker import Ticker
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -51,50 +47,6 @@ log = logging.getLogger(__name__)
 BATCH_FINISH_WAIT = 120.0
 #: How often a stop looks whether a query has reached a point where stopping it is quiet.
 STOP_POLL_SECONDS = 0.05
-
-
-def table_counts(spark: SparkSession, config: Config) -> Counts:
-    """Return the tally implied by the tables (Delta answers counts from its statistics)."""
-
-    def read(spec: TableSpec) -> DataFrame:
-        return spark.read.format("delta").load(spec.path(config.warehouse))
-
-    finals = {
-        (row.state, row.checked, row.topic): row["count"]
-        for row in read(transactions.TABLE)
-        .groupBy("state", (F.col("check_count") > 0).alias("checked"), "topic")
-        .count()
-        .collect()
-    }
-    halves = {
-        row.topic: row["count"]
-        for row in read(half_messages.TABLE)
-        .where(F.col("kind") == half_messages.KIND_HALF)
-        .groupBy("topic")
-        .count()
-        .collect()
-    }
-
-    def state(name: str) -> int:
-        return sum(n for (s, _, _), n in finals.items() if s == name)
-
-    finals_by_topic: Counter[str] = Counter()
-    for (_, _, topic), n in finals.items():
-        finals_by_topic[topic] += n
-    checks = read(check_requests.TABLE)
-    return Counts(
-        halves=sum(halves.values()),
-        halves_by_topic=Counter(halves),
-        finals_by_topic=finals_by_topic,
-        ops=read(op_records.TABLE).where(F.col("kind") == op_records.KIND_OP).count(),
-        quarantined=read(quarantine.TABLE).count(),
-        committed=state("COMMITTED"),
-        rolled_back=state("ROLLED_BACK"),
-        discarded=state("DISCARDED"),
-        checks_sent=checks.count(),
-        first_checks=checks.where(F.col("check_number") == 1).count(),
-        finals_after_check=sum(n for (_, checked, _), n in finals.items() if checked),
-    )
 
 
 class Engine:

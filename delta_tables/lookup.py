@@ -57,11 +57,17 @@ class TransactionState(BaseModel):
 
 def delta_uri(warehouse: str, name: str) -> str:
     """Return the location of table `name` for deltalake (`s3a://` is Hadoop's name for s3)."""
-    if warehouse.startswith("s3a://"):
-        warehouse = "s3://" + warehouse[len("s3a://") :]
-    if "://" not in warehouse:
-        warehouse = str(Path(warehouse).resolve())
-    return f"{warehouse.rstrip('/')}/{name}"
+    return delta_rs_location(f"{warehouse.rstrip('/')}/{name}")
+
+
+def delta_rs_location(location: str) -> str:
+    """Return a Spark (Hadoop) table location as deltalake names it: an absolute local path,
+    or a URI whose scheme it knows (`s3a://` is Hadoop's name for `s3://`)."""
+    if location.startswith("s3a://"):
+        return "s3://" + location[len("s3a://") :]
+    if "://" not in location:
+        return str(Path(location).resolve())
+    return location
 
 
 def iso(moment: datetime | None) -> str | None:

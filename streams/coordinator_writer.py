@@ -184,11 +184,7 @@ class CoordinatorBatchWriter:
         row.write.format("delta").mode("overwrite").save(scratch)
 
     def _read_next_offsets(self, spark: SparkSession) -> None:
-        table = spark.read.format("delta").load(queue_offsets.TABLE.path(self.warehouse))
-        self._next_offsets = {
-            (row.topic, row.queue_id): row.next_offset
-            for row in queue_offsets.next_offsets(table).collect()
-        }
+        self._next_offsets = queue_offsets.read(spark, self.warehouse)
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output, unless the query is stopping."""

@@ -39,7 +39,10 @@ import uuid
 from typing import Any
 
 from delta.tables import DeltaTable
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import DataFrame, SparkSession
+
+from delta_tables.lookup import delta_rs_location
 
 log = logging.getLogger(__name__)
 
@@ -120,18 +123,34 @@ def read_mark(user_metadata: str | None) -> tuple[str, int] | None:
 
 def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | None:
     """Return the last batch `app_id` wrote to the table (-1: none since another app's), or
-    None when the table's history holds no txcoord mark at all (or there is no table yet)."""
-    if not DeltaTable.isDeltaTable(spark, location):
-        return None
-    table = DeltaTable.forPath(spark, location)
+    None when the table's history holds no txcoord mark at all (or there is no table yet).
+
+    The history is read with delta-rs (no JVM: nothing for Spark to load or compile before a
+    stream's first batch), or with Spark where delta-rs cannot read the table.
+    """
+    try:
+        table = RustDeltaTable(delta_rs_location(location), without_files=True)
+    except Exception:  # no table at all, or one only Spark can read: Spark says which
+        if not DeltaTable.isDeltaTable(spark, location):
+            return None
+        spark_table = DeltaTable.forPath(spark, location)
+
+        def page_of(limit: int | None) -> list[str | None]:
+            history = spark_table.history(limit) if limit is not None else spark_table.history()
+            return [row.userMetadata for row in history.select("userMetadata").collect()]
+
+    else:
+
+        def page_of(limit: int | None) -> list[str | None]:
+            return [commit.get("userMetadata") for commit in table.history(limit)]
+
     for page in HISTORY_PAGES:
-        history = table.history(page) if page is not None else table.history()
-        rows = history.select("userMetadata").collect()  # newest first
-        for row in rows:
-            mark = read_mark(row.userMetadata)
+        metadata = page_of(page)  # newest first
+        for user_metadata in metadata:
+            mark = read_mark(user_metadata)
             if mark is not None:
                 return mark[1] if mark[0] == app_id else -1
-        if page is None or len(rows) < page:
+        if page is None or len(metadata) < page:
             return None
     return None
 

@@ -71,6 +71,25 @@ def test_a_restarted_writer_learns_its_last_batch_from_the_log(
     assert batches_in(spark, table) == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3 + [99]
 
 
+@pytest.mark.parametrize("form", ["path", "hadoop-uri"])
+def test_the_log_is_read_by_delta_rs_or_else_by_spark(
+    spark: SparkSession, tmp_path: Path, form: str
+) -> None:
+    # delta-rs reads a plain path; Hadoop's `file:/path` form it takes for a relative path,
+    # and Spark reads the history instead. Both must find the same last batch.
+    table = str(tmp_path / "t") if form == "path" else f"file:{tmp_path / 't'}"
+    first = BatchLedger("app-a")
+    for batch in range(2):
+        first.append(rows(spark, batch), table, batch)
+    assert last_marked_batch(spark, table, "app-a") == 1
+    assert last_marked_batch(spark, table, "app-b") == -1
+    assert last_marked_batch(spark, f"{table}-absent", "app-a") is None
+    restarted = BatchLedger("app-a")
+    assert not restarted.append(rows(spark, 1), table, 1)
+    assert restarted.append(rows(spark, 2), table, 2)
+    assert batches_in(spark, tmp_path / "t") == [0] * 3 + [1] * 3 + [2] * 3
+
+
 def test_a_new_checkpoint_writes_from_batch_zero_after_another_app(
     spark: SparkSession, tmp_path: Path
 ) -> None:
