@@ -129,7 +129,7 @@ def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | 
     stream's first batch), or with Spark where delta-rs cannot read the table.
     """
     try:
-        table = RustDeltaTable(delta_rs_location(location), without_files=True)
+        table = RustDeltaTable(delta_rs_location(location))
     except Exception:  # no table at all, or one only Spark can read: Spark says which
         if not DeltaTable.isDeltaTable(spark, location):
             return None
