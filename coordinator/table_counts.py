@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 

@@ -5,8 +5,10 @@ Delta's auto compaction would fold them after each commit, but it first scans th
 file list for small files: a Spark job on the coordinator's path that more than doubled the
 cost of a small append (issue 13; turned off in coordinator/spark_session.py). This thread
 does the folding instead, every `streams.compact_interval`: a table with `MIN_FILES` files or
-more gets an OPTIMIZE. OPTIMIZE only rewrites files (no data change), so appends made
-meanwhile do not conflict with it, and readers see the same rows before and after.
+more gets an OPTIMIZE (delta-rs's on this machine's disk: its commits, like the batches'
+delta-rs appends, take their version with an atomic no-replace rename). OPTIMIZE only
+rewrites files (no data change), so appends made meanwhile do not conflict with it, and
+readers see the same rows before and after.
 
 The tables the ingest's batches must stay apart in are left alone, as `txcoord maintenance`
 leaves them (delta_tables/registry.py `UNCOMPACTED`).
@@ -18,10 +20,11 @@ import logging
 import threading
 from datetime import timedelta
 
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
-from delta_tables.table import table_path
+from delta_tables.table import local_directory, table_path
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +54,21 @@ class Compactor:
     def files(self, name: str) -> int:
         """Return the number of files of the newest version of table `name`."""
         location = table_path(self.warehouse, name)
+        directory = local_directory(location)
+        if directory is not None:
+            return len(RustDeltaTable(directory).file_uris())
         detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{location}`").first()
         return int(detail["numFiles"]) if detail is not None else 0
+
+    def compact(self, name: str) -> None:
+        """Fold table `name`'s small files: with delta-rs on this machine's disk, as the
+        batches append there (streams/delta_writes.py), else with Spark's OPTIMIZE."""
+        location = table_path(self.warehouse, name)
+        directory = local_directory(location)
+        if directory is not None:
+            RustDeltaTable(directory).optimize.compact()
+        else:
+            self.spark.sql(f"OPTIMIZE delta.`{location}`").collect()
 
     def compact_once(self) -> list[str]:
         """Compact every table with `min_files` files or more; return their names."""
@@ -63,7 +79,7 @@ class Compactor:
             before = self.files(name)
             if before < self.min_files:
                 continue
-            self.spark.sql(f"OPTIMIZE delta.`{table_path(self.warehouse, name)}`").collect()
+            self.compact(name)
             log.info("compacted %s: %d files -> %d", name, before, self.files(name))
             compacted.append(name)
         return compacted

@@ -31,14 +31,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError
-from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from core.config import Config
@@ -55,6 +59,7 @@ from delta_tables import (
 )
 from delta_tables.registry import warehouse_tables
 from protocol.check_record import Record
+from streams.arrow_rows import arrow_schema, number_in_queues, of_kind, project, summary, timestamps
 from streams.batch_gate import BatchGate
 from streams.check_topic import (
     check_record,
@@ -65,7 +70,7 @@ from streams.check_topic import (
     slim_check_record,
 )
 from streams.delta_writes import BatchLedger
-from streams.ingest_job import IngestBatchWriter, census_columns
+from streams.ingest_job import IngestBatchWriter, census_keys
 from streams.landing import (
     KIND_LAND,
     RAW_PREFIX,
@@ -73,7 +78,6 @@ from streams.landing import (
     landing_census,
 )
 from streams.lifecycle import Kind
-from streams.materialized import materialized
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
@@ -85,10 +89,6 @@ log = logging.getLogger(__name__)
 PUBLISH_ATTEMPTS = 3
 
 
-def _ts(column: str) -> Any:
-    return F.timestamp_millis(F.col(column))
-
-
 MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
                    "keys", "tags", "properties"]  # fmt: skip
 
@@ -98,19 +98,29 @@ __all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check 
 Failures = list[tuple[Any, Record, Exception]]
 
 
-def _finish_seconds() -> Column:
-    """Return, for a COMMITTED or ROLLED_BACK final row, seconds from stored half to record."""
-    finished = (F.col("kind") == Kind.FINAL.value) & F.col("state").isin("COMMITTED", "ROLLED_BACK")
-    return F.when(finished, (F.col("at_ms") - F.col("prepared_ms")) / 1000.0)
-
-
-def _finish_bucket() -> Column:
-    """Return the FINISH_BUCKETS_S index of `_finish_seconds` (the last: +Inf), else null."""
-    seconds = _finish_seconds()
-    bucket = F.when(seconds.isNull(), F.lit(None).cast("int"))
-    for index, bound in enumerate(FINISH_BUCKETS_S):
-        bucket = bucket.when(seconds <= bound, index)
-    return bucket.otherwise(len(FINISH_BUCKETS_S))
+def _summary(out: pa.Table) -> list[Row]:
+    """Return what a batch holds, grouped: kinds and states, first checks and checked ends,
+    deliveries per queue, finish-time buckets, and the landing's census."""
+    finished = pc.and_(pc.equal(out["kind"], Kind.FINAL.value),
+                       pc.is_in(out["state"], pa.array(["COMMITTED", "ROLLED_BACK"])))  # fmt: skip
+    spent = pc.divide(pc.subtract(out["at_ms"], out["prepared_ms"]).cast(pa.float64()), 1000.0)
+    seconds = pc.if_else(pc.fill_null(finished, False), spent, None)
+    # FINISH_BUCKETS_S's index of the first bound at or above the seconds (last: +Inf).
+    values = seconds.to_numpy(zero_copy_only=False)
+    indices = np.searchsorted(np.array(FINISH_BUCKETS_S), np.nan_to_num(values), side="left")
+    bucket = pa.array(indices.astype(np.int32), mask=np.isnan(values.astype(np.float64)))
+    first = pc.or_kleene(pc.equal(out["check_number"], 1), pc.greater(out["check_count"], 0))
+    keys = {
+        "kind": out["kind"],
+        "state": out["state"],
+        "first": first,
+        "topic": out["topic"],
+        "queue_id": out["queue_id"],
+        "bucket": bucket,
+        **census_keys(out, RAW_PREFIX),
+    }
+    return summary(out, keys, {"seconds": seconds},
+                   {"immunity": out[RAW_PREFIX + "check_immunity_seconds"]})  # fmt: skip
 
 
 class CoordinatorBatchWriter:
@@ -181,7 +191,8 @@ class CoordinatorBatchWriter:
         """
         scratch = f"{self.config.streams.checkpoint_dir.rstrip('/')}/writer-warm-up"
         row = spark.range(1).select(F.col("id"), F.current_timestamp().alias("at"))
-        row.write.format("delta").mode("overwrite").save(scratch)
+        # The way every batch writes (streams/delta_writes.py), as a writer of its own.
+        BatchLedger(f"txcoord-warm-up-{uuid.uuid4()}").append(row, scratch, 0)
 
     def _read_next_offsets(self, spark: SparkSession) -> None:
         self._next_offsets = queue_offsets.read(spark, self.warehouse)
@@ -194,22 +205,15 @@ class CoordinatorBatchWriter:
     def write(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output."""
         timer = StepTimer()
-        with contextlib.ExitStack() as held:
+        with contextlib.ExitStack():
             # The stateful part of the query (parse, stage) runs here, once: the step
-            # "decide". One small job then says what this batch holds, for the branches and
-            # the tally.
+            # "decide", whose rows come back as Arrow; every table's rows are shaped from
+            # them in the driver (streams/arrow_rows.py), with no Spark job of their own.
+            spark = frame.sparkSession
             with timer.step("decide"):
-                out = held.enter_context(materialized(frame))
+                out = frame.toArrow()
             with timer.step("summary"):
-                summary = out.groupBy(
-                    "kind", "state",
-                    ((F.col("check_number") == 1) | (F.col("check_count") > 0)).alias("first"),
-                    "topic", "queue_id", _finish_bucket().alias("bucket"),
-                    *census_columns(RAW_PREFIX),
-                ).agg(
-                    F.count(F.lit(1)).alias("count"), F.sum(_finish_seconds()).alias("seconds"),
-                    F.max(RAW_PREFIX + "check_immunity_seconds").alias("immunity"),
-                ).collect()  # fmt: skip
+                summary = _summary(out)
             counts: Counter[tuple[str, str | None, bool | None]] = Counter()
             for row in summary:
                 counts[row.kind, row.state, row.first] += row["count"]
@@ -222,7 +226,7 @@ class CoordinatorBatchWriter:
                 if self.lander is None:
                     raise ValueError("a batch with ingress records to land, and no lander")
                 steps.append(("land", functools.partial(
-                    self.lander.land_parsed, landed_records(out), batch_id, census, stored=True
+                    self.lander.land_rows, spark, landed_records(out), batch_id, census
                 )))  # fmt: skip
             # How many messages each (topic, queue) receives in this batch.
             delivered: Counter[tuple[str, int]] = Counter()
@@ -233,9 +237,9 @@ class CoordinatorBatchWriter:
             # readers rely on it: a message is in its topic table before its transaction
             # reads COMMITTED, and an outcome is recorded before the verdict on the op that
             # caused it (an operator's command waits for the verdict, then reads the outcome).
-            writers: dict[Kind, Callable[[DataFrame, int], None]] = {
+            writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]] = {
                 Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
-                Kind.CHECK: lambda rows, batch: self._check(rows, batch, timer),
+                Kind.CHECK: lambda spark, rows, batch: self._check(spark, rows, batch, timer),
                 Kind.DISCARD: self._discards,
             }  # fmt: skip
             chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
@@ -244,11 +248,11 @@ class CoordinatorBatchWriter:
                 if kinds:
                     name = "+".join(kind.value.lower() for kind in kinds)
                     steps.append((name, functools.partial(
-                        self._write_in_order, out, kinds, writers, batch_id, timer,
+                        self._write_in_order, spark, out, kinds, writers, batch_id, timer=timer,
                         delivered=delivered,
                     )))  # fmt: skip
             if steps:
-                run_steps(out.sparkSession, steps, timer)
+                run_steps(spark, steps, timer)
             failpoint("coordinator.after_batch")
             self._pace(summary, landed=any(not (bad or tick) for _, bad, tick, _ in census))
             self._count(counts)
@@ -269,12 +273,13 @@ class CoordinatorBatchWriter:
 
     def _write_in_order(
         self,
-        out: DataFrame,
+        spark: SparkSession,
+        out: pa.Table,
         kinds: list[Kind],
-        writers: dict[Kind, Callable[[DataFrame, int], None]],
+        writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]],
         batch_id: int,
-        timer: StepTimer,
         *,
+        timer: StepTimer,
         delivered: Counter[tuple[str, int]],
     ) -> None:
         """Write the rows of each of `kinds`, in order (`delivered`: messages per queue).
@@ -284,18 +289,19 @@ class CoordinatorBatchWriter:
         """
         if kinds[0] is Kind.DELIVER:
             with timer.step("deliver"):
-                offsets = self._deliver(out.where(F.col("kind") == Kind.DELIVER.value),
-                                        batch_id, delivered)  # fmt: skip
+                offsets = self._deliver(spark, of_kind(out, Kind.DELIVER.value), batch_id,
+                                        delivered)  # fmt: skip
             steps: list[Step] = [("queue offsets", offsets)]
             if rest := kinds[1:]:
                 steps.append(("+".join(kind.value.lower() for kind in rest), functools.partial(
-                    self._write_in_order, out, rest, writers, batch_id, timer, delivered=delivered
+                    self._write_in_order, spark, out, rest, writers, batch_id, timer=timer,
+                    delivered=delivered,
                 )))  # fmt: skip
-            run_steps(out.sparkSession, steps, timer)
+            run_steps(spark, steps, timer)
             return
         for kind in kinds:
             with timer.step(kind.value.lower()):
-                writers[kind](out.where(F.col("kind") == kind.value), batch_id)
+                writers[kind](spark, of_kind(out, kind.value), batch_id)
 
     def _count(self, counts: dict[tuple[str, str | None, bool | None], int]) -> None:
         def total(kind: Kind, state: str | None = None, first: bool | None = None) -> int:
@@ -334,13 +340,12 @@ class CoordinatorBatchWriter:
 
     # -- deliveries ----------------------------------------------------------------------
     def _deliver(
-        self, rows: DataFrame, batch_id: int, counts: Counter[tuple[str, int]]
+        self, spark: SparkSession, rows: pa.Table, batch_id: int, counts: Counter[tuple[str, int]]
     ) -> Callable[[], None]:
         """Number and append the DELIVER `rows`: `counts` messages to each (topic, queue).
 
         Return what writes the queues' new next offsets, to be called once this returned.
         """
-        spark = rows.sparkSession
         names = sorted({topic for topic, _ in counts})
         for name in names:
             if name not in self._topic_tables:
@@ -354,40 +359,28 @@ class CoordinatorBatchWriter:
         # Unknown again until this batch's offsets are in the table (a failure below must
         # not leave the writer numbering from offsets that were never written).
         self._next_offsets = None
-        current = spark.createDataFrame(
-            [(topic, queue, offset) for (topic, queue), offset in before.items()],
-            queue_offsets.NEXT_OFFSETS_SCHEMA,
-        )
-        in_commit_order = Window.partitionBy("topic", "queue_id").orderBy("op_stored_ms", "op_id")
-        numbered = rows.join(F.broadcast(current), ["topic", "queue_id"], "left").withColumn(
-            "queue_offset",
-            F.coalesce(F.col("next_offset"), F.lit(0)) + F.row_number().over(in_commit_order) - 1,
-        )
-        with contextlib.ExitStack() as held:
-            if len(names) > 1:  # each topic's write reads the numbering: do it once
-                numbered = held.enter_context(materialized(numbered))
-            delivered = numbered.select(
-                *MESSAGE_COLUMNS[:5], "queue_offset", *MESSAGE_COLUMNS[5:],
-                _ts("prepared_ms").alias("prepared_at"),
-                _ts("op_stored_ms").alias("committed_at"),
-                _ts("at_ms").alias("delivered_at"),
-                F.col("op_id").alias("commit_op_id"),
-                F.lit(batch_id).cast("long").alias("batch_id"),
-            )  # fmt: skip
-            for name in names:
-                location = topics.table(name).path(self.warehouse)
-                self.ledger.append(delivered.where(F.col("topic") == name), location, batch_id)
-                failpoint("coordinator.after_topic_append")
+        # Each queue's messages from its next offset on, in commit order (op store time,
+        # then op id).
+        numbered = number_in_queues(rows, before, ["op_stored_ms", "op_id"])
+        delivered = project(numbered, topics.SCHEMA, {
+            "prepared_at": timestamps(numbered["prepared_ms"]),
+            "committed_at": timestamps(numbered["op_stored_ms"]),
+            "delivered_at": timestamps(numbered["at_ms"]), "batch_id": batch_id,
+        }, renamed={"commit_op_id": "op_id"})  # fmt: skip
+        for name in names:
+            location = topics.table(name).path(self.warehouse)
+            self.ledger.append(of_kind(delivered, name, "topic"), location, batch_id, spark)
+            failpoint("coordinator.after_topic_append")
         # Each queue's messages are numbered from its next offset up, without gaps.
         moved = {queue: before.get(queue, 0) + n for queue, n in counts.items()}
 
         def write_offsets() -> None:
-            updated = spark.createDataFrame(
-                [(topic, queue, offset, batch_id)
+            updated = pa.Table.from_pylist(
+                [{"topic": topic, "queue_id": queue, "next_offset": offset, "batch_id": batch_id}
                  for (topic, queue), offset in sorted(moved.items())],
-                queue_offsets.SCHEMA,
+                schema=arrow_schema(queue_offsets.SCHEMA),
             )  # fmt: skip
-            wrote = self.ledger.append(updated.coalesce(1), offsets_path, batch_id)
+            wrote = self.ledger.append(updated, offsets_path, batch_id, spark)
             failpoint("coordinator.after_queue_offsets")
             # A replayed batch whose offsets were already written read them *after* itself:
             # its numbers went unused (every write was skipped), so do not keep them.
@@ -396,29 +389,26 @@ class CoordinatorBatchWriter:
         return write_offsets
 
     # -- checks --------------------------------------------------------------------------
-    def _check(self, rows: DataFrame, batch_id: int, timer: StepTimer) -> None:
-        requests = rows.select(
-            *MESSAGE_COLUMNS,
-            "check_number",
-            _ts("prepared_ms").alias("prepared_at"),
-            _ts("at_ms").alias("requested_at"),
-            F.lit(batch_id).cast("long").alias("batch_id"),
-        )
+    def _check(self, spark: SparkSession, rows: pa.Table, batch_id: int, timer: StepTimer) -> None:
+        requests = project(rows, check_requests.SCHEMA, {
+            "prepared_at": timestamps(rows["prepared_ms"]),
+            "requested_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
+        })  # fmt: skip
 
         def record() -> None:
-            self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id)
+            self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id,
+                               spark)  # fmt: skip
             failpoint("coordinator.after_check_requests")
 
         # Side by side: a check goes out as soon as it can, and both are written again
         # when the batch is replayed (the check topic at least once).
-        run_steps(rows.sparkSession, [("check requests", record),
-                                      ("check topic", lambda: self._send(rows, batch_id))],
-                  timer)  # fmt: skip
+        run_steps(spark, [("check requests", record),
+                          ("check topic", lambda: self._send(rows, batch_id))], timer)  # fmt: skip
 
-    def _send(self, rows: DataFrame, batch_id: int) -> None:
+    def _send(self, rows: pa.Table, batch_id: int) -> None:
         """Publish the check rows `rows` to the check topic (retrying with fresh clients)."""
         limit = check_record_limit(self.config.max_message_size)
-        records = [(row, publishable_record(row, limit)) for row in rows.collect()]
+        records = [(row, publishable_record(row, limit)) for row in rows.to_pylist()]
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
                 self._publish(records)
@@ -512,30 +502,28 @@ class CoordinatorBatchWriter:
         return self._producer
 
     # -- outcomes ------------------------------------------------------------------------
-    def _finals(self, rows: DataFrame, batch_id: int) -> None:
-        finals = rows.select(
-            "transaction_id", "msg_id", "producer_group", "topic", "queue_id", "state",
-            "reason", F.coalesce("check_count", F.lit(0)).alias("check_count"),
-            "deciding_op_id", _ts("prepared_ms").alias("prepared_at"),
-            _ts("at_ms").alias("resolved_at"), F.lit(batch_id).cast("long").alias("batch_id"),
-        )  # fmt: skip
-        self.ledger.append(finals, transactions.TABLE.path(self.warehouse), batch_id)
+    def _finals(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
+        finals = project(rows, transactions.SCHEMA, {
+            "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
+            "prepared_at": timestamps(rows["prepared_ms"]),
+            "resolved_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
+        })  # fmt: skip
+        self.ledger.append(finals, transactions.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_transactions")
 
-    def _discards(self, rows: DataFrame, batch_id: int) -> None:
-        gone = rows.select(
-            *MESSAGE_COLUMNS, "check_immunity_seconds", _ts("prepared_ms").alias("prepared_at"),
-            "reason", F.coalesce("check_count", F.lit(0)).alias("check_count"),
-            _ts("at_ms").alias("discarded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
-        )  # fmt: skip
-        self.ledger.append(gone, discarded.TABLE.path(self.warehouse), batch_id)
+    def _discards(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
+        gone = project(rows, discarded.SCHEMA, {
+            "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
+            "prepared_at": timestamps(rows["prepared_ms"]),
+            "discarded_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
+        })  # fmt: skip
+        self.ledger.append(gone, discarded.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_discarded")
 
-    def _verdicts(self, rows: DataFrame, batch_id: int) -> None:
-        verdicts = rows.select(
-            "op_id", "transaction_id", F.col("op_producer_group").alias("producer_group"), "op",
-            "verdict", "detail", _ts("op_stored_ms").alias("stored_at"),
-            _ts("at_ms").alias("recorded_at"), F.lit(batch_id).cast("long").alias("batch_id"),
-        )  # fmt: skip
-        self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id)
+    def _verdicts(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
+        verdicts = project(rows, op_verdicts.SCHEMA, {
+            "stored_at": timestamps(rows["op_stored_ms"]),
+            "recorded_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
+        }, renamed={"producer_group": "op_producer_group"})  # fmt: skip
+        self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_op_verdicts")

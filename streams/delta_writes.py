@@ -6,6 +6,14 @@ checkpoint) and the batch id, and a table that already holds a batch's mark is n
 again. Together with batch contents that are a pure function of the batch, a replay writes
 nothing twice.
 
+How a batch is written: a table on this machine's disk (the local stack, the tests) is
+appended to by delta-rs from the batch's rows as Arrow, in the driver: one Spark job
+collects the rows, then the commit is a Parquet file and a log entry written without any
+further Spark job (a small append cost 0.5-1.0 s through Spark's Delta writer, 20-40 ms this
+way). delta-rs commits with an atomic no-replace rename and retries on a conflict, so the
+compactor (streams/compactor.py, also delta-rs) and these appends may commit side by side.
+A remote table (s3a://) is written by Spark's Delta writer as before.
+
 Why not just Delta's `txnAppId`/`txnVersion` writer options: open-source Delta answers
 "has this version been written?" from `snapshot.setTransactions`, which rebuilds the
 table's whole state with Spark jobs on every write (OptimisticTransaction.txnVersion ->
@@ -19,8 +27,9 @@ there): a tiny append with the options costs several times one without. So:
   last batch of this app id. Newest commit first, it stops at the first txcoord mark: ours
   gives the batch; another app id's means this one has written nothing since (one query
   writes a table at a time). When no mark is found at all (a fresh checkpoint, or a table
-  written before marks existed), that one write also passes `txnAppId`/`txnVersion`, so
-  Delta checks its own record as before.
+  written before marks existed), that one write also records the batch as Delta's own
+  transaction (`txnAppId`/`txnVersion`, an app transaction in delta-rs), after asking the
+  table whether it already holds it.
 
 The mark lives in the commit files, which Delta deletes after `delta.logRetentionDuration`
 (7 days here, delta_tables/table.py): a replay is recognised when it comes within that
@@ -38,11 +47,14 @@ import logging
 import uuid
 from typing import Any
 
+import pyarrow as pa
 from delta.tables import DeltaTable
+from deltalake import CommitProperties, Transaction, write_deltalake
 from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from delta_tables.lookup import delta_rs_location
+from delta_tables.table import local_directory
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +173,7 @@ class BatchLedger:
     def __init__(self, app_id: str) -> None:
         self.app_id = app_id
         self._last: dict[str, int | None] = {}  # location -> last batch written (None: unknown)
+        self._local: dict[str, RustDeltaTable] = {}  # location -> the local table, kept open
 
     def prime(self, spark: SparkSession, location: str) -> None:
         """Learn the last batch this app id wrote to `location` now, not in a batch.
@@ -171,25 +184,76 @@ class BatchLedger:
         if location not in self._last:
             self._last[location] = last_marked_batch(spark, location, self.app_id)
 
-    def append(self, frame: DataFrame, location: str, batch_id: int) -> bool:
-        """Append `frame` unless this batch already did; return True when it wrote."""
+    def append(
+        self,
+        frame: DataFrame | pa.Table,
+        location: str,
+        batch_id: int,
+        spark: SparkSession | None = None,
+    ) -> bool:
+        """Append `frame` (Spark's, or Arrow rows of the table's schema with the session
+        `spark`) unless this batch already did; return True when it wrote."""
+        if isinstance(frame, DataFrame):
+            spark = frame.sparkSession
+        elif spark is None:
+            raise ValueError("Arrow rows are appended with the SparkSession beside them")
         if location not in self._last:
-            self._last[location] = last_marked_batch(frame.sparkSession, location, self.app_id)
+            self._last[location] = last_marked_batch(spark, location, self.app_id)
         known = self._last[location]
         if known is not None and batch_id <= known:
             log.info("batch %d is already in %s: not written again", batch_id, location)
             return False
+        # Until the write is known to have landed (or not), the log is the only truth.
+        del self._last[location]
+        directory = local_directory(location)
+        if directory is not None:
+            rows = frame.toArrow() if isinstance(frame, DataFrame) else frame
+            wrote = self._append_local(rows, location, directory, batch_id, known is None)
+        else:
+            if isinstance(frame, pa.Table):
+                frame = spark.createDataFrame(frame)
+            wrote = self._append_spark(frame, location, batch_id, known is None)
+        self._last[location] = batch_id
+        return wrote
+
+    def _append_local(
+        self, rows: pa.Table, location: str, directory: str, batch_id: int, unmarked: bool
+    ) -> bool:
+        """Append `rows` to the local table with delta-rs; False if Delta's own record of
+        this app id (asked only for an `unmarked` table) says the batch is there."""
+        table = self._local.get(location)
+        if table is not None:
+            table.update_incremental()  # another writer (the compactor) may have committed
+        elif RustDeltaTable.is_deltatable(directory):
+            table = self._local[location] = RustDeltaTable(directory)
+        recorded: list[Transaction] | None = None
+        if unmarked:
+            done = None if table is None else table.transaction_version(self.app_id)
+            if done is not None and done >= batch_id:
+                log.info("batch %d is already in %s (Delta's record)", batch_id, location)
+                return False
+            recorded = [Transaction(self.app_id, batch_id)]
+        write_deltalake(
+            directory if table is None else table,  # no table yet: this write creates it
+            rows,
+            mode="append",
+            commit_properties=CommitProperties(
+                custom_metadata={"userMetadata": batch_mark(self.app_id, batch_id)},
+                app_transactions=recorded,
+            ),
+        )
+        return True
+
+    def _append_spark(self, frame: DataFrame, location: str, batch_id: int, unmarked: bool) -> bool:
+        """Append `frame` with Spark's Delta writer; False if Delta skipped it as written."""
         writer = (
             frame.write.format("delta")
             .mode("append")
             .option("userMetadata", batch_mark(self.app_id, batch_id))
         )
-        if known is None:  # no mark to go by: Delta checks (and records) the batch itself
+        if unmarked:  # no mark to go by: Delta checks (and records) the batch itself
             writer = writer.option("txnAppId", self.app_id).option("txnVersion", batch_id)
-        # Until the write is known to have landed (or not), the log is the only truth.
-        del self._last[location]
         writer.save(location)
-        self._last[location] = batch_id
-        if known is None:  # Delta may have skipped it: our mark in the log says whether not
+        if unmarked:  # Delta may have skipped it: our mark in the log says whether not
             return last_marked_batch(frame.sparkSession, location, self.app_id) == batch_id
         return True

@@ -17,11 +17,17 @@ transaction).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from delta_tables import half_messages, op_records
+from delta_tables import half_messages, op_records, quarantine
 from protocol import ingress as fmt
+from streams.arrow_rows import project
 from streams.ingest_rules import (
     KIND_HALF,
     KIND_OP,
@@ -34,8 +40,8 @@ from streams.ingest_rules import (
 )
 
 __all__ = [
-    "KIND_HALF", "KIND_OP", "IngestRules", "classify", "halves", "ops", "parse", "quarantined",
-    "stamp", "ticks",
+    "KIND_HALF", "KIND_OP", "IngestRules", "classify", "half_rows", "halves", "op_rows", "ops",
+    "parse", "quarantine_rows", "quarantined", "stamp",
 ]  # fmt: skip
 
 
@@ -83,58 +89,87 @@ def classify(
     return stamp(parse(records, rules), ingested_at)
 
 
+def _landed(classified: pa.Table, kind: str, *, tick: bool) -> pa.Table:
+    """Return the valid records of `kind`, heartbeats (`tick`) or not."""
+    valid = pc.and_(pc.is_null(classified["reason"]), pc.equal(classified["ingress_kind"], kind))
+    is_tick = pc.fill_null(classified["is_tick"], False)
+    return classified.filter(pc.and_(valid, is_tick if tick else pc.invert(is_tick)))
+
+
+#: Where a landed row's columns come from, when not from the record's column of that name.
+_POSITION = {"ingress_partition": "source_partition", "ingress_offset": "source_offset"}
+
+
+def _with_heartbeat(
+    rows: pa.Table, classified: pa.Table, kind: str, schema: StructType, tick_kind: str
+) -> pa.Table:
+    """Return `rows` plus the newest heartbeat of topics of `kind`, if the batch read one, as
+    a row of `tick_kind` with only its times and position (the landing's event-time mark)."""
+    ticks = _landed(classified, kind, tick=True)
+    if ticks.num_rows == 0:
+        return rows
+    order = [("stored_at", "descending"), ("source_partition", "ascending")]
+    newest = ticks.take(pc.sort_indices(ticks, order)[:1])
+    kept = {"stored_at", "ingested_at", *_POSITION}
+    blank = {field.name: None for field in schema if field.name not in kept}
+    beat = project(newest, schema, {**blank, "kind": tick_kind,
+                                    "transaction_id": half_messages.HEARTBEAT_ID},
+                   renamed=_POSITION)  # fmt: skip
+    return pa.concat_tables([rows, beat])
+
+
+def half_rows(classified: pa.Table) -> pa.Table:
+    """Return the valid half messages and the newest half heartbeat, as rows of
+    `system/half_messages` (`classified`: `classify`'s columns, as Arrow)."""
+    rows = project(
+        _landed(classified, KIND_HALF, tick=False),
+        half_messages.SCHEMA,
+        {"kind": half_messages.KIND_HALF},
+        renamed={**_POSITION, "body": "value"},
+    )
+    return _with_heartbeat(rows, classified, KIND_HALF, half_messages.SCHEMA,
+                           half_messages.KIND_TICK)  # fmt: skip
+
+
+def op_rows(classified: pa.Table) -> pa.Table:
+    """Return the valid op records and the newest op heartbeat, as rows of
+    `system/op_records` (`classified`: `classify`'s columns, as Arrow)."""
+    rows = project(_landed(classified, KIND_OP, tick=False), op_records.SCHEMA,
+                   {"kind": op_records.KIND_OP},
+                   renamed={**_POSITION, "operator": "who", "reason": "reason_text"})  # fmt: skip
+    return _with_heartbeat(rows, classified, KIND_OP, op_records.SCHEMA, op_records.KIND_TICK)
+
+
+def quarantine_rows(classified: pa.Table) -> pa.Table:
+    """Return the invalid records as rows of `system/quarantine`."""
+    bad = classified.filter(pc.is_valid(classified["reason"]))
+    return project(bad, quarantine.SCHEMA, renamed={"quarantined_at": "ingested_at"})
+
+
+def _spark_rows(
+    classified: DataFrame, rows_of: Callable[[pa.Table], pa.Table], schema: StructType
+) -> DataFrame:
+    """Return `rows_of` the records of `classified` as a Spark frame of `schema`."""
+    table = rows_of(classified.toArrow())
+    spark = classified.sparkSession
+    # PySpark cannot take an Arrow table of no rows.
+    return spark.createDataFrame(table) if table.num_rows else spark.createDataFrame([], schema)
+
+
 def halves(classified: DataFrame, rules: IngestRules) -> DataFrame:
     """Return the valid half messages, in the column order of `system/half_messages`."""
-    valid = classified.where(
-        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("ingress_kind") == KIND_HALF)
+    return _spark_rows(classified, half_rows, half_messages.SCHEMA).where(
+        F.col("kind") == half_messages.KIND_HALF
     )
-    return valid.select(
-        F.lit(half_messages.KIND_HALF).alias("kind"),
-        "transaction_id", "msg_id", "producer_group", "topic", "queue_id",
-        F.col("value").alias("body"), "keys", "tags", "properties", "check_immunity_seconds",
-        "born_at", "stored_at",
-        F.col("source_partition").alias("ingress_partition"),
-        F.col("source_offset").alias("ingress_offset"),
-        "ingested_at",
-    )  # fmt: skip
 
 
 def ops(classified: DataFrame, rules: IngestRules) -> DataFrame:
     """Return the valid op records, in the column order of `system/op_records`."""
-    valid = classified.where(
-        F.col("reason").isNull() & ~F.col("is_tick") & (F.col("ingress_kind") == KIND_OP)
-    )
-    return valid.select(
-        F.lit(op_records.KIND_OP).alias("kind"),
-        "op_id", "transaction_id", "producer_group", "op", "from_check",
-        F.col("who").alias("operator"),
-        F.col("reason_text").alias("reason"), "born_at", "stored_at",
-        F.col("source_partition").alias("ingress_partition"),
-        F.col("source_offset").alias("ingress_offset"),
-        "ingested_at",
-    )  # fmt: skip
-
-
-def ticks(classified: DataFrame, kind: str) -> DataFrame:
-    """Return one heartbeat (the newest) among the tick records of topics of `kind`, if any."""
-    newest = (
-        classified.where(
-            F.col("reason").isNull() & F.col("is_tick") & (F.col("ingress_kind") == kind)
-        )
-        .orderBy(F.col("stored_at").desc(), F.col("source_partition"))
-        .limit(1)
-    )
-    return newest.select(
-        "stored_at",
-        F.col("source_partition").alias("ingress_partition"),
-        F.col("source_offset").alias("ingress_offset"),
-        "ingested_at",
+    return _spark_rows(classified, op_rows, op_records.SCHEMA).where(
+        F.col("kind") == op_records.KIND_OP
     )
 
 
 def quarantined(classified: DataFrame) -> DataFrame:
     """Return the invalid records, in the column order of `system/quarantine`."""
-    return classified.where(F.col("reason").isNotNull()).select(
-        "source_topic", "source_partition", "source_offset", "key", "value", "headers",
-        "reason", "stored_at", F.col("ingested_at").alias("quarantined_at"),
-    )  # fmt: skip
+    return _spark_rows(classified, quarantine_rows, quarantine.SCHEMA)

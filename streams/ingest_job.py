@@ -1,7 +1,7 @@
 """Landing: the ingress records of a micro-batch -> three Delta tables, exactly once.
 
 The coordinator query (streams/coordinator_job.py) lands each batch's records before it
-writes a single decision of that batch (`IngestBatchWriter.land_parsed`), appending:
+writes a single decision of that batch (`IngestBatchWriter.land_rows`), appending:
 
     valid halves + the half topic's newest heartbeat  -> system/half_messages   (one file)
     valid ops    + the op topic's newest heartbeat    -> system/op_records      (one file)
@@ -24,25 +24,25 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from core.config import Config
 from core.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.table import TableSpec
+from streams.arrow_rows import TIMESTAMP, constant, summary
 from streams.batch_gate import BatchGate
 from streams.delta_writes import BatchLedger, checkpoint_app_id
 from streams.ingest import (
     KIND_HALF,
     KIND_OP,
     IngestRules,
-    halves,
-    ops,
+    half_rows,
+    op_rows,
     parse,
-    quarantined,
-    stamp,
-    ticks,
+    quarantine_rows,
 )
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
@@ -66,17 +66,6 @@ def rules_of(config: Config) -> IngestRules:
         default_queue_count=config.default_queue_count,
         max_check_immunity_seconds=int(config.max_check_immunity.total_seconds()),
     )
-
-
-def _with_heartbeat(rows: DataFrame, beat: DataFrame, kind: str) -> DataFrame:
-    """Return `rows` plus the heartbeat as a row of `kind` TICK with only times and position."""
-    fixed = {"kind": F.lit(kind), "transaction_id": F.lit(half_messages.HEARTBEAT_ID)}
-    filler = [
-        fixed[name].alias(name) if name in fixed else F.col(name)
-        if name in beat.columns else F.lit(None).cast(rows.schema[name].dataType).alias(name)
-        for name in rows.columns
-    ]  # fmt: skip
-    return rows.unionByName(beat.select(*filler))
 
 
 class IngestBatchWriter:
@@ -103,72 +92,57 @@ class IngestBatchWriter:
 
     def land(self, records: DataFrame, batch_id: int) -> None:
         """Land one micro-batch of ingress records (the Kafka source's columns)."""
-        self.land_parsed(parse(records, self.rules), batch_id)
+        parsed = parse(records, self.rules)
+        self.land_rows(parsed.sparkSession, parsed.toArrow(), batch_id)
 
-    def land_parsed(
-        self,
-        parsed: DataFrame,
-        batch_id: int,
-        by_topic: Census | None = None,
-        *,
-        stored: bool = False,
+    def land_rows(
+        self, spark: SparkSession, parsed: pa.Table, batch_id: int, by_topic: Census | None = None
     ) -> None:
-        """Land one micro-batch of ingress records, already `parse`d.
+        """Land one micro-batch of ingress records, `parse`d, as Arrow (streams/arrow_rows.py).
 
-        `by_topic` is the batch's `census`, when the caller has already counted it. `stored`:
-        `parsed` reads rows already computed (streams/materialized.py), so it is not cached
-        again for the tables it feeds.
+        `by_topic` is the batch's `census`, when the caller has already counted it.
         """
         timer = StepTimer()
-        if not stored:
-            parsed = parsed.persist()
-        ingested_at = F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
-        classified = stamp(parsed, ingested_at)
-        try:
-            if by_topic is None:
-                with timer.step("read"):
-                    by_topic = census(parsed)
-            counts: Counter[tuple[str, bool, bool]] = Counter()
-            for (source, bad, tick, _), n in by_topic.items():
-                counts[source, bad, tick] += n
-            # Each table its own commit, side by side (streams/parallel_writes.py). Heartbeats
-            # alone are not landed: the coordinator takes its event time from Kafka, and an
-            # idle stack then makes no Delta commit at all.
-            steps: list[Step] = []
-            if counts.get((KIND_HALF, False, False)):
-                steps.append(
-                    (
-                        half_messages.TABLE.name,
-                        functools.partial(self._land_halves, classified, batch_id),
-                    )
-                )
-            if counts.get((KIND_OP, False, False)):
-                steps.append(
-                    (op_records.TABLE.name, functools.partial(self._land_ops, classified, batch_id))
-                )
-            if any(bad for _, bad, _ in counts):
-                steps.append(
-                    (
-                        quarantine.TABLE.name,
-                        functools.partial(self._quarantine, classified, batch_id),
-                    )
-                )
-            if steps:
-                run_steps(parsed.sparkSession, steps, timer)
-            failpoint("ingest.after_batch")
-            self.tally.add(
-                halves=counts.get((KIND_HALF, False, False), 0),
-                ops=counts.get((KIND_OP, False, False), 0),
-                quarantined=sum(n for (_, bad, _), n in counts.items() if bad),
+        landed_at = datetime.now(UTC)
+        classified = parsed.append_column(
+            "ingested_at", constant(landed_at, TIMESTAMP, parsed.num_rows)
+        )
+        if by_topic is None:
+            by_topic = census(parsed)
+        counts: Counter[tuple[str, bool, bool]] = Counter()
+        for (source, bad, tick, _), n in by_topic.items():
+            counts[source, bad, tick] += n
+        # Each table its own commit, side by side (streams/parallel_writes.py). Heartbeats
+        # alone are not landed: the coordinator takes its event time from Kafka, and an
+        # idle stack then makes no Delta commit at all.
+        tables = [(KIND_HALF, half_messages.TABLE, half_rows, "ingest.after_half_messages"),
+                  (KIND_OP, op_records.TABLE, op_rows, "ingest.after_op_records")]  # fmt: skip
+        steps: list[Step] = [
+            (
+                spec.name,
+                functools.partial(self._append, spark, rows_of(classified), spec, batch_id, point),
             )
-            self.tally.add_by_topic(halves={
-                real: n for (source, bad, tick, real), n in by_topic.items()
-                if source == KIND_HALF and not bad and not tick and real
-            })  # fmt: skip
-            log.info("ingest batch %d: %s", batch_id, timer.summary())
-        finally:
-            if not stored:
-                parsed.unpersist()
+            for kind, spec, rows_of, point in tables
+            if counts.get((kind, False, False))
+        ]
+        if any(bad for _, bad, _ in counts):
+            steps.append((quarantine.TABLE.name, functools.partial(
+                self._append, spark, quarantine_rows(classified), quarantine.TABLE, batch_id,
+                "ingest.after_quarantine",
+            )))  # fmt: skip
+        if steps:
+            run_steps(spark, steps, timer)
+        failpoint("ingest.after_batch")
+        self.tally.add(
+            halves=counts.get((KIND_HALF, False, False), 0),
+            ops=counts.get((KIND_OP, False, False), 0),
+            quarantined=sum(n for (_, bad, _), n in counts.items() if bad),
+        )
+        self.tally.add_by_topic(halves={
+            real: n for (source, bad, tick, real), n in by_topic.items()
+            if source == KIND_HALF and not bad and not tick and real
+        })  # fmt: skip
+        log.info("ingest batch %d: %s", batch_id, timer.summary())
 
     def prepare_steps(self, spark: SparkSession) -> list[Step]:
         """Return the steps that read each landing table's last batch ahead of the first."""
@@ -177,45 +151,29 @@ class IngestBatchWriter:
             for spec in (half_messages.TABLE, op_records.TABLE, quarantine.TABLE)
         ]
 
-    def _append(self, rows: DataFrame, table: TableSpec, batch_id: int) -> None:
-        self.ledger.append(rows, table.path(self.warehouse), batch_id)
-
-    def _land_halves(self, classified: DataFrame, batch_id: int) -> None:
-        rows = halves(classified, self.rules)
-        beat = ticks(classified, KIND_HALF)
-        self._append(_with_heartbeat(rows, beat, half_messages.KIND_TICK).coalesce(1),
-                     half_messages.TABLE, batch_id)  # fmt: skip
-        failpoint("ingest.after_half_messages")
-
-    def _land_ops(self, classified: DataFrame, batch_id: int) -> None:
-        rows = ops(classified, self.rules)
-        beat = ticks(classified, KIND_OP)
-        self._append(_with_heartbeat(rows, beat, op_records.KIND_TICK).coalesce(1),
-                     op_records.TABLE, batch_id)  # fmt: skip
-        failpoint("ingest.after_op_records")
-
-    def _quarantine(self, classified: DataFrame, batch_id: int) -> None:
-        self._append(quarantined(classified), quarantine.TABLE, batch_id)
-        failpoint("ingest.after_quarantine")
+    def _append(
+        self, spark: SparkSession, rows: pa.Table, table: TableSpec, batch_id: int, point: str
+    ) -> None:
+        self.ledger.append(rows, table.path(self.warehouse), batch_id, spark)
+        failpoint(point)
 
 
 #: Records of one batch per (ingress kind: half or op, invalid, heartbeat, real topic).
 Census = dict[tuple[str, bool, bool, str | None], int]
 
 
-def census_columns(prefix: str = "") -> list[Column]:
-    """Return the grouping columns of `census` over `parse`d records named `prefix` + name."""
-    column = {name: F.col(prefix + name) for name in ("ingress_kind", "reason", "is_tick", "topic")}
-    return [
-        column["ingress_kind"].alias(prefix + "ingress_kind"),
-        column["reason"].isNotNull().alias(prefix + "bad"),
-        column["is_tick"].alias(prefix + "is_tick"),
-        column["topic"].alias(prefix + "topic"),
-    ]
+def census_keys(records: pa.Table, prefix: str = "") -> dict[str, pa.ChunkedArray]:
+    """Return the grouping keys of `census` over `parse`d records named `prefix` + name."""
+    return {
+        prefix + "ingress_kind": records[prefix + "ingress_kind"],
+        prefix + "bad": pc.is_valid(records[prefix + "reason"]),
+        prefix + "is_tick": records[prefix + "is_tick"],
+        prefix + "topic": records[prefix + "topic"],
+    }
 
 
 def census_of(rows: list[Row], prefix: str = "") -> Census:
-    """Return the `census` of rows grouped by `census_columns(prefix)` with a "count"."""
+    """Return the `census` of rows grouped by `census_keys(prefix)` with a "count"."""
     found: Census = {}
     for row in rows:
         key = (row[prefix + "ingress_kind"], row[prefix + "bad"], row[prefix + "is_tick"],
@@ -224,13 +182,13 @@ def census_of(rows: list[Row], prefix: str = "") -> Census:
     return found
 
 
-def census(parsed: DataFrame) -> Census:
+def census(parsed: pa.Table) -> Census:
     """Count a batch's parsed records: which tables it touches, and the tally's figures.
 
     A table with nothing to add gets no commit at all. The real topic too: pending halves
     per topic are a metric (rocketmq_half_messages).
     """
-    return census_of(parsed.groupBy(*census_columns()).count().collect())
+    return census_of(summary(parsed, census_keys(parsed), {}, {}))
 
 
 def ingress_records(spark: SparkSession, config: Config) -> DataFrame:

@@ -12,9 +12,11 @@ Spark plans one source per query, so a batch's records and its decisions always 
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from streams.arrow_rows import of_kind
 from streams.coordinator_stage import OUTPUT_SCHEMA
 from streams.ingest_job import Census, census_of
 
@@ -47,12 +49,12 @@ def with_landing(decided: DataFrame, parsed: DataFrame) -> DataFrame:
     return decisions_part.unionByName(landing)
 
 
-def landed_records(out: DataFrame) -> DataFrame:
-    """Return the parsed ingress records (streams/ingest.py's `parse`) of the LAND rows."""
-    raw = [name for name in out.columns if name.startswith(RAW_PREFIX)]
-    return out.where(F.col("kind") == KIND_LAND).select(
-        *[F.col(name).alias(name.removeprefix(RAW_PREFIX)) for name in raw]
-    )
+def landed_records(out: pa.Table) -> pa.Table:
+    """Return the parsed ingress records (streams/ingest.py's `parse`) of the LAND rows of
+    a batch collected as Arrow."""
+    land = of_kind(out, KIND_LAND)
+    raw = [name for name in out.column_names if name.startswith(RAW_PREFIX)]
+    return land.select(raw).rename_columns([name.removeprefix(RAW_PREFIX) for name in raw])
 
 
 def landing_census(summary: list[Row]) -> Census:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from coordinator.bench.workload import kind_of

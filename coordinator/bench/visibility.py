@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from urllib.parse import unquote
 
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow.parquet as pq
 
 
 def visible_times(table_dir: Path) -> dict[str, int]:

@@ -7,12 +7,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from delta_tables import half_messages, topics, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
 from streams.compactor import Compactor
+from streams.delta_writes import BatchLedger
 
 pytestmark = pytest.mark.spark
 
@@ -65,3 +68,30 @@ def test_the_thread_compacts_on_its_interval_and_stops(
     finally:
         compactor.stop()
     assert compactor._thread is None
+
+
+def test_batches_appended_while_the_compactor_folds_the_table_are_all_kept_once(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    """Appends (streams/delta_writes.py) and compactions commit side by side, both with
+    delta-rs: each commit takes its version with a no-replace rename, so neither can
+    overwrite the other's commit (a lost append would lose a batch's rows)."""
+    home = str(warehouse)
+    create_system_tables(spark, home)
+    location = transactions.TABLE.path(home)
+    schema = spark.read.format("delta").load(location).schema
+    row = spark.createDataFrame([("t", "m", "g", "T", 0, "COMMITTED", None, 0, None,
+                                  datetime.now(UTC), datetime.now(UTC), 0)], schema)  # fmt: skip
+    compactor = Compactor(spark, home, timedelta(seconds=0.1), min_files=2).start()
+    ledger = BatchLedger("app-compacted")
+    batches = 30
+    try:
+        for batch in range(batches):
+            assert ledger.append(row.withColumn("batch_id", F.lit(batch).cast("long")),
+                                 location, batch)  # fmt: skip
+    finally:
+        compactor.stop()
+    written = spark.read.format("delta").load(location).select("batch_id").collect()
+    assert sorted(r.batch_id for r in written) == list(range(batches))
+    operations = [c["operation"] for c in RustDeltaTable(location).history()]
+    assert "OPTIMIZE" in operations, "the compactor never ran beside the appends"

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from core.config import Config
 from delta_tables.registry import create_system_tables
+from streams.arrow_rows import arrow_schema
 from streams.coordinator_stage import OUTPUT_SCHEMA
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.lifecycle import Kind
@@ -27,11 +29,12 @@ def deliver_row(tx: str, topic: str, queue: int, committed_ms: int) -> dict[str,
 
 def deliver(spark: SparkSession, writer: CoordinatorBatchWriter, rows: list[dict[str, Any]],
             batch_id: int) -> None:  # fmt: skip
-    frame = spark.createDataFrame(
-        [tuple(row.get(field.name) for field in OUTPUT_SCHEMA) for row in rows], OUTPUT_SCHEMA
+    schema = arrow_schema(OUTPUT_SCHEMA)  # the stage's rows, as the writer collects them
+    batch = pa.Table.from_pylist(
+        [{f.name: row.get(f.name) for f in schema} for row in rows], schema
     )
     counts = Counter((row["topic"], row["queue_id"]) for row in rows)
-    writer._deliver(frame, batch_id, counts)()  # the topic tables, then the queue offsets
+    writer._deliver(spark, batch, batch_id, counts)()  # the topic tables, then the queue offsets
 
 
 def test_two_topics_in_one_batch_are_numbered_per_queue_in_commit_order(

@@ -15,14 +15,13 @@ from core.topics import TopicLayout
 from delta_tables import half_messages, op_records, quarantine
 from protocol import ingress as fmt
 from streams.ingest import (
-    KIND_HALF,
-    KIND_OP,
     IngestRules,
     classify,
+    half_rows,
     halves,
+    op_rows,
     ops,
     quarantined,
-    ticks,
 )
 
 pytestmark = pytest.mark.spark
@@ -249,10 +248,19 @@ def test_ticks_become_one_heartbeat_per_topic(spark: SparkSession) -> None:
     assert quarantined(classified).count() == 0
     assert halves(classified, RULES).count() == 1  # heartbeats are not halves
     assert ops(classified, RULES).count() == 0
-    (half_tick,) = ticks(classified, KIND_HALF).collect()
-    assert (half_tick.stored_at, half_tick.ingress_partition) == (T0 + timedelta(seconds=3), 1)
-    (op_tick,) = ticks(classified, KIND_OP).collect()
-    assert op_tick.stored_at == T0 + timedelta(seconds=2)
+    # The newest heartbeat of each kind rides with the landed rows, as a row of kind TICK.
+    landed = classified.toArrow()
+    (half_tick,) = [
+        r for r in half_rows(landed).to_pylist() if r["kind"] == half_messages.KIND_TICK
+    ]
+    assert half_tick["transaction_id"] == half_messages.HEARTBEAT_ID
+    assert (half_tick["stored_at"], half_tick["ingress_partition"]) == (
+        T0.replace(tzinfo=UTC) + timedelta(seconds=3),
+        1,
+    )
+    assert half_tick["msg_id"] is None and half_tick["body"] is None  # times and position only
+    (op_tick,) = [r for r in op_rows(landed).to_pylist() if r["kind"] == op_records.KIND_TICK]
+    assert op_tick["stored_at"] == T0.replace(tzinfo=UTC) + timedelta(seconds=2)
 
 
 PER_GROUP = replace(RULES, layout=TopicLayout(per_group=True))
