@@ -59,5 +59,5 @@ def landed_records(out: pa.Table) -> pa.Table:
 
 def landing_census(summary: list[Row]) -> Census:
     """Return the `census` of a batch's LAND rows, from a summary grouped by
-    `census_columns(RAW_PREFIX)` (among other columns)."""
+    `census_keys(RAW_PREFIX)` (among other columns)."""
     return census_of([row for row in summary if row.kind == KIND_LAND], RAW_PREFIX)
