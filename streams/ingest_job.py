@@ -115,21 +115,16 @@ class IngestBatchWriter:
         # Each table its own commit, side by side (streams/parallel_writes.py). Heartbeats
         # alone are not landed: the coordinator takes its event time from Kafka, and an
         # idle stack then makes no Delta commit at all.
-        tables = [(KIND_HALF, half_messages.TABLE, half_rows, "ingest.after_half_messages"),
-                  (KIND_OP, op_records.TABLE, op_rows, "ingest.after_op_records")]  # fmt: skip
+        writes = {
+            half_messages.TABLE.name: (counts.get((KIND_HALF, False, False)), self._land_halves),
+            op_records.TABLE.name: (counts.get((KIND_OP, False, False)), self._land_ops),
+            quarantine.TABLE.name: (any(bad for _, bad, _ in counts), self._quarantine),
+        }
         steps: list[Step] = [
-            (
-                spec.name,
-                functools.partial(self._append, spark, rows_of(classified), spec, batch_id, point),
-            )
-            for kind, spec, rows_of, point in tables
-            if counts.get((kind, False, False))
+            (name, functools.partial(write, spark, classified, batch_id))
+            for name, (wanted, write) in writes.items()
+            if wanted
         ]
-        if any(bad for _, bad, _ in counts):
-            steps.append((quarantine.TABLE.name, functools.partial(
-                self._append, spark, quarantine_rows(classified), quarantine.TABLE, batch_id,
-                "ingest.after_quarantine",
-            )))  # fmt: skip
         if steps:
             run_steps(spark, steps, timer)
         failpoint("ingest.after_batch")
@@ -151,11 +146,20 @@ class IngestBatchWriter:
             for spec in (half_messages.TABLE, op_records.TABLE, quarantine.TABLE)
         ]
 
-    def _append(
-        self, spark: SparkSession, rows: pa.Table, table: TableSpec, batch_id: int, point: str
-    ) -> None:
+    def _append(self, spark: SparkSession, rows: pa.Table, table: TableSpec, batch_id: int) -> None:
         self.ledger.append(rows, table.path(self.warehouse), batch_id, spark)
-        failpoint(point)
+
+    def _land_halves(self, spark: SparkSession, classified: pa.Table, batch_id: int) -> None:
+        self._append(spark, half_rows(classified), half_messages.TABLE, batch_id)
+        failpoint("ingest.after_half_messages")
+
+    def _land_ops(self, spark: SparkSession, classified: pa.Table, batch_id: int) -> None:
+        self._append(spark, op_rows(classified), op_records.TABLE, batch_id)
+        failpoint("ingest.after_op_records")
+
+    def _quarantine(self, spark: SparkSession, classified: pa.Table, batch_id: int) -> None:
+        self._append(spark, quarantine_rows(classified), quarantine.TABLE, batch_id)
+        failpoint("ingest.after_quarantine")
 
 
 #: Records of one batch per (ingress kind: half or op, invalid, heartbeat, real topic).
