@@ -60,6 +60,7 @@ from delta_tables import (
 from delta_tables.registry import warehouse_tables
 from protocol.check_record import Record
 from streams.arrow_rows import arrow_schema, number_in_queues, of_kind, project, summary, timestamps
+from streams.batch_collect import collect
 from streams.batch_gate import BatchGate
 from streams.check_topic import (
     check_record,
@@ -205,59 +206,59 @@ class CoordinatorBatchWriter:
     def write(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output."""
         timer = StepTimer()
-        with contextlib.ExitStack():
-            # The stateful part of the query (parse, stage) runs here, once: the step
-            # "decide", whose rows come back as Arrow; every table's rows are shaped from
-            # them in the driver (streams/arrow_rows.py), with no Spark job of their own.
-            spark = frame.sparkSession
-            with timer.step("decide"):
-                out = frame.toArrow()
-            with timer.step("summary"):
-                summary = _summary(out)
-            counts: Counter[tuple[str, str | None, bool | None]] = Counter()
-            for row in summary:
-                counts[row.kind, row.state, row.first] += row["count"]
-            present = {kind for kind, _, _ in counts}
-            census = landing_census(summary)
-            steps: list[Step] = []
-            # Every record but a valid heartbeat is landed (heartbeats alone: nothing), in
-            # this batch, beside its decisions: the batch ends only when both are written.
-            if any(bad or not tick for _, bad, tick, _ in census):
-                if self.lander is None:
-                    raise ValueError("a batch with ingress records to land, and no lander")
-                steps.append(("land", functools.partial(
-                    self.lander.land_rows, spark, landed_records(out), batch_id, census
+        # The stateful part of the query (parse, stage) runs here, once (twice for a batch
+        # too large for one job, streams/batch_collect.py): the step "decide", whose rows
+        # come back as Arrow; every table's rows are shaped from them in the driver
+        # (streams/arrow_rows.py), with no Spark job of their own.
+        spark = frame.sparkSession
+        with timer.step("decide"):
+            out = collect(frame)
+        with timer.step("summary"):
+            summary = _summary(out)
+        counts: Counter[tuple[str, str | None, bool | None]] = Counter()
+        for row in summary:
+            counts[row.kind, row.state, row.first] += row["count"]
+        present = {kind for kind, _, _ in counts}
+        census = landing_census(summary)
+        steps: list[Step] = []
+        # Every record but a valid heartbeat is landed (heartbeats alone: nothing), in
+        # this batch, beside its decisions: the batch ends only when both are written.
+        if any(bad or not tick for _, bad, tick, _ in census):
+            if self.lander is None:
+                raise ValueError("a batch with ingress records to land, and no lander")
+            steps.append(("land", functools.partial(
+                self.lander.land_rows, spark, landed_records(out), batch_id, census
+            )))  # fmt: skip
+        # How many messages each (topic, queue) receives in this batch.
+        delivered: Counter[tuple[str, int]] = Counter()
+        for row in summary:
+            if row.kind == Kind.DELIVER.value:
+                delivered[row.topic, row.queue_id] += row["count"]
+        # The landing and three chains side by side. In order within the first, because
+        # readers rely on it: a message is in its topic table before its transaction
+        # reads COMMITTED, and an outcome is recorded before the verdict on the op that
+        # caused it (an operator's command waits for the verdict, then reads the outcome).
+        writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]] = {
+            Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
+            Kind.CHECK: lambda spark, rows, batch: self._check(spark, rows, batch, timer),
+            Kind.DISCARD: self._discards,
+        }  # fmt: skip
+        chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
+        for chain in chains:
+            kinds = [kind for kind in chain if kind in present]
+            if kinds:
+                name = "+".join(kind.value.lower() for kind in kinds)
+                steps.append((name, functools.partial(
+                    self._write_in_order, spark, out, kinds, writers, batch_id, timer=timer,
+                    delivered=delivered,
                 )))  # fmt: skip
-            # How many messages each (topic, queue) receives in this batch.
-            delivered: Counter[tuple[str, int]] = Counter()
-            for row in summary:
-                if row.kind == Kind.DELIVER.value:
-                    delivered[row.topic, row.queue_id] += row["count"]
-            # The landing and three chains side by side. In order within the first, because
-            # readers rely on it: a message is in its topic table before its transaction
-            # reads COMMITTED, and an outcome is recorded before the verdict on the op that
-            # caused it (an operator's command waits for the verdict, then reads the outcome).
-            writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]] = {
-                Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
-                Kind.CHECK: lambda spark, rows, batch: self._check(spark, rows, batch, timer),
-                Kind.DISCARD: self._discards,
-            }  # fmt: skip
-            chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
-            for chain in chains:
-                kinds = [kind for kind in chain if kind in present]
-                if kinds:
-                    name = "+".join(kind.value.lower() for kind in kinds)
-                    steps.append((name, functools.partial(
-                        self._write_in_order, spark, out, kinds, writers, batch_id, timer=timer,
-                        delivered=delivered,
-                    )))  # fmt: skip
-            if steps:
-                run_steps(spark, steps, timer)
-            failpoint("coordinator.after_batch")
-            self._pace(summary, landed=any(not (bad or tick) for _, bad, tick, _ in census))
-            self._count(counts)
-            self._count_by_topic(summary)
-            log.info("coordinator batch %d: %s", batch_id, timer.summary())
+        if steps:
+            run_steps(spark, steps, timer)
+        failpoint("coordinator.after_batch")
+        self._pace(summary, landed=any(not (bad or tick) for _, bad, tick, _ in census))
+        self._count(counts)
+        self._count_by_topic(summary)
+        log.info("coordinator batch %d: %s", batch_id, timer.summary())
 
     def _pace(self, summary: list[Row], landed: bool) -> None:
         """Keep the heartbeats coming if this batch landed a valid record or decided anything.
