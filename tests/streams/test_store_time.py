@@ -202,16 +202,16 @@ def seconds(later: datetime, earlier: datetime) -> float:
 # -- a freshly started stack (runs first: nothing else has warmed Spark yet) ----------------
 #: Open defect (issue 16, item 2, with issue 13's latency work). Every decision is made in
 #: store time, and one query lands and decides (no ingest hop). A timer fires in the batch
-#: after the one that read a heartbeat stored `store_time_skew` past its due time, so each
-#: batch's watermark trails the wall clock by the skew, the heartbeat's wait for a batch and
-#: one batch; a batch that lands and delivers answers meanwhile pushes the check one batch
-#: further. A freshly started stack with a single half (the test below) is on time; checks
-#: due while answers are being delivered leave later than SOON (README, "Performance", has
-#: the batch-by-batch measurement). Not strict: on a quiet machine some of these pass.
+#: after the one that read a heartbeat stored `store_time_skew` past its due time, so a check
+#: leaves the skew, the heartbeat's wait for a batch and about two batches after it is due:
+#: 3-4 s on a quiet 2-core machine, more under load (two test workers side by side). The
+#: ordering rules are asserted without xfail; only these time bounds are not strict.
+#: (The cold start passed on a quiet machine once the engine said "running" only after its
+#: first batch: 10 of 11 tests here passed with --runxfail, the last by 0.16 s over SOON.)
 LAGGING = pytest.mark.xfail(
     strict=False,
-    reason="issue 16 item 2: a check leaves skew + a tick + two batches after it is due; "
-    "a batch that lands and delivers answers meanwhile pushes a check past SOON",
+    reason="issue 16 item 2: a check leaves skew + a tick + about two batches after it is "
+    "due; under load that passes SOON",
 )
 
 
@@ -404,25 +404,46 @@ def test_no_check_is_sent_after_an_answer_was_stored(stories: dict[str, Story]) 
     assert all(v[0] == "COMMITTED" and v[2] == 1 for v in first.values()), first
 
 
-@LAGGING
-def test_later_checks_come_every_interval_and_the_discard_one_interval_after(
+def later_checks(stories: dict[str, Story]) -> dict[str, list[float]]:
+    """Return the seconds between consecutive checks of every transaction answered UNKNOWN
+    (or not yet) until its last interval: they are all checked on the same clock."""
+    unanswered = ("silent", "commit-last", "rollback-last")
+    return {tx: [seconds(b, a) for a, b in itertools.pairwise(s.requested)]
+            for tx, s in stories.items() if plan_of(tx) in unanswered}  # fmt: skip
+
+
+def test_later_checks_come_an_interval_apart_and_the_discard_one_interval_after(
     stories: dict[str, Story],
 ) -> None:
     silent = of_plan(stories, "silent")
     assert all(sorted(s.checks) == [1, 2, 3] for s in silent.values()), silent
-    # Every transaction answered UNKNOWN (or not yet) is checked on the same clock.
-    unanswered = ("silent", "commit-last", "rollback-last")  # until their last interval
-    gaps = {tx: [seconds(b, a) for a, b in itertools.pairwise(s.requested)]
-            for tx, s in stories.items() if plan_of(tx) in unanswered}  # fmt: skip
+    gaps = later_checks(stories)
     flat = sorted(g for each in gaps.values() for g in each)
-    assert len(flat) == (CHECK_MAX - 1) * sum(PLANS[p] for p in unanswered), gaps
-    assert flat[0] >= INTERVAL - CLOCK and flat[-1] <= INTERVAL + SOON, (flat, gaps)
+    assert flat and flat[0] >= INTERVAL - CLOCK, (flat, gaps)  # never early
+    # The last answer is stored LAST_ANSWER_AFTER past check 3's due time: check 3 goes out
+    # first, or, if the answer was read before the stream had passed that due time, never
+    # (no check for an answered transaction; RocketMQ's check reads the op queue first).
+    for tx, s in {**of_plan(stories, "commit-last"), **of_plan(stories, "rollback-last")}.items():
+        assert sorted(s.checks) in ([1, 2], [1, 2, 3]), (tx, s)
+        assert 3 in s.checks or s.answered_at is not None, (tx, s)
     ends = {tx: (s.state(), s.finals[-1].reason if s.finals else None,
                  seconds(s.discarded_at, s.requested[-1]) if s.discarded_at else None)
             for tx, s in silent.items()}  # fmt: skip
     assert all(state == "DISCARDED" and reason == "check_max" for state, reason, _ in
                ends.values()), ends  # fmt: skip
     assert all(after is not None and after >= INTERVAL - CLOCK for *_, after in ends.values()), ends
+
+
+@LAGGING
+def test_later_checks_come_within_a_few_seconds_of_an_interval(stories: dict[str, Story]) -> None:
+    gaps = later_checks(stories)
+    flat = sorted(g for each in gaps.values() for g in each)
+    assert flat and flat[-1] <= INTERVAL + SOON, (flat, gaps)
+    # A last answer that kept check 3 from going out was read before check 3 was owed.
+    for tx, s in {**of_plan(stories, "commit-last"), **of_plan(stories, "rollback-last")}.items():
+        if 3 not in s.checks:
+            assert s.answered_at is not None, (tx, s)
+            assert s.answered_at <= s.due(3) + timedelta(seconds=SOON), (tx, s)
 
 
 @LAGGING
@@ -442,12 +463,34 @@ def test_checks_reach_the_producers_within_a_few_seconds_of_being_due(
     assert worst <= SOON, f"worst {worst} s after due; (requested, published) - due: {late}"
 
 
+def first_check_delays(stories: dict[str, Story]) -> list[float]:
+    """Return the seconds from each half's store time to its check 1, sorted."""
+    return sorted(seconds(s.checks[1], s.stored_at) for s in stories.values()
+                  if s.stored_at is not None and 1 in s.checks)  # fmt: skip
+
+
+def test_a_warm_stack_checks_every_unanswered_transaction_never_early(
+    stories: dict[str, Story],
+) -> None:
+    delays = first_check_delays(stories)
+    assert delays and delays[0] >= TIMEOUT - CLOCK, delays
+    # A transaction without check 1 was answered before the stream passed check 1's due
+    # time ("meanwhile" commits TIMEOUT + 2 s after its half: it needs no check); every
+    # other one was checked.
+    unchecked = {tx: s for tx, s in stories.items() if 1 not in s.checks}
+    assert all(plan_of(tx) == "meanwhile" and s.answered_at is not None
+               for tx, s in unchecked.items()), unchecked  # fmt: skip
+
+
 @LAGGING
 def test_a_warm_stack_sends_first_checks_on_time(stories: dict[str, Story]) -> None:
-    delays = sorted(seconds(s.checks[1], s.stored_at) for s in stories.values()
-                    if s.stored_at is not None and 1 in s.checks)  # fmt: skip
-    assert len(delays) == sum(PLANS.values()), delays
-    assert delays[0] >= TIMEOUT - CLOCK and delays[-1] <= 2 * TIMEOUT + FEW, delays
+    late = 2 * TIMEOUT + FEW  # after the half: SPEC 7.4's bound for check 1
+    delays = first_check_delays(stories)
+    assert delays and delays[-1] <= late, delays
+    unchecked = [s for s in stories.values() if 1 not in s.checks]
+    assert all(s.stored_at is not None and s.answered_at is not None
+               and seconds(s.answered_at, s.stored_at) <= late
+               for s in unchecked), unchecked  # fmt: skip
 
 
 def test_every_transaction_ends_once(stories: dict[str, Story]) -> None:
