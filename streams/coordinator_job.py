@@ -226,7 +226,11 @@ def start_coordinator(
     `pace`, if given, is told of every batch that may have set a timer (the ticker's).
     """
     ingest_rules = ingest_rules_of(config)
-    parsed = parse(ingress_records(spark, config), ingest_rules)
+    # Kafka is read by as many tasks as the session has cores, whatever its partitions: a
+    # task costs a fixed ~0.1 s (closures, generated projections, a fetch) however few its
+    # rows, and the batch reads Kafka twice (the stage's side and the landing's).
+    cores = spark.sparkContext.defaultParallelism
+    parsed = parse(ingress_records(spark, config).coalesce(cores), ingest_rules)
     rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
     checkpoint = checkpoint_of(config)
     check_state_layout(spark, checkpoint)
