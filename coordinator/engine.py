@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from coordinator.driver_metrics import MetricsServer, serve_metrics
 from coordinator.table_counts import table_counts
+from core import failpoints
 from core.config import Config
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
@@ -101,11 +102,14 @@ class Engine:
         return self
 
     def _await_first_batch(self) -> None:
-        """Wait until the coordinator query has run a batch, stopped, or FIRST_BATCH_WAIT passed."""
+        """Wait until the coordinator query has run a batch, stopped, or FIRST_BATCH_WAIT passed.
+
+        A batch frozen at a failpoint (core/failpoints.py) never ends: no wait then.
+        """
         query = self.coordinator
         deadline = time.monotonic() + FIRST_BATCH_WAIT
         while query is not None and query.isActive and time.monotonic() < deadline:
-            if self.progress.batches[QUERY_NAME] >= 1:
+            if self.progress.batches[QUERY_NAME] >= 1 or failpoints.frozen():
                 return
             time.sleep(STOP_POLL_SECONDS)
         if query is not None and query.isActive:
