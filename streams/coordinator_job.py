@@ -1,12 +1,11 @@
 """The coordinator query: one query lands every ingress record and decides every transaction.
 
-    Kafka: txcoord.half + txcoord.op ──parse (streams/ingest.py)──┬── valid, withWatermark
-      (halves, ops, heartbeats)                                   │   (stored_at, skew)
-                                                                  │    └► groupByKey (group, id)
-                                                                  │       .transformWithState
-                                                                  │       (JVM, EventTime)
-                                                                  └── every record (LAND rows)
-                                                      union ──► foreachBatch: land, then decide
+    Kafka: txcoord.half + txcoord.op ──parse (streams/ingest.py)── withWatermark
+      (halves, ops, heartbeats)             (store time of the valid records, skew)
+                                             └► groupBy (group, id).transformWithState
+                                                (JVM, EventTime): decisions, and every
+                                                record once more as a LAND row
+                                                      ──► foreachBatch: land, then decide
       system/half_messages, op_records, quarantine ◄── 1. land (streams/ingest_job.py)
       topics/<topic>, system/* tables, check topic ◄── 2. write the decisions
 
@@ -96,7 +95,7 @@ from streams.delta_writes import (
 from streams.ingest import KIND_HALF, KIND_OP, IngestRules, parse
 from streams.ingest_job import IngestBatchWriter, ingress_records
 from streams.ingest_job import rules_of as ingest_rules_of
-from streams.landing import with_landing
+from streams.landing import RAW_PREFIX, pass_through
 from streams.lifecycle import Rules
 from streams.tally import Tally
 from streams.tick_pace import TickPace
@@ -129,18 +128,18 @@ def rules_of(config: Config) -> Rules:
     )
 
 
-def _side(name: str, is_half: Column, is_op: Column) -> Column:
+def _side(name: str, is_half: Column, is_op: Column, decided: Column) -> Column:
     """Return stage-input column `name` (INPUT_SCHEMA) from a parsed ingress record.
 
     Store times cross as epoch milliseconds: the stage's input then has no event-time
     column, so Spark filters no row as late (see the module docstring).
     """
-    if name == "transaction_id":  # a heartbeat's key is HEARTBEAT_ID (the stage skips it)
-        return F.when(F.col("is_tick"), F.lit(HEARTBEAT_ID)).otherwise(F.col(name)).alias(name)
+    if name == "transaction_id":  # heartbeats and invalid records: HEARTBEAT_ID (only landed)
+        return F.when(decided, F.col(name)).otherwise(F.lit(HEARTBEAT_ID)).alias(name)
     if name == "producer_group":
-        return F.col(name)
+        return F.when(decided, F.col(name)).alias(name)
     prefix, _, source = name.partition("_")
-    side = (is_half if prefix == "h" else is_op) & ~F.col("is_tick")
+    side = is_half if prefix == "h" else is_op
     value = {
         "stored_ms": F.unix_millis(F.col("stored_at")),
         "body": F.col("value"),
@@ -167,20 +166,35 @@ def tick_pace(config: Config) -> TickPace:
     )
 
 
-def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> DataFrame:
-    """Return the stateful stage's input: every valid half and op, and the heartbeats (pure).
+#: The watermark's column: a valid record's store time; the epoch for an invalid one.
+_EVENT_TIME = "_event_time"
 
-    `parsed` is streams/ingest.py's `parse` of the Kafka ingress records. Invalid records
-    (quarantined by the writer) are left out before the watermark: a CreateTime record may
-    carry any clock. Heartbeat rows must reach the watermark: no filter after it, Spark would
-    push the filter below `withWatermark`.
+
+def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> DataFrame:
+    """Return the stateful stage's input: every record, with its parsed columns passed through
+    (streams/landing.py), a valid half or op also as the stage's columns (pure).
+
+    `parsed` is streams/ingest.py's `parse` of the Kafka ingress records. An invalid record
+    (quarantined by the writer) moves no watermark: a CreateTime record may carry any clock,
+    so its event time is the epoch, which a maximum never picks. Invalid records and
+    heartbeats go to the heartbeat's key, where the stage only lands them. Nothing is
+    filtered: every record must come back as a LAND row.
     """
-    valid = parsed.where(F.col("reason").isNull()).withWatermark(
-        "stored_at", f"interval {skew_seconds} seconds"
+    valid = F.col("reason").isNull()
+    timed = parsed.select(
+        *pass_through(parsed),
+        F.when(valid, F.col("stored_at"))
+        .otherwise(F.timestamp_seconds(F.lit(0)))
+        .alias(_EVENT_TIME),
+        *[F.col(name) for name in parsed.columns],
+    ).withWatermark(_EVENT_TIME, f"interval {skew_seconds} seconds")
+    decided = valid & ~F.col("is_tick")
+    is_half = decided & (F.col("ingress_kind") == KIND_HALF)
+    is_op = decided & (F.col("ingress_kind") == KIND_OP)
+    return timed.select(
+        *[_side(name, is_half, is_op, decided) for name in INPUT_SCHEMA.fieldNames()],
+        *[F.col(RAW_PREFIX + name) for name in parsed.columns],
     )
-    is_half = F.col("ingress_kind") == KIND_HALF
-    is_op = F.col("ingress_kind") == KIND_OP
-    return valid.select(*[_side(name, is_half, is_op) for name in INPUT_SCHEMA.fieldNames()])
 
 
 #: How the coordinator's state is keyed, recorded beside its checkpoint when it starts fresh.
@@ -228,7 +242,7 @@ def start_coordinator(
     ingest_rules = ingest_rules_of(config)
     # Kafka is read by as many tasks as the session has cores, whatever its partitions: a
     # task costs a fixed ~0.1 s (closures, generated projections, a fetch) however few its
-    # rows, and the batch reads Kafka twice (the stage's side and the landing's).
+    # rows.
     cores = spark.sparkContext.defaultParallelism
     parsed = parse(ingress_records(spark, config).coalesce(cores), ingest_rules)
     rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
@@ -240,7 +254,7 @@ def start_coordinator(
     writer.prepare(spark)
     seconds = config.streams.trigger_interval.total_seconds()
     query = (
-        with_landing(decisions(rows, rules_of(config)), parsed)
+        decisions(rows, rules_of(config))
         .writeStream.queryName(QUERY_NAME)
         .foreachBatch(writer)
         .option("checkpointLocation", checkpoint)

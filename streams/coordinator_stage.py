@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 from core.state_machine import TRANSITIONS
 from delta_tables.columns import MESSAGE
 from delta_tables.half_messages import HEARTBEAT_ID
+from streams.landing import KIND_LAND, RAW_PREFIX
 from streams.lifecycle import Rules
 
 #: The grouping key of the stage: what identifies a transaction (SPEC 3).
@@ -93,20 +94,39 @@ def transitions_table() -> list[list[str]]:
     ]
 
 
-def stage_spec(rules: Rules) -> str:
+def output_schema(input_schema: StructType) -> StructType:
+    """Return the stage's output for an input of `input_schema`: OUTPUT_SCHEMA, then the
+    input's pass-through columns (named RAW_PREFIX + ...: the parsed ingress record)."""
+    passed = [
+        StructField(field.name, field.dataType)  # nullable: a decision's row has none
+        for field in input_schema
+        if field.name.startswith(RAW_PREFIX)
+    ]
+    return StructType([*OUTPUT_SCHEMA, *passed])
+
+
+def stage_spec(rules: Rules, output: StructType = OUTPUT_SCHEMA) -> str:
     """Return, as JSON, everything the JVM stage needs besides its input."""
     return json.dumps(
         {
             "rules": asdict(rules),
             "transitions": transitions_table(),
-            "output_schema": OUTPUT_SCHEMA.json(),
+            "output_schema": output.json(),
             "heartbeat_id": HEARTBEAT_ID,
+            "landing": {"kind": KIND_LAND, "prefix": RAW_PREFIX},
         }
     )
 
 
 def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
-    """Return the stateful stage's output for its input (rows of INPUT_SCHEMA)."""
+    """Return the stateful stage's output for its input.
+
+    The input has INPUT_SCHEMA's columns and may carry pass-through columns (RAW_PREFIX +
+    ...). Besides its decisions the stage emits every input row once as a row of kind
+    KIND_LAND holding those columns (streams/landing.py): the batch's records reach the
+    writer through the stage, so the query reads Kafka once.
+    """
     spark = stage_rows.sparkSession
     stage = spark._jvm.txcoord.Stage  # type: ignore[union-attr]
-    return DataFrame(stage.decisions(stage_rows._jdf, stage_spec(rules)), spark)
+    spec = stage_spec(rules, output_schema(stage_rows.schema))
+    return DataFrame(stage.decisions(stage_rows._jdf, spec), spark)

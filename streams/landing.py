@@ -2,22 +2,21 @@
 
 A streaming query has one sink. The coordinator reads the Kafka ingress topics itself and
 must land every half and op in Delta before it decides on them (SPEC 1), in the same
-micro-batch. So its output is the union of the stage's rows and the batch's raw records,
-the latter as rows of kind LAND whose `in_*` columns are the parsed records
-(streams/ingest.py `parse`).
-The writer (streams/coordinator_writer.py) lands those (streams/ingest_job.py) and then
-writes the decisions. Both parts of the union read the same source with the same offsets:
-Spark plans one source per query, so a batch's records and its decisions always match.
+micro-batch. So every parsed record (streams/ingest.py `parse`) enters the stateful stage
+with its columns copied under RAW_PREFIX (`pass_through`), and the stage emits it once more
+as a row of kind LAND holding those columns (txcoord.Landing, streams/jvm/), beside its
+decisions. The writer (streams/coordinator_writer.py) lands those (streams/ingest_job.py)
+and then writes the decisions. The query reads each Kafka record once: a batch's records
+and its decisions always match, and no body is fetched twice.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from streams.arrow_rows import of_kind
-from streams.coordinator_stage import OUTPUT_SCHEMA
 from streams.ingest_job import Census, census_of
 
 #: The `kind` of the rows that carry the batch's ingress records to the writer, to be landed.
@@ -26,27 +25,9 @@ KIND_LAND = "LAND"
 RAW_PREFIX = "in_"
 
 
-def with_landing(decided: DataFrame, parsed: DataFrame) -> DataFrame:
-    """Return the stage's rows and, as rows of kind LAND, the batch's parsed ingress records.
-
-    `parsed` is streams/ingest.py's `parse` of the Kafka source. A query has one sink: the
-    writer receives both in one frame, lands the records (streams/ingest_job.py) and then
-    writes the decisions, in the same micro-batch.
-    """
-    raw = {field.name: field.dataType for field in parsed.schema}
-    decisions_part = decided.select(
-        "*", *[F.lit(None).cast(kind).alias(RAW_PREFIX + name) for name, kind in raw.items()]
-    )
-    landing = parsed.select(
-        *[
-            F.lit(KIND_LAND).alias(field.name)
-            if field.name == "kind"
-            else F.lit(None).cast(field.dataType).alias(field.name)
-            for field in OUTPUT_SCHEMA
-        ],
-        *[F.col(name).alias(RAW_PREFIX + name) for name in raw],
-    )
-    return decisions_part.unionByName(landing)
+def pass_through(parsed: DataFrame) -> list[Column]:
+    """Return every column of `parsed` under RAW_PREFIX, for the stage to hand back as LAND."""
+    return [F.col(name).alias(RAW_PREFIX + name) for name in parsed.columns]
 
 
 def landed_records(out: pa.Table) -> pa.Table:

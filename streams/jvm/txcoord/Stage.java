@@ -14,10 +14,12 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The entry point PySpark calls (streams/coordinator_stage.py): the stage's input, grouped by
  * (producer group, transaction id), through {@link TransactionProcessor} in event time.
+ * Every input row also comes out once as a LAND row ({@link Landing}): the query reads Kafka
+ * once, and the batch's records ride with its decisions to the writer.
  *
  * <p>Everything the stage needs comes from Python as one JSON document, so that every fact
  * has one home: the rules (streams/lifecycle.Rules), the table of legal moves
- * (core/state_machine.TRANSITIONS), the output schema and the heartbeat id.
+ * (core/state_machine.TRANSITIONS), the output schema, the heartbeat id and the landing.
  */
 public final class Stage {
   private Stage() {}
@@ -43,7 +45,8 @@ public final class Stage {
     JsonNode spec = new ObjectMapper().readTree(specJson);
     StructType output = (StructType) DataType.fromJson(spec.get("output_schema").asText());
     TransactionProcessor processor = new TransactionProcessor(rules(spec.get("rules")),
-        transitions(spec.get("transitions")), output, spec.get("heartbeat_id").asText());
+        transitions(spec.get("transitions")), output, spec.get("heartbeat_id").asText(),
+        Landing.of(input.schema(), output, spec.get("landing")));
     // Grouped by columns, not by a key function: no row is turned into an object and back
     // just to compute its key (a key function costs a projection per row and the code
     // generated for it in every task).

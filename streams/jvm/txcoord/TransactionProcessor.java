@@ -36,11 +36,13 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
   private final Lifecycle.Transitions transitions;
   private final StructType output;
   private final String heartbeatId;
+  private final Landing landing;
   private transient ValueState<Row> live;
 
   public TransactionProcessor(Lifecycle.Rules rules, Lifecycle.Transitions transitions,
-      StructType output, String heartbeatId) {
+      StructType output, String heartbeatId, Landing landing) {
     this.rules = rules;
+    this.landing = landing;
     this.transitions = transitions;
     this.output = output;
     this.heartbeatId = heartbeatId;
@@ -59,7 +61,8 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     return stored == null ? new Loaded(null, null) : new Loaded(StageRows.decode(stored), live);
   }
 
-  private scala.collection.Iterator<Row> save(Loaded before, Long oldTimer, Step step) {
+  private scala.collection.Iterator<Row> save(Loaded before, Long oldTimer, Step step,
+      List<Row> rows) {
     TxState after = step.state();
     if (after != null && Lifecycle.isResolved(after)) {
       after = Lifecycle.resolvedMemory(after); // no message: it only judges later ops
@@ -72,7 +75,6 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     if (target != null && (!after.equals(before.state()) || before.heldIn() != target)) {
       target.update(StageRows.encode(after));
     }
-    List<Row> rows = new ArrayList<>(step.emits().size());
     for (Emit emit : step.emits()) rows.add(StageRows.rowOf(emit, output));
     return CollectionConverters.asScala(rows.iterator());
   }
@@ -80,14 +82,18 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
   @Override
   public scala.collection.Iterator<Row> handleInputRows(
       Row key, scala.collection.Iterator<Row> inputRows, TimerValues timerValues) {
+    List<Row> out = new ArrayList<>();
+    Iterator<Row> rows = CollectionConverters.asJava(inputRows);
     if (key.isNullAt(0) && heartbeatId.equals(key.getString(1))) {
-      return scala.collection.Iterator.empty(); // heartbeats only move the watermark
+      // Heartbeats (they only move the watermark) and invalid records: landed, not decided.
+      while (rows.hasNext()) out.add(landing.rowOf(rows.next()));
+      return CollectionConverters.asScala(out.iterator());
     }
     List<Half> halves = new ArrayList<>();
     List<Op> ops = new ArrayList<>();
-    Iterator<Row> rows = CollectionConverters.asJava(inputRows);
     while (rows.hasNext()) {
       Row row = rows.next();
+      out.add(landing.rowOf(row));
       Half half = StageRows.halfOf(row);
       if (half != null) halves.add(half);
       Op op = StageRows.opOf(row);
@@ -98,7 +104,7 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
         timerValues.getCurrentWatermarkInMs(), timerValues.getCurrentProcessingTimeInMs(),
         rules, transitions);
     Long oldTimer = before.state() != null ? before.state().timerMs() : null;
-    return save(before, oldTimer, step);
+    return save(before, oldTimer, step, out);
   }
 
   @Override
@@ -112,6 +118,6 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     }
     Step step = Lifecycle.onTimer(state, timerValues.getCurrentWatermarkInMs(),
         timerValues.getCurrentProcessingTimeInMs(), rules, transitions);
-    return save(before, null, step); // the fired timer is gone: never delete it again
+    return save(before, null, step, new ArrayList<>()); // the fired timer is gone: never delete it again
   }
 }
