@@ -4,7 +4,10 @@
 topics and system tables (created when absent), the progress listener, the ticker, the
 coordinator query (which reads the ingress topics, lands every record and decides, one
 micro-batch at a time: streams/coordinator_job.py), the compactor of the output tables
-(streams/compactor.py). Stop order: compactor, ticker, then the query. Each micro-batch
+(streams/compactor.py). The engine says it is running once the query's first batch is done:
+that batch pays the process's one-time costs (code generated and compiled, Kafka consumers
+and state stores opened: seconds), and a record sent after "running" should not wait behind
+them. Stop order: compactor, ticker, then the query. Each micro-batch
 is idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays
 from the checkpoint.
 
@@ -25,11 +28,12 @@ from typing import TYPE_CHECKING
 
 from coordinator.driver_metrics import MetricsServer, serve_metrics
 from coordinator.table_counts import table_counts
+from core import failpoints
 from core.config import Config
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
-from streams.coordinator_job import start_coordinator, tick_pace
+from streams.coordinator_job import QUERY_NAME, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
 from streams.progress import ProgressLog
@@ -45,6 +49,9 @@ log = logging.getLogger(__name__)
 
 #: How long a stop waits for the micro-batch in flight before cutting it short (replayed later).
 BATCH_FINISH_WAIT = 120.0
+#: How long a start waits for the query's first batch (a backlog may make it long: the
+#: engine then says it is running while that batch goes on).
+FIRST_BATCH_WAIT = 60.0
 #: How often a stop looks whether a query has reached a point where stopping it is quiet.
 STOP_POLL_SECONDS = 0.05
 
@@ -85,12 +92,29 @@ class Engine:
                              pace=self.pace).start()  # fmt: skip
         with timer.step("query"):
             self.start_coordinator()
+        with timer.step("first batch"):
+            self._await_first_batch()
         self.compactor = Compactor(
             self.spark, self.config.warehouse, self.config.streams.compact_interval
         ).start()
         log.info("engine running: coordinator query %s; started in %s",
                  self.coordinator and self.coordinator.id, timer.summary())  # fmt: skip
         return self
+
+    def _await_first_batch(self) -> None:
+        """Wait until the coordinator query has run a batch, stopped, or FIRST_BATCH_WAIT passed.
+
+        A batch frozen at a failpoint (core/failpoints.py) never ends: no wait then.
+        """
+        query = self.coordinator
+        deadline = time.monotonic() + FIRST_BATCH_WAIT
+        while query is not None and query.isActive and time.monotonic() < deadline:
+            if self.progress.batches[QUERY_NAME] >= 1 or failpoints.frozen():
+                return
+            time.sleep(STOP_POLL_SECONDS)
+        if query is not None and query.isActive:
+            log.warning("the coordinator's first batch has run %.0f s (a backlog?); "
+                        "running meanwhile", FIRST_BATCH_WAIT)  # fmt: skip
 
     def start_coordinator(self) -> None:
         """Start the coordinator query from its checkpoint."""

@@ -61,6 +61,12 @@ def arm(spec: str) -> None:
     _registry.frozen.clear()
 
 
+def frozen() -> bool:
+    """Return True once a failpoint has frozen its thread (the process waits for its kill)."""
+    with _registry.lock:
+        return bool(_registry.frozen)
+
+
 def failpoint(name: str) -> None:
     """Freeze here if `name` is armed and this is the armed pass; otherwise return."""
     if name not in _registry.armed:

@@ -142,7 +142,6 @@ def _side(name: str, is_half: Column, is_op: Column, decided: Column) -> Column:
     side = is_half if prefix == "h" else is_op
     value = {
         "stored_ms": F.unix_millis(F.col("stored_at")),
-        "body": F.col("value"),
         "reason": F.col("reason_text"),  # an operator's reason; `reason` is validation's
         "operator": F.col("who"),  # the principal, in the per-group layout (core/topics.py)
     }.get(source, F.col(source))

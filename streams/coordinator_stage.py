@@ -39,12 +39,16 @@ KEY = ("producer_group", "transaction_id")
 #: The JVM class PySpark calls (streams/jvm/txcoord/Stage.java).
 STAGE_CLASS = "txcoord.Stage"
 
+#: The input column holding a half's body: the landed record's value (streams/landing.py).
+LANDED_BODY = RAW_PREFIX + "value"
+
 #: What the stage receives: a half or an op (or a heartbeat: transaction id HEARTBEAT_ID).
 INPUT_SCHEMA = StructType(
     [
         *[StructField(key, StringType()) for key in KEY],
-        # the half: h_<column of the half message>, its store time in milliseconds
-        *[StructField(f"h_{f.name}", f.dataType) for f in MESSAGE[1:]],
+        # the half: h_<column of the half message>, its store time in milliseconds; its body
+        # is the landed record's (LANDED_BODY): the shuffle carries it once
+        *[StructField(f"h_{f.name}", f.dataType) for f in MESSAGE[1:] if f.name != "body"],
         StructField("h_check_immunity_seconds", IntegerType()),
         StructField("h_stored_ms", LongType()),
         # the op: o_<column of the op record>
@@ -113,7 +117,7 @@ def stage_spec(rules: Rules, output: StructType = OUTPUT_SCHEMA) -> str:
             "transitions": transitions_table(),
             "output_schema": output.json(),
             "heartbeat_id": HEARTBEAT_ID,
-            "landing": {"kind": KIND_LAND, "prefix": RAW_PREFIX},
+            "landing": {"kind": KIND_LAND, "prefix": RAW_PREFIX, "body": LANDED_BODY},
         }
     )
 

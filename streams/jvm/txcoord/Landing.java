@@ -25,8 +25,11 @@ public final class Landing implements Serializable {
   private final int kindAt;
   private final int[] from;
   private final int[] to;
+  private final int bodyAt;
 
-  private Landing(String kind, StructType output, int kindAt, int[] from, int[] to) {
+  private Landing(String kind, StructType output, int kindAt, int[] from, int[] to,
+      int bodyAt) {
+    this.bodyAt = bodyAt;
     this.kind = kind;
     this.output = output;
     this.kindAt = kindAt;
@@ -34,7 +37,11 @@ public final class Landing implements Serializable {
     this.to = to;
   }
 
-  /** Map every input column named with {@code spec.prefix} to the output column of its name. */
+  /**
+   * Map every input column named with {@code spec.prefix} to the output column of its name;
+   * {@code spec.body} names the input column holding a half's body (the landed record's
+   * value: the stage's own columns do not repeat it).
+   */
   static Landing of(StructType input, StructType output, JsonNode spec) {
     String prefix = spec.get("prefix").asText();
     List<int[]> pairs = new ArrayList<>();
@@ -48,7 +55,13 @@ public final class Landing implements Serializable {
       from[i] = pairs.get(i)[0];
       to[i] = pairs.get(i)[1];
     }
-    return new Landing(spec.get("kind").asText(), output, output.fieldIndex("kind"), from, to);
+    return new Landing(spec.get("kind").asText(), output, output.fieldIndex("kind"), from, to,
+        input.fieldIndex(spec.get("body").asText()));
+  }
+
+  /** Return the body {@code input} carries (a half's), or null. */
+  byte[] body(Row input) {
+    return input.isNullAt(bodyAt) ? null : (byte[]) input.get(bodyAt);
   }
 
   /** Return the LAND row carrying {@code input}'s pass-through columns. */

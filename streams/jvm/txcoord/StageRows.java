@@ -64,15 +64,17 @@ public final class StageRows {
   }
 
   // -- input rows -> values ------------------------------------------------------------------
-  /** The half an input row carries, or null (streams/coordinator_stage.py half_of). */
-  static Half halfOf(Row row) {
+  /**
+   * The half an input row carries, or null (streams/coordinator_stage.py half_of); its body
+   * is {@code body}, read by the caller from the landed record's columns.
+   */
+  static Half halfOf(Row row, byte[] body) {
     String msgId = row.getAs("h_msg_id");
     if (msgId == null) return null;
     Map<String, String> props = row.isNullAt(row.fieldIndex("h_properties"))
         ? Map.of() : row.getJavaMap(row.fieldIndex("h_properties"));
     List<String> keys = row.isNullAt(row.fieldIndex("h_keys"))
         ? List.of() : List.copyOf(row.getList(row.fieldIndex("h_keys")));
-    byte[] body = row.getAs("h_body");
     return new Half(row.getAs("transaction_id"), msgId, row.getAs("h_producer_group"),
         row.getAs("h_topic"), (Integer) row.getAs("h_queue_id"),
         body != null ? body : new byte[0], keys, row.getAs("h_tags"), sorted(props),

@@ -94,7 +94,7 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     while (rows.hasNext()) {
       Row row = rows.next();
       out.add(landing.rowOf(row));
-      Half half = StageRows.halfOf(row);
+      Half half = StageRows.halfOf(row, landing.body(row));
       if (half != null) halves.add(half);
       Op op = StageRows.opOf(row);
       if (op != null) ops.add(op);
