@@ -109,7 +109,7 @@ def output_schema(input_schema: StructType) -> StructType:
     return StructType([*OUTPUT_SCHEMA, *passed])
 
 
-def stage_spec(rules: Rules, output: StructType = OUTPUT_SCHEMA) -> str:
+def stage_spec(rules: Rules, output: StructType) -> str:
     """Return, as JSON, everything the JVM stage needs besides its input."""
     return json.dumps(
         {

@@ -322,12 +322,18 @@ def stories(
         engine.stop()
 
 
+def after_due(story: Story, number: int) -> tuple[float, float]:
+    """Return how long after its due time check `number` was requested, and published."""
+    due = story.due(number)
+    return seconds(story.checks[number], due), seconds(story.published[number], due)
+
+
 def figures(stories: dict[str, Story]) -> str:
     """Return the run's timings in one line: first checks, spacing, lateness after due."""
     firsts = first_check_delays(stories)
     gaps = sorted(g for each in later_checks(stories).values() for g in each)
-    late = sorted(max(seconds(s.checks[n], s.due(n)), seconds(s.published[n], s.due(n)))
-                  for s in stories.values() for n in s.checks if n in s.published)  # fmt: skip
+    late = sorted(max(after_due(s, n)) for s in stories.values() for n in s.checks
+                  if n in s.published)  # fmt: skip
     extra = sum(len(s.sent_after_answer()) for s in stories.values())
 
     def spread(values: list[float]) -> str:
@@ -472,8 +478,7 @@ def test_checks_reach_the_producers_within_a_few_seconds_of_being_due(
     for tx, s in stories.items():
         for n in sorted(s.checks):
             assert n in s.published, f"check {n} of {tx} never reached the check topic"
-            due = s.due(n)
-            late[(tx, n)] = (seconds(s.checks[n], due), seconds(s.published[n], due))
+            late[(tx, n)] = after_due(s, n)
     worst = max(max(v) for v in late.values())
     assert worst <= SOON, f"worst {worst} s after due; (requested, published) - due: {late}"
 

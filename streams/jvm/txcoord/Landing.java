@@ -29,12 +29,12 @@ public final class Landing implements Serializable {
 
   private Landing(String kind, StructType output, int kindAt, int[] from, int[] to,
       int bodyAt) {
-    this.bodyAt = bodyAt;
     this.kind = kind;
     this.output = output;
     this.kindAt = kindAt;
     this.from = from;
     this.to = to;
+    this.bodyAt = bodyAt;
   }
 
   /**
