@@ -143,8 +143,12 @@ class StreamsConfig:
     resolved_retention: timedelta = timedelta(minutes=30)
     # How far a record's store time (the broker's LogAppendTime) may trail the newest store
     # time the coordinator has seen in another partition: its watermark trails by this much.
-    # Every check and discard waits this long past its due time (issue 16).
-    store_time_skew: timedelta = timedelta(seconds=1)
+    # Every check and discard waits this long past its due time (issue 16). Less than a
+    # trigger interval less the ticker's lead (streams/ticker.py), so the heartbeat that
+    # proves "seen up to due + skew" is read by the batch right after that moment; at a
+    # whole interval (1 s) every later check waited one more batch. A single broker's store
+    # times trail by milliseconds; raise it for brokers whose clocks or replication lag more.
+    store_time_skew: timedelta = timedelta(seconds=0.75)
     # How often the engine compacts the small files its batches leave in the output tables,
     # off the batch path (streams/compactor.py); 0 turns it off (`txcoord maintenance`).
     compact_interval: timedelta = timedelta(minutes=1)

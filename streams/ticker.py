@@ -13,12 +13,22 @@ With a `TickPace` (streams/tick_pace.py) the ticker sends every `tick_interval` 
 a timer may be near, and every `idle_interval` of the pace otherwise: an idle stack does not
 run a micro-batch a second for nothing. It still looks at the pace every `tick_interval`, so
 it is busy again within one tick of a batch that needs it.
+
+*When* in the tick it sends matters. Spark starts a micro-batch at every whole multiple of
+the trigger interval since the epoch, and the batch reads what was stored before it started;
+a timer due at store time D fires one batch after the batch that read a store time past
+D + skew. A heartbeat stored just after a batch started waits a whole trigger interval to be
+read, and every check waits with it (issue 16: checks left 3.2 s after due, 0.9 s of it a
+heartbeat's age). So the ticker sends `LEAD` before each whole multiple of `tick_interval`
+(the trigger interval, or a multiple of it, in every configuration we ship): each batch reads
+a heartbeat that is at most `LEAD` old.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -33,6 +43,19 @@ from protocol import ingress as fmt
 from streams.tick_pace import TickPace
 
 log = logging.getLogger(__name__)
+
+#: How long before a tick boundary (a batch's start) a heartbeat is sent: enough for a local
+#: or nearby broker to acknowledge it (milliseconds) with room for a busy interpreter's
+#: scheduling, small against the store-time skew the watermark trails by (1 s by default).
+LEAD = 0.15
+
+
+def until_next_tick(now: float, interval: float, lead: float = LEAD) -> float:
+    """Return seconds from `now` (epoch seconds) until `lead` before the next multiple of
+    `interval` since the epoch (`lead` is capped at a quarter of the interval)."""
+    lead = min(lead, interval / 4)
+    boundary = (math.floor((now + lead) / interval) + 1) * interval
+    return boundary - lead - now
 
 
 class Ticker:
@@ -98,9 +121,8 @@ class Ticker:
         producer: KafkaProducer | None = None
         failing_since: float | None = None
         last_sent: float | None = None
-        while not self._stop.is_set():
+        while not self._stop.wait(until_next_tick(time.time(), self.interval)):
             if not self._due(last_sent):
-                self._stop.wait(self.interval)
                 continue
             try:
                 if producer is None:
@@ -124,7 +146,6 @@ class Ticker:
                     with contextlib.suppress(Exception):
                         producer.close(timeout=1)
                     producer = None
-            self._stop.wait(self.interval)
         if producer is not None:
             with contextlib.suppress(Exception):
                 producer.close(timeout=5)

@@ -1,8 +1,10 @@
-"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (SPEC 7.4), and
-follows its pace: every tick while busy, every idle interval otherwise."""
+"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (SPEC 7.4),
+follows its pace (every tick while busy, every idle interval otherwise), and stores each
+heartbeat just before a batch starts (streams/ticker.py: a whole multiple of the interval)."""
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +15,7 @@ from kafka import KafkaConsumer, TopicPartition
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from streams.kafka_topics import ensure_topic
 from streams.tick_pace import TickPace
-from streams.ticker import Ticker
+from streams.ticker import LEAD, Ticker, until_next_tick
 from tests.conftest import unavailable
 
 pytestmark = [pytest.mark.kafka]
@@ -64,6 +66,45 @@ def test_heartbeats_resume_after_the_broker_is_killed_and_restarted(tmp_path: Pa
         if ticker is not None:
             ticker.stop()
         broker.stop()
+
+
+@pytest.mark.parametrize(
+    ("now", "interval", "expected"),
+    [
+        (100.0, 1.0, 0.85),  # on a boundary: just before the next one
+        (100.84, 1.0, 0.01),
+        (100.86, 1.0, 0.99),  # past this boundary's send moment: the next one's
+        (101.5, 2.0, 0.35),  # multiples of 2 s: 103.85
+        (10.0, 0.2, 0.15),  # the lead capped at a quarter of the interval: 10.15
+    ],
+)
+def test_a_tick_is_sent_lead_before_a_multiple_of_the_interval(
+    now: float, interval: float, expected: float
+) -> None:
+    assert until_next_tick(now, interval) == pytest.approx(expected, abs=1e-9)
+
+
+def test_heartbeats_are_stored_just_before_each_batch_would_start(bootstrap_servers: str) -> None:
+    """Read the broker's LogAppendTime of each heartbeat: LEAD (and the send's own few
+    milliseconds) before a whole multiple of the interval, where Spark starts a batch."""
+    topic = f"tick-phase-{time.monotonic_ns()}"
+    ensure_topic(bootstrap_servers, topic, 1, {"message.timestamp.type": "LogAppendTime"})
+    ticker = Ticker(bootstrap_servers, [topic], timedelta(seconds=1)).start()
+    try:
+        time.sleep(5.5)
+    finally:
+        ticker.stop()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=3000)  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        stored = [record.timestamp / 1000 for record in consumer]
+    finally:
+        consumer.close()
+    assert len(stored) >= 4, stored
+    before_boundary = [round(math.ceil(t) - t, 3) for t in stored]
+    # Sent LEAD before the boundary; stored within a few tens of milliseconds of that.
+    assert all(0 < left <= LEAD for left in before_boundary), before_boundary
 
 
 def count_while(bootstrap_servers: str, topic: str, seconds: float) -> int:
