@@ -9,12 +9,13 @@ command, the broker launcher) first asks for the session's `spark` / `kafka_brok
 have started, the component can start on this machine, and anything that goes wrong after that
 is the product's failure, a plain test failure, never a skip.
 
-Every Spark JVM a test starts (the session's, spark-submit's applications, `txcoord up`,
-the bench) compiles with C1 only (`SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1`, which
-spark-submit gives the driver's JVM): a test's JVM lives for seconds to minutes, and a fresh
-one spent about half its CPU in the C2 compiler threads (a ticking application, 45-75 s
-after its start). Behaviour is the same; performance is measured by `txcoord bench`, whose
-own runs keep the JVM's defaults.
+Every JVM a test starts through Spark or the broker launcher (the session's Spark, the
+applications of spark-submit, `txcoord up`, the bench's smoke run, every test broker)
+compiles with C1 only (`-XX:TieredStopAtLevel=1` in `SPARK_SUBMIT_OPTS`, which spark-submit
+gives the driver's JVM, and in `KAFKA_OPTS`, which the broker launcher adds): a test's JVM
+lives for seconds to minutes, and a fresh one spent about half its CPU in the C2 compiler's
+threads (a ticking application, 45-75 s after its start). Behaviour is the same;
+performance is measured by `txcoord bench` run outside the tests, with the JVM's defaults.
 
 Randomness in tests comes from the `rng` fixture: a `random.Random` whose seed is printed and
 reported with a failure; `TXCOORD_TEST_SEED=<seed>` replays it. The variable is taken out of
@@ -50,9 +51,8 @@ SEED_OVERRIDE = os.environ.pop(SEED_ENV, None)
 SEED_KEY = pytest.StashKey[int]()
 #: The JIT of short-lived test JVMs (see above); set before any JVM starts.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-os.environ["SPARK_SUBMIT_OPTS"] = " ".join(
-    filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), TEST_JVM_OPTIONS])
-)
+for _variable in ("SPARK_SUBMIT_OPTS", "KAFKA_OPTS"):  # Spark's JVMs, the test brokers
+    os.environ[_variable] = " ".join(filter(None, [os.environ.get(_variable), TEST_JVM_OPTIONS]))
 
 
 def unavailable(component: str, error: BaseException) -> NoReturn:

@@ -34,6 +34,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -353,15 +354,26 @@ class KafkaBroker:
         log4j = resources.files(__package__).joinpath("log4j2.properties").read_text()
         (self.data_dir / "log4j2.properties").write_text(log4j)
 
-    def _java(self, classpath: str, heap: str | None = None) -> list[str]:
+    def _java(
+        self, classpath: str, heap: str | None = None, short_lived: bool = False
+    ) -> list[str]:
+        """Return the java command line up to the main class.
+
+        `short_lived`: a tool that runs for a second (storage format) compiles with C1 only,
+        as the JIT's optimising compiler would only cost it time. `KAFKA_OPTS` adds JVM
+        options, as it does for Kafka's own kafka-run-class.sh.
+        """
         java = shutil.which("java")
         if java is None:
             raise BrokerError("java is not on PATH; the broker needs Java 17 or newer")
         command = [java]
         if heap:
             command += [f"-Xms{heap}", f"-Xmx{heap}"]
+        if short_lived:
+            command.append("-XX:TieredStopAtLevel=1")
         command += [
             *KAFKA_JVM_FLAGS,
+            *shlex.split(os.environ.get("KAFKA_OPTS", "")),
             f"-Dkafka.logs.dir={self.log_dir}",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-cp",
@@ -373,7 +385,7 @@ class KafkaBroker:
         if (self.storage_dir / "meta.properties").exists():
             return
         command = [
-            *self._java(classpath, heap="256m"),
+            *self._java(classpath, heap="256m", short_lived=True),
             "kafka.tools.StorageTool",
             "format",
             # One token: an id may begin with "-", which a separate argument would turn

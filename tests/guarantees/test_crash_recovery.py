@@ -183,7 +183,7 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     settings = {
         "warehouse": str(tmp_path / "warehouse"),
         "transaction_timeout": "4s",
-        "transaction_check_interval": "6s",
+        "transaction_check_interval": "4s",
         "transaction_check_max": str(CHECK_MAX),
         "kafka.bootstrap_servers": broker.bootstrap_servers,
         "kafka.half_topic": f"half-{suffix}",
@@ -200,14 +200,14 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     load = Load(config, rate=2, rng=random.Random(rng.random()))
     responder = Responder(config, answer)
     try:
-        time.sleep(rng.uniform(10, 20))
+        time.sleep(rng.uniform(5, 12))
         if app.process.poll() is not None:
             runs.exited(app, "before the random kill")
         app.kill9()  # at a random moment
         for specs in CRASH_STARTS:
             runs.crash_at(specs)
         app = runs.start()
-        time.sleep(rng.uniform(5, 15))
+        time.sleep(rng.uniform(3, 10))
         runs.broker_killed = True
         broker.kill()
         time.sleep(3)

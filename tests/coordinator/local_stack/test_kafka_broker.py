@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -69,6 +70,13 @@ def test_a_busy_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
 def test_restart_keeps_topics_records_and_port(tmp_path: Path) -> None:
     broker = KafkaBroker(BrokerSettings(data_dir=tmp_path / "kafka")).start()
     try:
+        # KAFKA_OPTS reaches the broker's JVM, as with kafka-run-class.sh (tests/conftest.py
+        # sets it for every test broker).
+        assert broker.info.pid is not None
+        cmdline = Path(f"/proc/{broker.info.pid}/cmdline").read_bytes().split(b"\0")
+        assert os.environ["KAFKA_OPTS"] and all(
+            option.encode() in cmdline for option in shlex.split(os.environ["KAFKA_OPTS"])
+        ), cmdline
         first_port = broker.info.port
         ensure_topic(broker.bootstrap_servers, "kept", partitions=1)
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
