@@ -39,7 +39,8 @@ ticker (streams/ticker.py) writes a heartbeat into every partition of both ingre
 each `tick_interval` while a timer may come due (`tick_pace`: after any batch that landed a
 record or decided anything, and at every start; every `idle_tick_interval` otherwise): the
 watermark follows the wall clock, so a quiet half is checked ~`transaction_timeout` + skew
-+ a tick + two batches after it was stored. In the per-group
++ a batch or two after it was stored (each heartbeat is sent just before a batch starts, and
+the skew is less than a trigger interval: streams/ticker.py). In the per-group
 topic layout (core/topics.py) the heartbeats stay on the shared topics: the watermark is
 one for the whole query, and a batch plans every partition of every subscribed topic at
 once, so a heartbeat on a shared topic vouches for a group's topic exactly as it does for
