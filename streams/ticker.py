@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 #: How long before a tick boundary (a batch's start) a heartbeat is sent: enough for a local
 #: or nearby broker to acknowledge it (milliseconds) with room for a busy interpreter's
-#: scheduling, small against the store-time skew the watermark trails by (1 s by default).
+#: scheduling, small against the store-time skew the watermark trails by (0.75 s by default).
 LEAD = 0.15
 
 
