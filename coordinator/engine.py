@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from coordinator.driver_metrics import MetricsServer, serve_metrics
@@ -37,6 +38,7 @@ from streams.coordinator_job import QUERY_NAME, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
 from streams.progress import ProgressLog
+from streams.progress_listener import listen
 from streams.step_timer import StepTimer
 from streams.tally import Tally
 from streams.ticker import Ticker
@@ -70,7 +72,7 @@ class Engine:
         self.writer: CoordinatorBatchWriter | None = None
         self.compactor: Compactor | None = None
         self.metrics: MetricsServer | None = None
-        self._listening = False
+        self._unlisten: Callable[[], None] | None = None
 
     def start(self) -> Engine:
         """Create what is missing and start the ticker and the coordinator query."""
@@ -81,8 +83,7 @@ class Engine:
             create_system_tables(self.spark, self.config.warehouse)
         with timer.step("counts"):
             self.tally.seed(table_counts(self.spark, self.config))
-        self.spark.streams.addListener(self.progress)
-        self._listening = True
+        self._unlisten = listen(self.spark, self.progress)
         if self.config.metrics.port >= 0:
             metrics = self.config.metrics
             self.metrics = serve_metrics(self.tally, self.progress, metrics.host, metrics.port)
@@ -158,9 +159,9 @@ class Engine:
         if self.ticker is not None:
             self.ticker.stop()
         self.stop_coordinator(hurry)
-        if self._listening:
-            self.spark.streams.removeListener(self.progress)
-            self._listening = False
+        unlisten, self._unlisten = self._unlisten, None
+        if unlisten is not None:
+            unlisten()
         metrics, self.metrics = self.metrics, None
         if metrics is not None:
             metrics.stop()

@@ -13,6 +13,7 @@ __all__ = [
     "ingress_topics",
     "kafka_topics",
     "progress",
+    "progress_listener",
     "step_timer",
     "tally",
     "ticker",

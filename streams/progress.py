@@ -15,7 +15,7 @@ import threading
 from collections import Counter, deque
 from typing import Any
 
-from pyspark.sql.streaming.listener import StreamingQueryListener
+from streams.progress_listener import ProgressListener
 
 log = logging.getLogger("txcoord.progress")
 
@@ -49,7 +49,7 @@ def summary(progress: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ProgressLog(StreamingQueryListener):
+class ProgressLog(ProgressListener):
     """Logs each batch's progress as JSON and totals the rows dropped as late, per query."""
 
     def __init__(self) -> None:
@@ -59,12 +59,9 @@ class ProgressLog(StreamingQueryListener):
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)  # summaries, oldest first
         self.last: dict[str, dict[str, Any]] = {}  # the latest summary of each query
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Nothing to do when a query starts."""
-
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802 (Spark's name)
+    def on_progress(self, progress: dict[str, Any]) -> None:
         """Log the batch and count late rows."""
-        line = summary(json.loads(event.progress.json))
+        line = summary(progress)
         name = str(line["query"])
         with self._lock:
             self._dropped[name] += line["dropped_late"]
@@ -75,12 +72,6 @@ class ProgressLog(StreamingQueryListener):
         if line["dropped_late"]:
             log.error("query %s batch %s dropped %d row(s) as late",
                       name, line["batch"], line["dropped_late"])  # fmt: skip
-
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Nothing to do when a query is idle."""
-
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Nothing to do when a query ends (its failure surfaces through the query)."""
 
     def dropped_late(self, query: str) -> int:
         """Return the rows query `query` dropped as late since this listener was added."""

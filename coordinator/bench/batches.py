@@ -13,40 +13,29 @@ the batch; `walCommit` / `commitOffsets` write the checkpoint.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql.streaming.listener import StreamingQueryListener
-
 from coordinator.bench.stats import median, summarize
 from streams.progress import summary
+from streams.progress_listener import ProgressListener
 
 
-class BatchRecorder(StreamingQueryListener):
+class BatchRecorder(ProgressListener):
     """Keeps every batch summary, with `at` = the wall time (epoch s) it was reported."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.batches: list[dict[str, Any]] = []
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Nothing to do when a query starts."""
-
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802 (Spark's name)
+    def on_progress(self, progress: dict[str, Any]) -> None:
         """Keep the batch's summary."""
-        line = summary(json.loads(event.progress.json))
+        line = summary(progress)
         line["at"] = time.time()
         with self._lock:
             self.batches.append(line)
-
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Nothing to do when a query is idle."""
-
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Nothing to do when a query ends."""
 
     def between(self, start: float, end: float, query: str | None = None) -> list[dict[str, Any]]:
         """Return the batches reported in [start, end] (epoch s), of `query` if given."""

@@ -48,6 +48,7 @@ from coordinator.engine import Engine
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from coordinator.spark_session import SparkSettings, build_spark_session
 from core.config import Config, load_config
+from streams.progress_listener import listen
 
 SCHEMA = "txcoord-bench/1"
 
@@ -235,8 +236,7 @@ class Bench:
             self._sampler = Sampler(Processes(broker.info.pid)).start()
             self._stack.callback(self._sampler.stop)
             recorder = BatchRecorder()
-            spark.streams.addListener(recorder)
-            self._stack.callback(spark.streams.removeListener, recorder)
+            self._stack.callback(listen(spark, recorder))
 
             engine = self._engine(spark, config, "the engine")
             engine_started = time.monotonic()

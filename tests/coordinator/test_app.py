@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 from kafka import KafkaProducer
 
+from coordinator.spark_session import JIT_OPTIONS
 from protocol import ingress as fmt
 from tests.app_process import AppProcess
 from tests.quiet_stop import noise_in
@@ -59,6 +60,9 @@ def test_submitted_application_delivers_and_stops_cleanly(
             ("tx-1", 0, b"paid")
         ], app.tail()
         assert_driver_metrics(app)
+        # spark-submit's JVM (the script execs it) compiles huge generated methods.
+        java = Path(f"/proc/{app.process.pid}/cmdline").read_bytes().split(b"\0")
+        assert JIT_OPTIONS.encode() in java, java
     finally:
         code = app.terminate()
     assert code == 0, app.tail()

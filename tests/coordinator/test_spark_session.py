@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator.spark_session import (
+    JIT_OPTIONS,
     LOCAL_FILESYSTEM,
     LOCAL_FILESYSTEM_CONF,
     ROCKSDB_PROVIDER,
@@ -33,6 +34,8 @@ def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
     # The stage's jar on the JVM's class path: it serves file:// (txcoord.LocalFileSystem).
     assert conf["spark.driver.extraClassPath"] == str(tmp_path / "stage" / "txcoord-stage.jar")
     assert conf["spark.hadoop.fs.file.impl"] == LOCAL_FILESYSTEM
+    assert conf["spark.driver.extraJavaOptions"].endswith(JIT_OPTIONS)
+    assert conf["spark.executor.extraJavaOptions"] == JIT_OPTIONS
 
 
 def test_cluster_settings_leave_jars_and_addresses_to_spark_submit() -> None:
@@ -70,6 +73,11 @@ def test_session_has_delta_rocksdb_and_the_kafka_connector(spark: SparkSession) 
     assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB_PROVIDER
     jvm = spark.sparkContext._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    # Huge generated methods are compiled, not interpreted (JIT_OPTIONS says why).
+    arguments = list(
+        jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    )
+    assert JIT_OPTIONS in arguments, arguments
     for cls in (
         "io.delta.tables.DeltaTable",
         "org.apache.spark.sql.kafka010.KafkaSourceProvider",
