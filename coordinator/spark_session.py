@@ -62,9 +62,8 @@ LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
 
 #: HotSpot leaves any method of more than 8,000 bytes of bytecode to the interpreter. The
 #: code Spark generates to turn the stateful stage's output rows (tens of columns) into
-#: Spark's own rows is such a method: in a JFR profile of a capacity burst it alone took 24%
-#: of the executors' samples, interpreted. Compiled, the same burst used 19% less CPU in the
-#: Spark JVM (29.6 against 36.5 s for 40,000 transactions; README "Performance").
+#: Spark's own rows is such a method, and a profile of a burst found the executors spending
+#: a quarter of their time in it, interpreted (README "Performance").
 JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 

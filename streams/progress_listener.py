@@ -4,10 +4,8 @@ PySpark's `StreamingQueryListener` turns every progress event into Python object
 field: one py4j round trip per field of the progress, of each source and of each state
 operator (RocksDB reports about twenty custom metrics), and py4j looks some of them up as
 classes on the JVM's class path, which for a name that is not a class means searching every
-jar. Measured in one local session with a small stateful query: 83 ms per event (p50, up to
-330 ms) against 0.6 ms for the one call `progress().json()`; the engine reports a batch per
-second, and every listener paid that again, in the driver and in the JVM, on the machine's
-two cores.
+jar. The engine reports a batch per second and every listener paid that again, in the
+driver and in the JVM (README "Performance" has the measurement).
 
 `listen` registers a `ProgressListener` through the same JVM wrapper PySpark uses
 (`PythonStreamingQueryListenerWrapper`), but hands it only `json.loads(progress.json())`:
