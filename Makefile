@@ -14,9 +14,9 @@ lint: install
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
-# Three workers, each with its own Spark session and broker, one test module at a time each
+# Two workers, each with its own Spark session and broker, one test module at a time each
 # (README "Tests"); TEST_WORKERS=0 runs the suite in this one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: lint
 	.venv/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
