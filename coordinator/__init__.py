@@ -1,10 +1,11 @@
 """txcoord's engine driver and its applications (README, "How it works").
 
 Runtime: engine.py (the streams in one Spark session), driver_metrics.py, spark_session.py,
-artifacts.py (the install step's jars) and local_stack/ (the broker and `txcoord up`'s
-stack). Applications: sdk/ (producers; imports only core and protocol), rest/ (the REST
-ingress), admin/ (operator tools), commands/ and cli.py (`txcoord`), bench/, and app.py
-(the coordinator under spark-submit). Importing this package imports none of them.
+artifacts.py (the install step's jars), class_archives.py (the JVMs' class archives) and
+local_stack/ (the broker and `txcoord up`'s stack). Applications: sdk/ (producers; imports
+only core and protocol), rest/ (the REST ingress), admin/ (operator tools), commands/ and
+cli.py (`txcoord`), bench/, app.py (the coordinator under spark-submit), and
+record_classes.py (the install step's recording of the class archives). Importing this package imports none of them.
 """
 
 __all__ = [
@@ -12,11 +13,13 @@ __all__ = [
     "app",
     "artifacts",
     "bench",
+    "class_archives",
     "cli",
     "commands",
     "driver_metrics",
     "engine",
     "local_stack",
+    "record_classes",
     "rest",
     "sdk",
     "spark_session",

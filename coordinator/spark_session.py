@@ -14,7 +14,8 @@ Every session txcoord makes has:
   through a forked `chmod` (LOCAL_FILESYSTEM);
 - on a local master, the connector jars and the coordinator's stateful stage (compiled
   from streams/jvm/) from the install step's cache as `spark.jars`, so no session ever
-  resolves packages over the network;
+  resolves packages over the network, and the driver's JVM started from the install step's
+  class archive (coordinator/class_archives.py) when there is one;
 - for a streaming application (`cancel_jobs_on_sigint=False`), the SIGINT handler it had:
   PySpark's SparkContext installs one that cancels every running job, which fails the
   micro-batches in flight (job-abort errors) before the application can stop its queries
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from coordinator import class_archives
 from coordinator.artifacts import jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -80,6 +82,9 @@ class SparkSettings:
     jar_cache_dir: Path | None = None
     extra_conf: Mapping[str, str] = field(default_factory=dict)
     cancel_jobs_on_sigint: bool = True  # PySpark's Ctrl-C; False: the application's own
+    # A local driver writes the classes it loaded to this archive when its JVM exits
+    # (coordinator/record_classes.py) instead of starting from the archive.
+    record_classes: Path | None = None
 
     def __post_init__(self) -> None:
         if self.shuffle_partitions < 1:
@@ -128,8 +133,13 @@ class SparkSettings:
             conf["spark.driver.host"] = "127.0.0.1"
             conf["spark.driver.bindAddress"] = "127.0.0.1"
             log4j = Path(__file__).with_name("spark-log4j2.properties")
-            conf["spark.driver.extraJavaOptions"] = (
-                f"-Dlog4j2.configurationFile=file:{log4j} {JIT_OPTIONS}"
+            archive = (
+                class_archives.record_options(self.record_classes)
+                if self.record_classes is not None
+                else class_archives.use_options(class_archives.SPARK_DRIVER, self.jar_cache_dir)
+            )
+            conf["spark.driver.extraJavaOptions"] = " ".join(
+                [f"-Dlog4j2.configurationFile=file:{log4j}", JIT_OPTIONS, *archive]
             )
         conf["spark.executor.extraJavaOptions"] = JIT_OPTIONS
         if self.use_cached_jars:

@@ -7,6 +7,9 @@
 #   .cache/jars/kafka/  Kafka broker (KRaft) + log4j2 binding     -> broker classpath
 #   .cache/jars/stage/  the coordinator's stateful stage, compiled here from streams/jvm/
 #                       against pyspark's own jars (no jar is committed)  -> spark.jars
+#   .cache/jars/cds/    class archives the Spark driver's and the broker's JVMs start from,
+#                       recorded by one short run of the local stack
+#                       (coordinator/class_archives.py)
 #
 # Idempotent: every stage is skipped when its inputs have not changed since it last
 # succeeded (a stamp file records a hash of the inputs), so a warm run does almost nothing.
@@ -121,5 +124,27 @@ build_stage() {
   stamp jars-stage $sources pyproject.toml
 }
 build_stage
+
+# 4. Class archives: the JVMs of the local stack start from classes parsed once, here. An
+# archive belongs to one JDK build and one set of jars, so any change records them again.
+# Only speed depends on them: a failed recording is reported, and the JVMs start without.
+record_classes() {
+  local archives="$cache/jars/cds" jdk="$cache/java-version.txt" inputs
+  java -version 2>"$jdk"
+  inputs=("$jdk" "$cache/jars-spark.stamp" "$cache/jars-kafka.stamp" "$cache/jars/stage/txcoord-stage.jar"
+          pyproject.toml coordinator/class_archives.py coordinator/record_classes.py)
+  if fresh classes "${inputs[@]}" && [ -f "$archives/spark-driver.jsa" ] && [ -f "$archives/kafka-broker.jsa" ]; then
+    log "the class archives are up to date (.cache/jars/cds)"
+    return
+  fi
+  log "recording the class archives of the Spark driver and the broker (a run of the local stack, about a minute)"
+  if .venv/bin/python -m coordinator.record_classes >"$cache/record-classes.log" 2>&1; then
+    stamp classes "${inputs[@]}"
+    log "$(tail -n 1 "$cache/record-classes.log")"
+  else
+    log "warning: the class archives could not be recorded; the JVMs start without (slower). See .cache/record-classes.log"
+  fi
+}
+record_classes
 
 log "ready"

@@ -49,6 +49,7 @@ from typing import Any
 
 from kafka.admin import KafkaAdminClient
 
+from coordinator import class_archives
 from coordinator.artifacts import jars
 from coordinator.local_stack.broker_auth import BrokerAuth
 from core.errors import BrokerError
@@ -89,6 +90,9 @@ class BrokerSettings:
     extra_properties: dict[str, str] = field(default_factory=dict)
     # SASL principals and ACLs (None: open on loopback, as `txcoord up` without auth file).
     auth: BrokerAuth | None = None
+    # The broker's JVMs write the classes they loaded to this archive when they exit
+    # (coordinator/record_classes.py) instead of starting from the archive.
+    record_classes: Path | None = None
 
     def __post_init__(self) -> None:
         if self.host not in ("127.0.0.1", "localhost", "::1"):
@@ -360,8 +364,9 @@ class KafkaBroker:
         """Return the java command line up to the main class.
 
         `short_lived`: a tool that runs for a second (storage format) compiles with C1 only,
-        as the JIT's optimising compiler would only cost it time. `KAFKA_OPTS` adds JVM
-        options, as it does for Kafka's own kafka-run-class.sh.
+        as the JIT's optimising compiler would only cost it time. The JVM starts from the
+        install step's class archive when there is one (coordinator/class_archives.py).
+        `KAFKA_OPTS` adds JVM options, as it does for Kafka's own kafka-run-class.sh.
         """
         java = shutil.which("java")
         if java is None:
@@ -371,8 +376,16 @@ class KafkaBroker:
             command += [f"-Xms{heap}", f"-Xmx{heap}"]
         if short_lived:
             command.append("-XX:TieredStopAtLevel=1")
+        record = self.settings.record_classes
         command += [
             *KAFKA_JVM_FLAGS,
+            *(
+                class_archives.record_options(record)
+                if record is not None
+                else class_archives.use_options(
+                    class_archives.KAFKA_BROKER, self.settings.jar_cache_dir
+                )
+            ),
             *shlex.split(os.environ.get("KAFKA_OPTS", "")),
             f"-Dkafka.logs.dir={self.log_dir}",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
