@@ -5,7 +5,8 @@ artifacts.py (the install step's jars), class_archives.py (the JVMs' class archi
 local_stack/ (the broker and `txcoord up`'s stack). Applications: sdk/ (producers; imports
 only core and protocol), rest/ (the REST ingress), admin/ (operator tools), commands/ and
 cli.py (`txcoord`), bench/, app.py (the coordinator under spark-submit), and
-record_classes.py (the install step's recording of the class archives). Importing this package imports none of them.
+record_classes.py (the install step's recording of the class archives). Importing this
+package imports none of them.
 """
 
 __all__ = [
