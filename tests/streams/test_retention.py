@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 #: Long enough for an op sent after the decision to reach the stage (a coordinator batch or
 #: two, a few seconds each under CI load), short enough for a test.
-RETENTION_S = 30
+RETENTION_S = 20
 
 
 @pytest.fixture

@@ -228,7 +228,7 @@ def test_wrong_credentials_fail_at_start_with_a_clear_error(
     with pytest.raises(TransportError) as caught:
         KafkaTransport(kafka.bootstrap_servers, "orders", half_topic=kafka.half_topic,
                        op_topic=kafka.op_topic, check_topic=kafka.check_topic,
-                       topics_per_group=True, send_timeout_seconds=20,
+                       topics_per_group=True, send_timeout_seconds=8,
                        security=security)  # fmt: skip
     assert time.monotonic() - started < 30
     assert "login as 'orders-app'" in str(caught.value)
