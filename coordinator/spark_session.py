@@ -148,7 +148,12 @@ class SparkSettings:
             conf["spark.jars"] = ",".join(str(path) for path in spark_jars)
             if local and self.is_local:
                 # On the JVM's own class path: Hadoop loads filesystems before spark.jars.
-                conf["spark.driver.extraClassPath"] = ":".join(str(path) for path in stage)
+                # Real paths: a class archive fits only the class path it was recorded with
+                # (coordinator/class_archives.py), and a checkout whose cache is a symbolic
+                # link to another's is then the same class path.
+                conf["spark.driver.extraClassPath"] = ":".join(
+                    str(path.resolve()) for path in stage
+                )
                 conf["spark.hadoop.fs.file.impl"] = LOCAL_FILESYSTEM
         conf.update(self.extra_conf)
         return conf

@@ -129,8 +129,9 @@ build_stage
 # archive belongs to one JDK build and one set of jars, so any change records them again.
 # Only speed depends on them: a failed recording is reported, and the JVMs start without.
 record_classes() {
-  local archives="$cache/jars/cds" jdk="$cache/java-version.txt" inputs
-  java -version 2>"$jdk"
+  local archives="$cache/jars/cds" jdk="$cache/class-path.txt" inputs
+  # The JDK's build and the class path's real location (an archive fits only them).
+  { java -version 2>&1; readlink -f "$cache/jars/stage/txcoord-stage.jar"; } >"$jdk"
   inputs=("$jdk" "$cache/jars-spark.stamp" "$cache/jars-kafka.stamp" "$cache/jars/stage/txcoord-stage.jar"
           pyproject.toml coordinator/class_archives.py coordinator/record_classes.py)
   if fresh classes "${inputs[@]}" && [ -f "$archives/spark-driver.jsa" ] && [ -f "$archives/kafka-broker.jsa" ]; then

@@ -82,3 +82,14 @@ def test_the_broker_starts_from_the_recorded_archive(kafka_broker: KafkaBroker) 
     pid = kafka_broker.info.pid
     assert pid is not None
     assert_starts_from_archive(pid, class_archives.KAFKA_BROKER)
+
+
+def test_a_cache_reached_through_a_link_gives_the_same_class_path(tmp_path: Path) -> None:
+    """An archive fits one class path: a checkout whose .cache links to another's (as the
+    README test's fresh copy does) puts the real paths on it, so both use one archive."""
+    real = jar_cache(tmp_path / "real")
+    (tmp_path / "link").symlink_to(real)
+    by_link = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=tmp_path / "link")
+    by_real = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=real)
+    key = "spark.driver.extraClassPath"
+    assert by_link.conf()[key] == by_real.conf()[key] == str(real / "stage" / "txcoord-stage.jar")
