@@ -48,3 +48,9 @@ def use_options(name: str, cache_dir: Path | None = None) -> list[str]:
 def record_options(path: Path) -> list[str]:
     """Return the JVM options that write the classes a JVM loaded to `path` when it exits."""
     return [f"-XX:ArchiveClassesAtExit={path}", QUIET]
+
+
+def options(name: str, cache_dir: Path | None = None, record: Path | None = None) -> list[str]:
+    """Return the options of a JVM of kind `name`: record its classes to `record` when given
+    (an old archive is then not used), else start from the recorded archive, if any."""
+    return record_options(record) if record is not None else use_options(name, cache_dir)

@@ -36,8 +36,6 @@ from coordinator.sdk import (
 from coordinator.spark_session import SparkSettings, build_spark_session
 from core.config import Config, load_config
 
-log = logging.getLogger(__name__)
-
 TOPIC = "ClassArchive"
 #: Seconds for the one transaction to be delivered (the first batches compile their code).
 DELIVERY_BOUND = 180.0
@@ -97,14 +95,13 @@ def record(cache_dir: Path | None = None) -> list[Path]:
     news = {name: path.with_suffix(".new") for name, path in finals.items()}
     for path in [*finals.values(), *news.values()]:
         path.unlink(missing_ok=True)  # JVMs of this run must not start from an old one
-    next(iter(finals.values())).parent.mkdir(parents=True, exist_ok=True)
+    finals[class_archives.SPARK_DRIVER].parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="txcoord-classes-") as tmp:
         root = Path(tmp)
         broker = KafkaBroker(BrokerSettings(
             root / "kafka", jar_cache_dir=cache, record_classes=news[class_archives.KAFKA_BROKER],
         ))  # fmt: skip
         broker.start()
-        log.info("broker started")
         try:
             config = load_config(overrides={
                 "warehouse": str(root / "warehouse"),
@@ -117,22 +114,16 @@ def record(cache_dir: Path | None = None) -> list[Path]:
                 shuffle_partitions=config.spark.shuffle_partitions, driver_memory="1g",
                 jar_cache_dir=cache, record_classes=news[class_archives.SPARK_DRIVER],
             ))  # fmt: skip
-            log.info("spark started")
             try:
                 engine = Engine(spark, config).start()
-                log.info("engine started")
                 try:
                     _deliver_one(spark, config)
-                    log.info("delivered")
                 finally:
                     engine.stop()
-                    log.info("engine stopped")
             finally:
                 _exit_jvm(spark)
-                log.info("spark exited")
         finally:
             broker.stop()
-            log.info("broker stopped")
     missing = [str(path) for path in news.values() if not path.is_file()]
     if missing:
         raise RuntimeError(f"a JVM exited without writing its archive: {', '.join(missing)}")

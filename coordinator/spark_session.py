@@ -133,10 +133,8 @@ class SparkSettings:
             conf["spark.driver.host"] = "127.0.0.1"
             conf["spark.driver.bindAddress"] = "127.0.0.1"
             log4j = Path(__file__).with_name("spark-log4j2.properties")
-            archive = (
-                class_archives.record_options(self.record_classes)
-                if self.record_classes is not None
-                else class_archives.use_options(class_archives.SPARK_DRIVER, self.jar_cache_dir)
+            archive = class_archives.options(
+                class_archives.SPARK_DRIVER, self.jar_cache_dir, self.record_classes
             )
             conf["spark.driver.extraJavaOptions"] = " ".join(
                 [f"-Dlog4j2.configurationFile=file:{log4j}", JIT_OPTIONS, *archive]

@@ -376,15 +376,12 @@ class KafkaBroker:
             command += [f"-Xms{heap}", f"-Xmx{heap}"]
         if short_lived:
             command.append("-XX:TieredStopAtLevel=1")
-        record = self.settings.record_classes
         command += [
             *KAFKA_JVM_FLAGS,
-            *(
-                class_archives.record_options(record)
-                if record is not None
-                else class_archives.use_options(
-                    class_archives.KAFKA_BROKER, self.settings.jar_cache_dir
-                )
+            *class_archives.options(
+                class_archives.KAFKA_BROKER,
+                self.settings.jar_cache_dir,
+                self.settings.record_classes,
             ),
             *shlex.split(os.environ.get("KAFKA_OPTS", "")),
             f"-Dkafka.logs.dir={self.log_dir}",
