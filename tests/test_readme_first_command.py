@@ -28,7 +28,7 @@ import pytest
 
 from coordinator.artifacts import PROJECT_ROOT
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.6)]
 
 README = PROJECT_ROOT / "README.md"
 #: The port the README's curl commands use.

@@ -22,7 +22,7 @@ from tests.conftest import ConfigFactory, unavailable
 from tests.harness import TOPIC, Producer, Responder, wait_for
 from tests.spark_cluster import ClusterError, StandaloneCluster
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.9)]
 
 APP_NAME = "txcoord-coordinator"  # coordinator/app.py's Spark application name
 #: Each transaction and the op its producer sends; None: no op, COMMIT once checked.

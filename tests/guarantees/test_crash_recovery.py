@@ -45,7 +45,7 @@ from tests.conftest import unavailable
 from tests.guarantees.app_runs import AppRuns
 from tests.harness import GROUP, Producer, Responder, last_progress, wait_for, watermark_past
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(10)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(5.5)]
 
 TOPICS = ("OrderPaid", "OrderShipped")
 #: Checks before a never-answered transaction is discarded (small, so discards happen often).

@@ -25,6 +25,8 @@ from pyspark.sql import SparkSession
 from core.config import Config, load_config
 from tests.harness import Engine, Producer, Responder, table, wait_for
 
+pytestmark = pytest.mark.long(2)
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = ("transaction_health", "topic_explorer")
 TIMEOUT = "3s"

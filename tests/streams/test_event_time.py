@@ -13,7 +13,7 @@ from streams.coordinator_job import QUERY_NAME
 from tests.harness import TOPIC, Engine, Producer, table, wait_for, wait_past, warm
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2)]
 
 #: "A few seconds" of SPEC 7.4, loose on purpose: the half and the heartbeat that passes its
 #: due time wait for a batch, the watermark moves at the end of that batch and the check

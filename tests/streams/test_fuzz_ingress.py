@@ -26,7 +26,7 @@ from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 from tests.streams.ingress_records import MAX_MESSAGE, raw_record
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.6)]
 
 #: The workload's group: the fuzz never uses it, so nothing fuzzed may touch its transactions.
 GROUP = "workload"

@@ -16,7 +16,7 @@ from core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.6)]
 
 
 @pytest.fixture

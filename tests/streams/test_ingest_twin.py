@@ -24,7 +24,7 @@ from streams.ingest import parse
 from streams.ingest_rules import PARSED_COLUMNS, IngestRules, reference_parse
 from tests.streams.ingress_records import MAX_MESSAGE, header, raw_record
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long(1.1)]
 
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

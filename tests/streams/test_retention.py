@@ -17,7 +17,7 @@ from core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.2)]
 
 #: Long enough for an op sent after the decision to reach the stage (a coordinator batch or
 #: two, a few seconds each under CI load), short enough for a test.

@@ -48,7 +48,7 @@ from tests.harness import (
 )
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2.2)]
 
 TIMEOUT, INTERVAL, CHECK_MAX = 3, 4, 3
 #: Store time and `requested_at` are clocks of one host, read to the millisecond.

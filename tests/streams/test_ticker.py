@@ -18,7 +18,7 @@ from streams.tick_pace import TickPace
 from streams.ticker import LEAD, Ticker, until_next_tick
 from tests.conftest import unavailable
 
-pytestmark = [pytest.mark.kafka]
+pytestmark = [pytest.mark.kafka, pytest.mark.long(0.8)]
 
 #: Seconds after the broker is back by which heartbeats flow again: reconnecting like Kafka's
 #: Java client (core/kafka_clients.py: at most 1 s between attempts), plus a few ticks.

@@ -22,6 +22,8 @@ from core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
+pytestmark = pytest.mark.long(0.8)
+
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 

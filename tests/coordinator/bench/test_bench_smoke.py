@@ -19,7 +19,7 @@ from coordinator.artifacts import PROJECT_ROOT
 from coordinator.bench.resources import BENCH, BROKER, SPARK, WORKERS
 from tests.conftest import unavailable
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.8)]
 
 SUMMARY = ("count", "p50", "p95", "p99", "min", "max", "mean")
 

@@ -34,7 +34,7 @@ from coordinator.local_stack.kafka_broker import free_port, read_info
 from tests.quiet_stop import noise_in
 from tests.up_process import Up
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(3)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.7)]
 
 DEMO_KINDS = ("commit", "rollback", "checked-commit", "never-answers")
 #: Every start of the test's stack: no fixed metrics port (another test's may be in use).

@@ -32,7 +32,7 @@ from .conftest import (
 )
 from .helpers import RecordingListener, State, wait_until
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.long(0.4)]
 
 LOG_APPEND_TIME = 1
 

@@ -20,7 +20,7 @@ from .conftest import INGRESS_TOPIC_CONFIG, publish, read_records
 from .helpers import RecordingListener, State, wait_until
 from .test_kafka_transport import check_of
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.long(0.5)]
 
 #: Seconds from the broker being back to the answer of a check published then: the consumer
 #: reconnects at most a second apart (core/kafka_clients.py) and rejoins its group: well
