@@ -5,21 +5,32 @@ protocol/records.py (as the SDK's Kafka transport builds them), written by one
 idempotent producer with acks=all, as the README asks of Kafka producers. Per batch:
 send every half, wait until all are acknowledged (a producer runs its local transaction
 only once its half is stored), then send the batch's ops without waiting; the next batch's
-wait covers them. Each op's acknowledgement time is taken in the producer's callback: that
-is the moment the producer knows its decision is durable, where commit-to-visible starts.
+wait covers them. Each op's acknowledgement time is taken in the producer's delivery
+callback: that is the moment the producer knows its decision is durable, where
+commit-to-visible starts.
+
+The producer is librdkafka's (confluent-kafka), not the SDK's kafka-python: the load runs
+on the same cores as the system it measures, and kafka-python's pure-Python client spent
+more CPU per transaction than the broker (README "Performance"). The records are the same
+bytes either way; tests/coordinator/bench/test_kafka_driver.py reads them back and compares
+them with the SDK's.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from kafka import KafkaProducer
+from confluent_kafka import KafkaError, Message, Producer
 
 from coordinator.bench.workload import Kind
-from coordinator.sdk import Message
+from coordinator.sdk import Message as SdkMessage
 from protocol.records import op_headers
+
+#: Seconds a batch's halves (or the last ops) may take to be acknowledged.
+ACK_TIMEOUT = 60.0
 
 
 def now_ms() -> int:
@@ -48,63 +59,83 @@ class KafkaDriver:
         self.half_acks: dict[str, int] = {}
         self.op_acks: dict[str, int] = {}
         self.errors: list[str] = []
-        self._pending: list[Any] = []
-        self._producer = KafkaProducer(
-            bootstrap_servers=bootstrap_servers,
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=5,
-            batch_size=256 * 1024,
-            max_request_size=4 * 1024 * 1024,
-        )
+        # Records sent whose delivery callback has not run yet (flush() may return while
+        # the poller is still running the last callbacks).
+        self._outstanding = 0
+        self._settled = threading.Condition()
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.size": 256 * 1024,
+            "message.max.bytes": 4 * 1024 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+        })  # fmt: skip
+        # Delivery callbacks run in whichever thread polls: this one polls all the time, so
+        # an acknowledgement is timed when it arrives, not when a sender next waits.
+        self._closing = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="bench-kafka-acks", daemon=True)
+        self._poller.start()
 
-    def _timed(self, future: Any, acks: dict[str, int], transaction_id: str) -> None:
-        def acked(_: Any) -> None:
-            acks[transaction_id] = now_ms()
+    def _poll(self) -> None:
+        while not self._closing.is_set():
+            self._producer.poll(0.1)
 
-        def failed(exc: BaseException) -> None:
-            self.errors.append(f"{transaction_id}: {exc}")
+    def _produce(
+        self, topic: str, key: str, value: bytes, headers: Any, acks: dict[str, int]
+    ) -> None:
+        def delivered(error: KafkaError | None, _: Message) -> None:
+            if error is None:
+                acks[key] = now_ms()
+            else:
+                self.errors.append(f"{key}: {error}")
+            with self._settled:
+                self._outstanding -= 1
+                self._settled.notify_all()
 
-        future.add_callback(acked)
-        future.add_errback(failed)
-        self._pending.append(future)
+        with self._settled:
+            self._outstanding += 1
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value=value, key=key.encode(), headers=headers, on_delivery=delivered
+                )
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self._producer.poll(0.05)
+            except BaseException:
+                with self._settled:
+                    self._outstanding -= 1
+                raise
 
     def send(self, batch: Sequence[tuple[str, Kind]], *, ops: bool = True) -> None:
         """Store the batch's halves (acknowledged on return), then send their ops."""
         born = now_ms()
         for transaction_id, kind in batch:
-            message = Message(
+            message = SdkMessage(
                 topic=self.topic,
                 keys=[transaction_id],
                 properties={"bench.kind": kind.name},
                 check_immunity_seconds=self.immunity_seconds,
             )
-            future = self._producer.send(
-                self.half_topic,
-                key=transaction_id.encode(),
-                value=self.body,
-                headers=message.half_headers(self.group, born),
-            )
-            self._timed(future, self.half_acks, transaction_id)
+            headers = message.half_headers(self.group, born)
+            self._produce(self.half_topic, transaction_id, self.body, headers, self.half_acks)
         self._wait()
         if not ops:
             return
         born = now_ms()
         for transaction_id, kind in batch:
-            future = self._producer.send(
-                self.op_topic,
-                key=transaction_id.encode(),
-                value=b"",
-                headers=op_headers(self.group, kind.first_op, False, born),
-            )
-            self._timed(future, self.op_acks, transaction_id)
+            headers = op_headers(self.group, kind.first_op, False, born)
+            self._produce(self.op_topic, transaction_id, b"", headers, self.op_acks)
 
     def _wait(self) -> None:
-        self._producer.flush(timeout=60)
-        pending, self._pending = self._pending, []
-        for future in pending:
-            if not future.is_done:
-                raise RuntimeError("a record was not acknowledged within 60 s")
+        deadline = time.monotonic() + ACK_TIMEOUT
+        self._producer.flush(ACK_TIMEOUT)
+        with self._settled:
+            if not self._settled.wait_for(lambda: self._outstanding == 0,
+                                          max(0.0, deadline - time.monotonic())):  # fmt: skip
+                raise RuntimeError(f"a record was not acknowledged within {ACK_TIMEOUT:.0f} s")
         if self.errors:
             raise RuntimeError(f"Kafka refused {len(self.errors)} record(s): {self.errors[:3]}")
 
@@ -113,5 +144,8 @@ class KafkaDriver:
         self._wait()
 
     def close(self) -> None:
-        """Close the producer."""
-        self._producer.close(timeout=10)
+        """Stop polling and drop whatever was not acknowledged (finish() waits for it)."""
+        self._closing.set()
+        self._poller.join(5)
+        self._producer.purge()
+        self._producer.flush(1)
