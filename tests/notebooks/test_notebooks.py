@@ -49,7 +49,7 @@ class Run:
 
 
 def run_config(bootstrap_servers: str, root: Path) -> Config:
-    """Return the run's configuration: short timeout, three checks 8 s apart, own topics."""
+    """Return the run's configuration: short timeout, three checks 5 s apart, own topics."""
     suffix = uuid.uuid4().hex[:8]
     return load_config(
         overrides={
@@ -65,7 +65,7 @@ def run_config(bootstrap_servers: str, root: Path) -> Config:
             "transaction_timeout": TIMEOUT,
             # An answer decides if it is stored before the discard is due (store time):
             # three intervals from the first check, each longer than a check's lag.
-            "transaction_check_interval": "8s",
+            "transaction_check_interval": "5s",
             "transaction_check_max": "3",
         }
     )

@@ -229,7 +229,7 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
 ) -> None:
     # A long interval and one check: the answer must be stored within the interval of check 1
     # being requested, and this test first sees check 1 in its table and stops the query.
-    interval = 30
+    interval = 15
     config = make_config(
         transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{interval}s",
         transaction_check_max="1",
