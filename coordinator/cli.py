@@ -2,25 +2,73 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import Any, NoReturn
 
 import click
 
-from coordinator.commands.bench import bench
-from coordinator.commands.broker import broker
-from coordinator.commands.demo import demo
-from coordinator.commands.maintain import maintain
-from coordinator.commands.provision import provision
-from coordinator.commands.transactions import transactions
-from coordinator.commands.up import up
 from coordinator.program_exit import leave
 from core.errors import TxcoordError
 
+#: Every command (the function of that name in coordinator/commands/<name>.py) and its summary
+#: for `--help`: the first sentence of its docstring (tests/coordinator/test_cli.py checks).
+#: A command's module is imported only when that command runs (or shows its own help): the
+#: engine's commands import Spark, Arrow and Delta, which a producer's install (`pip install
+#: txcoord`, no extra) does not have, and which every other command would pay for at start.
+COMMANDS: dict[str, str] = {
+    "up": "Run the whole local stack in the foreground until Ctrl-C.",
+    "broker": "Run the local Kafka broker (KRaft, 127.0.0.1) on its own.",
+    "demo": "Send sample transactions through the SDK and print how each one ended.",
+    "transactions": "Inspect transactions and act on them as an operator "
+    "(like kafka-transactions.sh).",
+    "maintain": "OPTIMIZE and VACUUM every table of the warehouse without breaking a running "
+    "stream.",
+    "provision": "Create producer groups' and operators' own topics; print the ACLs to grant.",
+    "bench": "Measure txcoord end to end on this machine, with Kafka's transactions as the peer.",
+}
+#: txcoord's own packages: a module of these missing is a broken install, not a missing extra.
+OWN_PACKAGES = ("coordinator", "core", "protocol", "delta_tables", "streams")
+
+
+def _needs_engine(name: str, missing: str) -> click.Command:
+    """Return a stand-in for command `name`, whose module imports `missing`, not installed."""
+
+    def refuse() -> None:
+        raise click.ClickException(
+            f"txcoord {name} needs the engine's packages ({missing} is not installed): "
+            "pip install 'txcoord[engine]'"
+        )
+
+    anything = {"ignore_unknown_options": True, "allow_extra_args": True}
+    return click.Command(name, callback=refuse, add_help_option=False, context_settings=anything,
+                         help=f"{COMMANDS[name]} (needs txcoord[engine])")  # fmt: skip
+
 
 class _Group(click.Group):
-    """A click group that prints txcoord's own errors as one clear line, without a traceback."""
+    """txcoord's command group: commands loaded on use, txcoord's own errors as one clear line."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        try:  # each command is the function of its name in its own module
+            module = importlib.import_module(f"coordinator.commands.{cmd_name}")
+        except ModuleNotFoundError as exc:
+            package = (exc.name or "").split(".")[0]
+            if not package or package in OWN_PACKAGES:
+                raise
+            return _needs_engine(cmd_name, package)
+        command: click.Command = getattr(module, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List the commands from COMMANDS, without importing any of them."""
+        with formatter.section("Commands"):
+            formatter.write_dl(list(COMMANDS.items()))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -61,15 +109,6 @@ def configure_logging(verbosity: int) -> None:
 def main(verbose: int) -> None:
     """Transactional messages (RocketMQ's protocol) on Spark Structured Streaming and Delta Lake."""
     configure_logging(verbose)
-
-
-main.add_command(up)
-main.add_command(broker)
-main.add_command(demo)
-main.add_command(transactions)
-main.add_command(maintain)
-main.add_command(provision)
-main.add_command(bench)
 
 
 def run() -> NoReturn:

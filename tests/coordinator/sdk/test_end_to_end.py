@@ -200,3 +200,19 @@ def test_the_readme_sdk_example_runs_from_an_sdk_only_install(
     assert (final.producer_group, final.state, final.reason) == ("orders", "COMMITTED", "op")
     (delivered,) = table(spark, config, "topics/OrderPaid").collect()
     assert bytes(delivered.body) == b"paid"
+
+    # The `txcoord` command line of that install: its help lists every command, and a
+    # command that needs the engine says how to get it, in one line, without a traceback.
+    txcoord = str(python.parent / "txcoord")
+    shown = subprocess.run([txcoord, "--help"], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, check=False, timeout=60)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert all(f"  {name} " in shown.stdout for name in ("up", "demo", "bench")), shown.stdout
+    refused = subprocess.run([txcoord, "up"], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, check=False, timeout=60)  # fmt: skip
+    assert refused.returncode == 1
+    # Which engine package it names first depends on the import order; one line, that form.
+    assert re.fullmatch(r"Error: txcoord up needs the engine's packages \((pyspark|delta|"
+                        r"pyarrow|pandas|deltalake|fastapi|uvicorn|prometheus_client)"
+                        r" is not installed\): pip install 'txcoord\[engine\]'\n",
+                        refused.stderr), refused.stderr  # fmt: skip
