@@ -48,8 +48,10 @@ digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
 fresh() { local name=$1; shift; [ -f "$cache/$name.stamp" ] && [ "$(cat "$cache/$name.stamp")" = "$(digest "$@")" ]; }
 stamp() { local name=$1; shift; digest "$@" >"$cache/$name.stamp"; }
 
-# 1. Python environment.
-if fresh python pyproject.toml && [ -x .venv/bin/txcoord ]; then
+# 1. Python environment. Up to date only if `txcoord` runs from elsewhere: its script's
+# interpreter exists and the editable package resolves (both name paths, which a moved or
+# deleted checkout would break).
+if fresh python pyproject.toml && (cd / && "$root/.venv/bin/txcoord" --help) >/dev/null 2>&1; then
   log "python environment is up to date (.venv)"
 else
   log "creating .venv and installing txcoord[engine,dev] (pyspark is a ~450 MB download on a cold machine)"
