@@ -13,7 +13,8 @@ from coordinator.program_exit import leave
 from core.errors import TxcoordError
 
 #: Every command (the function of that name in coordinator/commands/<name>.py) and its summary
-#: for `--help`: the first sentence of its docstring (tests/coordinator/test_cli.py checks).
+#: for `--help`: the first sentence of its docstring (tests/coordinator/test_cli_commands.py
+#: checks).
 #: A command's module is imported only when that command runs (or shows its own help): the
 #: engine's commands import Spark, Arrow and Delta, which a producer's install (`pip install
 #: txcoord`, no extra) does not have, and which every other command would pay for at start.
