@@ -16,6 +16,8 @@ gives the driver's JVM, and in `KAFKA_OPTS`, which the broker launcher adds): a 
 lives for seconds to minutes, and a fresh one spent about half its CPU in the C2 compiler's
 threads (a ticking application, 45-75 s after its start). Behaviour is the same;
 performance is measured by `txcoord bench` run outside the tests, with the JVM's defaults.
+The same variables give them the run's own scratch folder as `java.io.tmpdir`, removed when
+the run ends, so the JVMs the tests kill leave nothing behind (tests/jvm_scratch.py).
 
 Randomness in tests comes from the `rng` fixture: a `random.Random` whose seed is printed and
 reported with a failure; `TXCOORD_TEST_SEED=<seed>` replays it. The variable is taken out of
@@ -28,6 +30,7 @@ from __future__ import annotations
 import os
 import random
 import secrets
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +43,7 @@ from coordinator.spark_session import SparkSettings, build_spark_session
 from core.config import Config, load_config
 from streams.kafka_topics import delete_topic, ensure_topic
 from tests.harness import Engine
+from tests.jvm_scratch import run_scratch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,8 +55,16 @@ SEED_OVERRIDE = os.environ.pop(SEED_ENV, None)
 SEED_KEY = pytest.StashKey[int]()
 #: The JIT of short-lived test JVMs (see above); set before any JVM starts.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-for _variable in ("SPARK_SUBMIT_OPTS", "KAFKA_OPTS"):  # Spark's JVMs, the test brokers
-    os.environ[_variable] = " ".join(filter(None, [os.environ.get(_variable), TEST_JVM_OPTIONS]))
+#: Where every JVM of this run keeps its scratch files (tests/jvm_scratch.py).
+JVM_SCRATCH, MADE_SCRATCH = run_scratch()
+if MADE_SCRATCH:  # the run's first process; its workers inherit the environment
+    for _variable in ("SPARK_SUBMIT_OPTS", "KAFKA_OPTS"):  # Spark's JVMs, the test brokers
+        os.environ[_variable] = " ".join(
+            filter(
+                None,
+                [os.environ.get(_variable), TEST_JVM_OPTIONS, f"-Djava.io.tmpdir={JVM_SCRATCH}"],
+            )
+        )
 
 
 def unavailable(component: str, error: BaseException) -> NoReturn:
@@ -206,3 +218,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if seed is not None and report.failed:
         report.sections.append(("random seed", f"replay with {SEED_ENV}={seed}"))
     return report
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's JVM scratch folder once the run's first process is done."""
+    if MADE_SCRATCH:
+        shutil.rmtree(JVM_SCRATCH, ignore_errors=True)
+
+
+def pytest_report_header() -> list[str]:
+    """Name the JVMs' scratch folder and the free space where it lives."""
+    free = shutil.disk_usage(JVM_SCRATCH).free / 2**30
+    return [f"JVM scratch: {JVM_SCRATCH} ({free:.1f} GiB free)"]
