@@ -11,13 +11,14 @@ is the product's failure, a plain test failure, never a skip.
 
 Every JVM a test starts through Spark or the broker launcher (the session's Spark, the
 applications of spark-submit, `txcoord up`, the bench's smoke run, every test broker)
-compiles with C1 only (`-XX:TieredStopAtLevel=1` in `SPARK_SUBMIT_OPTS`, which spark-submit
-gives the driver's JVM, and in `KAFKA_OPTS`, which the broker launcher adds): a test's JVM
-lives for seconds to minutes, and a fresh one spent about half its CPU in the C2 compiler's
-threads (a ticking application, 45-75 s after its start). Behaviour is the same;
-performance is measured by `txcoord bench` run outside the tests, with the JVM's defaults.
-The same variables give them the run's own scratch folder as `java.io.tmpdir`, removed when
-the run ends, so the JVMs the tests kill leave nothing behind (tests/jvm_scratch.py).
+compiles with C1 only (`-XX:TieredStopAtLevel=1`, with tiered's code cache, in
+`SPARK_SUBMIT_OPTS`, which spark-submit gives the driver's JVM, and in `KAFKA_OPTS`, which
+the broker launcher adds): a test's JVM lives for seconds to minutes, and a fresh one spent
+about half its CPU in the C2 compiler's threads (a ticking application, 45-75 s after its
+start). Behaviour is the same; performance is measured by `txcoord bench` run outside the
+tests, with the JVM's defaults. The same variables give them the run's own scratch folder
+as `java.io.tmpdir`, removed when the run ends, so the JVMs the tests kill leave nothing
+behind (tests/jvm_scratch.py).
 
 Randomness in tests comes from the `rng` fixture: a `random.Random` whose seed is printed and
 reported with a failure; `TXCOORD_TEST_SEED=<seed>` replays it. The variable is taken out of
@@ -53,8 +54,11 @@ SEED_ENV = "TXCOORD_TEST_SEED"
 #: The seed a run was asked to replay, if any (removed from the environment: see above).
 SEED_OVERRIDE = os.environ.pop(SEED_ENV, None)
 SEED_KEY = pytest.StashKey[int]()
-#: The JIT of short-lived test JVMs (see above); set before any JVM starts.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: The JIT of short-lived test JVMs (see above); set before any JVM starts. C1 alone gets a
+#: 48 MiB code cache by default, which the session's Spark JVM (a whole worker's share of
+#: the suite, the stage's huge generated methods compiled: JIT_OPTIONS) filled, and then died
+#: of ("Out of space in CodeCache for method handle intrinsic"): it gets tiered's 240 MiB.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: Where every JVM of this run keeps its scratch files (tests/jvm_scratch.py).
 JVM_SCRATCH, MADE_SCRATCH = run_scratch()
 if MADE_SCRATCH:  # the run's first process; its workers inherit the environment

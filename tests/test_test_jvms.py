@@ -1,4 +1,5 @@
-"""The run's JVM scratch folder: abandoned folders are swept, the JVMs really use it."""
+"""What the suite gives the JVMs it starts (tests/conftest.py): a scratch folder of the run's
+own (abandoned ones are swept) and room for compiled code."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import JVM_SCRATCH
+from tests.conftest import JVM_SCRATCH, TEST_JVM_OPTIONS
 from tests.jvm_scratch import PREFIX, owner_pid, sweep_abandoned
 
 if TYPE_CHECKING:
@@ -46,3 +47,15 @@ def test_the_session_jvm_keeps_its_scratch_in_the_runs_folder(spark: SparkSessio
     assert [Path(path) for path in local_dirs] == [JVM_SCRATCH]
     spark_roots = list(JVM_SCRATCH.glob("spark-*"))
     assert spark_roots, f"no Spark local directory in {JVM_SCRATCH}"
+
+
+def test_the_session_jvm_has_room_for_its_compiled_code(spark: SparkSession) -> None:
+    """C1 alone would get a 48 MiB code cache, which a worker's session JVM outgrew."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    management = jvm.java.lang.management.ManagementFactory
+    bean = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    hotspot = management.getPlatformMXBean(bean)
+    size = int(hotspot.getVMOption("ReservedCodeCacheSize").getValue())
+    assert size == 240 * 2**20, TEST_JVM_OPTIONS
+    assert hotspot.getVMOption("TieredStopAtLevel").getValue() == "1"
