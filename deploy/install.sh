@@ -63,6 +63,10 @@ else
   # shadow it on import: here those folders are the package itself.
   PYTHONWARNINGS="ignore:Editable installation" NO_COLOR=1 \
     .venv/bin/uv pip install --quiet --python .venv/bin/python -e '.[engine,dev]'
+  # pyspark is published as a source distribution only: uv builds it into its cache (~1 GB),
+  # and a registry whose answers it may not reuse gets a new copy on every install, the old
+  # ones left behind (37 GB of them filled one machine's disk). Drop what uv no longer uses.
+  .venv/bin/uv cache prune --quiet
   stamp python pyproject.toml
 fi
 
