@@ -31,6 +31,9 @@ class Up:
             "--port", str(port),
             "--driver-memory", "1g",
             "--set", "transaction_timeout=4s",
+            # any free metrics port: another test's stack (the README's `make up`, verbatim,
+            # on the default port) may be running beside this one
+            "--set", "metrics.port=0",
             *[arg for setting in settings for arg in ("--set", setting)],
             *options,
         ]  # fmt: skip

@@ -37,8 +37,6 @@ from tests.up_process import Up
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.7)]
 
 DEMO_KINDS = ("commit", "rollback", "checked-commit", "never-answers")
-#: Every start of the test's stack: no fixed metrics port (another test's may be in use).
-SETTINGS = ("metrics.port=0",)
 
 
 def state_of(base: str, tx: str) -> str | None:
@@ -159,7 +157,7 @@ def test_up_runs_stops_quietly_restarts_in_place_and_loses_nothing(tmp_path: Pat
     running: list[Up] = []
 
     def up() -> Up:
-        running.append(Up(state_dir, warehouse, rest_port, *SETTINGS))
+        running.append(Up(state_dir, warehouse, rest_port))
         return running[-1]
 
     try:
