@@ -48,6 +48,7 @@ class Producer:
         immunity: str | None = None,
         body: bytes | None = None,
         properties: dict[str, str] | None = None,
+        tags: str | None = None,
     ) -> Any:
         """Send one half message; return the send's future."""
         headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.TOPIC, topic.encode()),
@@ -56,6 +57,8 @@ class Producer:
             headers.append((fmt.QUEUE_ID, str(queue_id).encode()))
         if immunity is not None:
             headers.append((fmt.CHECK_IMMUNITY_SECONDS, immunity.encode()))
+        if tags is not None:
+            headers.append((fmt.TAGS, tags.encode()))
         for name, text in (properties or {}).items():
             headers.append((f"{fmt.PROPERTY_PREFIX}{name}", text.encode()))
         value = body if body is not None else f"body-{tx}".encode()

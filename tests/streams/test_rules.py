@@ -20,8 +20,9 @@ TIMEOUT_S = 3
 #: Well above the natural first-check delay (the timeout, then skew + a tick + two batches:
 #: a few seconds), so a check that honours the immunity is told apart from one that ignored it.
 IMMUNITY_S = 30
-#: User properties travel with the half to delivery and to check requests.
+#: User properties and tags travel with the half to delivery and to check requests.
 PROPERTIES = {"order": "o-1", "region": "eu-west"}
+TAGS = "TagA || paid"
 #: How each transaction's check requests are answered (None: not at all).
 ANSWERS = {
     "late": "UNKNOWN",
@@ -64,7 +65,7 @@ def produce_every_case(spark: SparkSession, config: Config, engine: Engine) -> N
         producer.flush()
         producer.op("wrong-group", "ROLLBACK")
         # First decisive op wins; later ones are recorded as duplicate and conflict.
-        producer.half("dup-conflict", properties=PROPERTIES)
+        producer.half("dup-conflict", properties=PROPERTIES, tags=TAGS)
         for op in ("COMMIT", "COMMIT", "ROLLBACK"):
             producer.op("dup-conflict", op)
             producer.flush()  # one by one: store times in this order
@@ -84,7 +85,7 @@ def produce_every_case(spark: SparkSession, config: Config, engine: Engine) -> N
         producer.op("orphan", "COMMIT")
         # Immunity delays the first check; too small a value or 0 (none) means the timeout.
         # (An unparsable one is quarantined: tests/streams/test_ingest.py.)
-        producer.half("immune", immunity=str(IMMUNITY_S), properties=PROPERTIES)
+        producer.half("immune", immunity=str(IMMUNITY_S), properties=PROPERTIES, tags=TAGS)
         producer.half("immune-low", immunity="1")
         producer.half("immune-bad", immunity="0")
         # Never answered but UNKNOWN: discarded after check_max; a later op is LATE.
@@ -169,11 +170,16 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
     assert delivered["dup-conflict"].properties == PROPERTIES
     assert delivered["immune"].properties == PROPERTIES
     assert delivered["op-first"].properties == {}
+    # The whole message is restored: its tags and keys too (the tags were once dropped).
+    assert (delivered["dup-conflict"].tags, delivered["immune"].tags) == (TAGS, TAGS)
+    assert delivered["op-first"].tags is None
+    assert delivered["immune"].keys == ["immune"] and delivered["immune"].body == b"body-immune"
     reader = DeltaTable(f"{config.warehouse}/topics/{TOPIC}").to_pyarrow_table()
     assert sorted(reader.column("transaction_id").to_pylist()) == visible
 
     # Checks: only for the transactions nobody decided; immunity honoured, never below T.
-    assert all(r.properties == PROPERTIES for r in requests if r.transaction_id == "immune")
+    assert all((r.properties, r.tags) == (PROPERTIES, TAGS)
+               for r in requests if r.transaction_id == "immune")  # fmt: skip
     checks = Counter(r.transaction_id for r in requests)
     assert checks.pop("late") == 3, checks
     # How many an answered one gets depends on the answer's round trip (machine speed); none

@@ -116,6 +116,7 @@ public final class StageRows {
       v.put("queue_id", half.queueId());
       v.put("body", half.body());
       v.put("keys", seq(half.keys()));
+      v.put("tags", half.tags());
       Map<String, String> props = new java.util.LinkedHashMap<>();
       for (String[] p : half.properties()) props.put(p[0], p[1]);
       v.put("properties", CollectionConverters.asScala(props));
