@@ -5,8 +5,7 @@ copied connector jars, shuffle blocks, RocksDB's working copies of the state), R
 LZ4's native libraries unpacked for the process, about 45 MB per Spark driver. Shutdown
 hooks remove them, and a JVM killed with SIGKILL runs none: the suite kills many on purpose
 (SPEC §7's `kill -9` tests, a test that stops an application the hard way), and on a machine
-that ran the suite all day their leftovers filled the disk until a Spark driver died of it
-in the middle of a run.
+that ran the suite all day their leftovers had taken 26 GB of its disk.
 
 So the run's first process (pytest's controller, before its xdist workers start) makes one
 folder, `<tmp>/txcoord-tests-<pid>-<random>`, points `java.io.tmpdir` of every JVM the tests
@@ -22,6 +21,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tests.processes import pid_alive
+
 #: The variable that hands the controller's folder to its workers (not `TXCOORD_*`: the
 #: application reads those as configuration and refuses unknown ones).
 SCRATCH_ENV = "TESTS_JVM_SCRATCH"
@@ -34,23 +35,12 @@ def owner_pid(path: Path) -> int | None:
     return int(pid) if pid.isdigit() else None
 
 
-def alive(pid: int) -> bool:
-    """Return True when a process with this pid exists (reused pids keep their folder)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_abandoned(root: Path) -> list[Path]:
     """Remove the scratch folders under `root` whose run's process is gone; return them."""
     removed = []
     for path in sorted(root.glob(f"{PREFIX}*")):
         pid = owner_pid(path)
-        if path.is_dir() and pid is not None and not alive(pid):
+        if path.is_dir() and pid is not None and not pid_alive(pid):  # a reused pid keeps it
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

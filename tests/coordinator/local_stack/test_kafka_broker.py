@@ -26,14 +26,7 @@ from coordinator.local_stack.kafka_broker import (
 )
 from core.errors import BrokerError
 from streams.kafka_topics import ensure_topic
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+from tests.processes import pid_alive
 
 
 # -- settings (pure) ---------------------------------------------------------------------
