@@ -216,24 +216,46 @@ class KafkaTransport:
 
     # -- checks -------------------------------------------------------------------------
     def poll_checks(self, max_records: int, wait_seconds: float) -> list[CheckRequest]:
-        """Return up to `max_records` of the group's check requests; 0 pauses, keeping the group."""
+        """Return up to `max_records` of the group's check requests; 0 pauses, keeping the group.
+
+        Waits up to `wait_seconds` for a request of the group: records of other groups (the
+        check topic is shared) are skipped and polling goes on, so a busy neighbour's checks
+        never make this group's wait as if the topic were quiet.
+        """
         consumer = self._consumer
-        try:
-            if max_records <= 0:
+        if max_records <= 0:
+            try:
                 # Backpressure: stop fetching, but keep polling so the group does not evict us
                 # (max.poll.interval.ms) and hand our partitions to someone else in a loop.
                 assigned = consumer.assignment()
                 if assigned:
                     consumer.pause(*assigned)
                 consumer.poll(timeout_ms=0)
-                self._commit()
-                return []
-            paused = consumer.paused()
-            if paused:
-                consumer.resume(*paused)
-            batches = consumer.poll(timeout_ms=int(wait_seconds * 1000), max_records=max_records)
-        except KafkaError as exc:
-            raise TransportError(f"polling check topic {self.check_topic} failed: {exc}") from exc
+            except KafkaError as exc:
+                raise TransportError(
+                    f"polling check topic {self.check_topic} failed: {exc}"
+                ) from exc
+            self._commit()
+            return []
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            try:
+                paused = consumer.paused()
+                if paused:
+                    consumer.resume(*paused)
+                batches = consumer.poll(timeout_ms=remaining_ms, max_records=max_records)
+            except KafkaError as exc:
+                raise TransportError(
+                    f"polling check topic {self.check_topic} failed: {exc}"
+                ) from exc
+            requests = self._take(batches)
+            self._commit()
+            if requests or not batches or time.monotonic() >= deadline:
+                return requests
+
+    def _take(self, batches: dict[Any, list[Any]]) -> list[CheckRequest]:
+        """Return the group's requests among polled records; track every record's offset."""
         requests = []
         for tp, records in batches.items():
             for record in records:
@@ -244,7 +266,6 @@ class KafkaTransport:
                     self._tracker.done(partition, record.offset)
                 else:
                     requests.append(request)
-        self._commit()
         return requests
 
     def _parse(self, record: Any) -> CheckRequest | None:

@@ -167,6 +167,25 @@ def test_a_check_request_is_answered_with_a_from_check_op(
     assert producer.check_stats().answered == 1
 
 
+def test_other_groups_checks_do_not_hold_ours_back(
+    sdk_topics: SdkTopics, make_producer: ProducerFactory
+) -> None:
+    # Groups share the check topic. A group's producer reads the others' requests only to
+    # skip them; a poll that brought none of its own must not pause as if the topic were
+    # quiet (a busy neighbour's checks had held a group's own back for minutes).
+    others = [check_of(f"other-{i}", "payments") for i in range(5000)]
+    publish(sdk_topics.bootstrap_servers, sdk_topics.check,
+            [*others, check_of("tx-ours", sdk_topics.group)])  # fmt: skip
+    listener = RecordingListener()
+    started = time.monotonic()
+    make_producer(listener, poll_wait_seconds=2.0)  # the SDK's default
+    wait_until(lambda: len(listener.checked) == 1, timeout=120, what="our check answered")
+    # 5,000 skipped records at the answerer's 100 per poll: 50 polls, and a wait after each
+    # took 25 s or more.
+    assert time.monotonic() - started < 10
+    assert [r.transaction_id for r in listener.checked] == ["tx-ours"]
+
+
 def test_a_check_listener_that_raises_answers_unknown(
     sdk_topics: SdkTopics, make_producer: ProducerFactory
 ) -> None:
