@@ -55,6 +55,7 @@ class BenchSettings:
     batch: int = 500  # transactions per Kafka flush / REST batch request
     mix: str = DEFAULT_MIX
     warmup: int = 200  # transactions through a fresh engine before measuring (0: none)
+    warmup_max_seconds: float = 240.0  # ... then on until the JIT settles, at most this long
     idle_seconds: float = 10.0  # the engine measured with no load at all (0: not measured)
     rest_seconds: float = 60.0  # ... and once its ticker rests (streams/tick_pace.py; 0: not)
     pending: tuple[int, ...] = (0, 10_000)  # unresolved-state levels (0: a baseline); () skips
@@ -86,8 +87,10 @@ class BenchSettings:
             raise ValueError(f"count must be at least 1, not {self.count}")
         if any(level < 0 for level in self.pending):
             raise ValueError(f"pending levels must not be negative, not {self.pending}")
-        if min(self.warmup, self.idle_seconds, self.rest_seconds) < 0:
-            raise ValueError("warmup, idle_seconds and rest_seconds must not be negative")
+        if min(self.warmup, self.warmup_max_seconds, self.idle_seconds, self.rest_seconds) < 0:
+            raise ValueError(
+                "warmup, warmup_max_seconds, idle_seconds and rest_seconds must not be negative"
+            )
         for name in ("window", "batch", "peer_producers", "java_peer_records", "java_peer_batch",
                      "ceiling_records", "ceiling_repeats"):  # fmt: skip
             if getattr(self, name) < 1:

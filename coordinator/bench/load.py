@@ -4,10 +4,11 @@ It runs apart from the benchmark's main process, which hosts the coordinator's P
 driver (foreachBatch) and the REST ingress: in one process the load generator and the
 system under test would share one GIL, and neither's CPU time could be told apart.
 
-Parent and child share four values: `sent` (child -> parent, for the progress bar),
+Parent and child share five values: `sent` (child -> parent, for the progress bar),
 `decided` (parent -> child: how many of this load's transactions the coordinator decided,
-for the in-flight window), `sending_done` (the child sent everything) and `stop` (the parent
-saw everything decided, or gave up: stop answering checks, write the results, exit). The
+for the in-flight window), `enough` (parent -> child: send no more, as if the plan were
+complete), `sending_done` (the child sent everything) and `stop` (the parent saw everything
+decided, or gave up: stop answering checks, write the results, exit). The
 results go to a JSON file: every transaction with its kind and acknowledgement times, every
 check answer and first check, and the child's own CPU time and peak RSS.
 """
@@ -130,6 +131,7 @@ class Control:
     def __init__(self) -> None:
         self.sent = _SPAWN.Value("q", 0)
         self.decided = _SPAWN.Value("q", 0)
+        self.enough = _SPAWN.Event()
         self.sending_done = _SPAWN.Event()
         self.stop = _SPAWN.Event()
 
@@ -152,7 +154,9 @@ class _Sender:
         plan = self.plan
         with self.lock:
             elapsed = time.monotonic() - self.started
-            if self.control.stop.is_set() or self.failure is not None:
+            if self.control.stop.is_set() or self.control.enough.is_set():
+                return None
+            if self.failure is not None:
                 return None
             if plan.duration is not None and elapsed >= plan.duration:
                 return None
@@ -275,6 +279,10 @@ class LoadProcess:
     def tell_decided(self, decided: int) -> None:
         """Tell the child how many of its transactions are decided (its in-flight window)."""
         self.control.decided.value = decided
+
+    def stop_sending(self) -> None:
+        """Tell the child to send no more transactions; it still answers their checks."""
+        self.control.enough.set()
 
     @property
     def sending_done(self) -> bool:

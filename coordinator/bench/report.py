@@ -196,7 +196,30 @@ def _resources(result: dict[str, Any]) -> list[str]:
     for name, peak in peaks.items():
         if name not in names:
             lines.append(f"| {name} | " + " | ".join("-" for _ in phases) + f" | {_mib(peak)} |")
+    jit = [phase.get("jit_compile_seconds") for phase in phases.values()]
+    if any(seconds is not None for seconds in jit):
+        cells = [
+            "-" if seconds is None else f"{seconds:.1f} s ({seconds / p['seconds']:.2f} cores)"
+            for seconds, p in zip(jit, phases.values(), strict=True)
+        ]
+        lines.append("| … of spark: JIT compiling | " + " | ".join(cells) + " | - |")
     return lines
+
+
+def _warmup(warmup: dict[str, Any] | None) -> str:
+    if not warmup:
+        return " No warm-up."
+    text = f" Warm-up: {warmup['transactions']:,} transactions in {warmup['seconds']:g} s"
+    settled = warmup.get("jit_settled")
+    if settled is None:
+        return text + "."
+    share = warmup.get("jit_share_at_end")
+    state = "had settled" if settled else "had not settled"
+    return text + (
+        f"; the Spark JVM's JIT compilers {state} ({share:.0%} of the last 30 s compiling)."
+        if share is not None
+        else f"; the Spark JVM's JIT compilers {state}."
+    )
 
 
 def markdown(result: dict[str, Any], image: str | None) -> str:
@@ -211,7 +234,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         f"Load per path: {load}, mix `{s['mix']}`, window {s['window']:,}"
         + (f", rate {s['rate']:g} tx/s" if s.get("rate") else ", as fast as it goes")
         + f". transaction_timeout {result['configuration']['transaction_timeout_s']:g} s. "
-        f"Run took {result['wall_seconds']:.0f} s.",
+        f"Run took {result['wall_seconds']:.0f} s." + _warmup(result.get("warmup")),
         "",
     ]
     if image:

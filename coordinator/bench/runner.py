@@ -38,6 +38,7 @@ from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
 from coordinator.bench.java_peer import SHAPES, run_java_peer
+from coordinator.bench.jit import compile_seconds
 from coordinator.bench.peer import run_peer
 from coordinator.bench.pending import pending_config, run_pending
 from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
@@ -132,6 +133,7 @@ class Bench:
         self.phases: dict[str, Any] = {}
         self._stack = contextlib.ExitStack()
         self._sampler: Sampler | None = None
+        self._spark: Any = None  # the Spark session once started (its JVM's JIT is watched)
 
     # -- components -----------------------------------------------------------------------
     def _work_dir(self) -> Path:
@@ -196,14 +198,19 @@ class Bench:
     def _measure(self, name: str) -> Iterator[None]:
         assert self._sampler is not None
         before, started = self._sampler.sample(), time.monotonic()
+        compiled = compile_seconds(self._spark) if self._spark is not None else None
         try:
             yield
         finally:
             seconds = time.monotonic() - started
             after: dict[str, Usage] = self._sampler.sample()
+            now = compile_seconds(self._spark) if self._spark is not None else None
             self.phases[name] = {
                 "seconds": round(seconds, 2),
                 "processes": cpu_between(before, after, seconds),
+                "jit_compile_seconds": (
+                    None if now is None or compiled is None else round(now - compiled, 2)
+                ),
             }
 
     # -- the run --------------------------------------------------------------------------
@@ -233,6 +240,7 @@ class Bench:
                 )
             )
             self._stack.callback(spark.stop)
+            self._spark = spark
             self._sampler = Sampler(Processes(broker.info.pid)).start()
             self._stack.callback(self._sampler.stop)
             recorder = BatchRecorder()
@@ -365,10 +373,14 @@ def notes(result: dict[str, Any]) -> list[str]:
         "broker, Spark, the coordinator driver + REST ingress, and the load processes. Load "
         f"average {machine_info['load_average_at_start']} at start and "
         f"{machine_info.get('load_average_at_end')} at end (other work on the machine counts).",
-        "A warm-up of `warmup` transactions runs through the fresh engine before anything is "
-        "measured; 'idle engine' is the engine with no load at all while its ticker still "
-        "ticks every second (the floor cost of a batch); 'resting engine' is the same once "
-        "no timer is near and the ticker has slowed to `streams.idle_tick_interval` (what an "
+        "A warm-up runs the mix through the fresh engine before anything is measured: at "
+        "least `warmup` transactions, then on at full speed until the Spark JVM's JIT "
+        "compilers have settled (under 15% of the last 30 s compiling; a fresh JVM compiles "
+        "for a minute or two under load) or `warmup_max_seconds` have passed; each phase "
+        "reports the seconds the compilers spent during it (jit_compile_seconds); 'idle "
+        "engine' is the engine with no load at all while its ticker still ticks every "
+        "second (the floor cost of a batch); 'resting engine' is the same once no timer is "
+        "near and the ticker has slowed to `streams.idle_tick_interval` (what an "
         "idle stack costs).",
         f"transaction_timeout is {configuration.get('transaction_timeout_s')} s (set by the "
         "bench so checked transactions finish quickly; the default is 6 s); every other "

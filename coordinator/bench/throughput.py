@@ -26,13 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
 from coordinator.bench.batches import where_time_went
 from coordinator.bench.context import PhaseContext
+from coordinator.bench.jit import Settling, compile_seconds
 from coordinator.bench.load import LoadPlan, LoadProcess
 from coordinator.bench.outcomes import final_states, first_check_delays_ms, judge
 from coordinator.bench.stats import median, summarize, sustained_rate
 from coordinator.bench.visibility import latencies_ms, visible_times
 from coordinator.bench.workload import kind_of
+from core.topics import check_consumer_group
 from delta_tables import topics
 
 TOPICS = {"kafka": "BenchKafka", "rest": "BenchRest"}
@@ -59,9 +64,15 @@ def drive(
     context: PhaseContext,
     decided: Callable[[], int],
     label: str,
+    *,
     expect: Callable[[int], int] = lambda sent: sent,
+    enough: Callable[[int], bool] | None = None,
 ) -> Driven:
-    """Run `load` to the end: feed its window, wait until `expect(sent)` are decided."""
+    """Run `load` to the end: feed its window, wait until `expect(sent)` are decided.
+
+    `enough`, if given, is asked at every poll with the count decided; once it says True the
+    load sends no more (its plan ends early) and the phase waits for what it sent.
+    """
     settings, reporter = context.settings, context.reporter
     series: list[tuple[float, int, int]] = []
     done_at: float | None = None
@@ -72,6 +83,9 @@ def drive(
         now, count, sent = time.time(), decided(), load.sent
         load.tell_decided(count)
         series.append((now, sent, count))
+        if enough is not None and not load.sending_done and enough(count):
+            load.stop_sending()
+            enough = None
         problems = context.engine.problems()
         if problems:
             load.finish(10)
@@ -111,6 +125,30 @@ def plan_for(context: PhaseContext, path: str, run: str, **fields: Any) -> LoadP
     )
 
 
+def skip_earlier_checks(bootstrap_servers: str, check_topic: str, group: str) -> None:
+    """Start `group`'s check consumers at the check topic's end (before its load sends).
+
+    The SDK's consumers of a new group read the shared check topic from its start (never
+    miss a check); in the bench the topic already holds every check of the warm-up (about
+    a tenth of its transactions, 10^5 records after a few minutes), which the path's
+    producers would skim first on the two cores they share with the engine.
+    """
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=check_consumer_group(group),
+        enable_auto_commit=False,
+    )
+    try:
+        partitions = [
+            TopicPartition(check_topic, number)
+            for number in consumer.partitions_for_topic(check_topic) or ()
+        ]
+        ends = consumer.end_offsets(partitions)
+        consumer.commit({tp: OffsetAndMetadata(end, "", -1) for tp, end in ends.items()})
+    finally:
+        consumer.close()
+
+
 def run_path(context: PhaseContext, path: str) -> dict[str, Any]:
     """Drive one path with the settings' mix; return its judged numbers."""
     settings = context.settings
@@ -129,29 +167,58 @@ def run_path(context: PhaseContext, path: str) -> dict[str, Any]:
         batch=settings.batch,
         senders=1 if path == "kafka" else 2,
     )
+    if path == "kafka":  # the REST path's checks are read by group from a table
+        skip_earlier_checks(plan.bootstrap_servers, plan.check_topic, plan.group)
     context.reporter.phase(f"{path} path", settings.count)
     driven = drive(LoadProcess(plan), context, decisions_since(context), f"{path} path")
     return judge_path(context, path, run, driven)
 
 
 def warm_up(context: PhaseContext) -> dict[str, Any]:
-    """Send `warmup` transactions of the mix through the Kafka path and wait for them all.
+    """Drive the mix through the Kafka path until the engine is warm, and wait for it all.
 
-    A fresh engine's first batches pay for JIT compilation, code generation, the state
-    stage's Python worker and the first commits of every table; measuring them would charge
-    a one-time cost to the steady state.
+    A fresh engine's first batches pay for code generation, the first commits of every
+    table and, for a minute or two under load, the JIT compiling the Spark JVM's hot methods
+    (coordinator/bench/jit.py); measuring them would charge a one-time cost to the steady
+    state. The warm-up sends at least `warmup` transactions, then goes on at full speed until
+    the compilers have settled or `warmup_max_seconds` have passed (0: `warmup` only).
     """
     settings = context.settings
+    spark = context.engine.spark
     run = f"w{context.stamp}"
+    longest = settings.warmup_max_seconds
+    sizing: dict[str, Any] = {"duration": longest} if longest > 0 else {"count": settings.warmup}
     plan = plan_for(context, "kafka", run, group="bench-warmup", topic="BenchWarmup",
-                    mix=settings.mix, count=settings.warmup, window=settings.window,
-                    batch=settings.batch)  # fmt: skip
-    context.reporter.phase("warm-up", settings.warmup)
+                    mix=settings.mix, window=settings.window, batch=settings.batch,
+                    **sizing)  # fmt: skip
+    context.reporter.phase("warm-up", None if longest > 0 else settings.warmup)
+    settling = Settling()
     started = time.time()
-    driven = drive(LoadProcess(plan), context, decisions_since(context), "warm-up")
+    compiled_before = compile_seconds(spark)
+
+    def warm(decided: int) -> bool:
+        compiled = compile_seconds(spark)
+        if compiled is None:  # no way to tell: the count alone decides
+            return decided >= settings.warmup
+        settling.observe(time.monotonic(), compiled)
+        return decided >= settings.warmup and settling.settled()
+
+    driven = drive(LoadProcess(plan), context, decisions_since(context), "warm-up",
+                   enough=warm if longest > 0 else None)  # fmt: skip
     decided = driven.series[-1][2] if driven.series else 0
-    return {"transactions": settings.warmup, "decided": decided,
-            "seconds": round(time.time() - started, 1)}  # fmt: skip
+    share = settling.recent_share()
+    return {
+        "transactions": decided,
+        "decided": decided,
+        "seconds": round(time.time() - started, 1),
+        "jit_settled": settling.settled() if longest > 0 else None,
+        "jit_share_at_end": None if share is None else round(share, 3),
+        "jit_compile_seconds": _difference(compile_seconds(spark), compiled_before),
+    }
+
+
+def _difference(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else round(after - before, 2)
 
 
 def idle(context: PhaseContext, seconds: float, name: str = "idle engine") -> dict[str, Any]:

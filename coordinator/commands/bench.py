@@ -180,7 +180,16 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     type=click.IntRange(min=0),
     default=200,
     show_default=True,
-    help="Transactions through the fresh engine before measuring (0: none).",
+    help="Transactions through the fresh engine before measuring (0: no warm-up).",
+)
+@click.option(
+    "--warmup-max-seconds",
+    type=click.FloatRange(min=0),
+    default=240,
+    show_default=True,
+    help="After --warmup transactions the warm-up goes on at full speed until the Spark "
+    "JVM's JIT compilers have settled (under 15%% of the last 30 s spent compiling), at most "
+    "this long (0: stop after --warmup transactions).",
 )
 @click.option(
     "--idle-seconds",
@@ -304,6 +313,7 @@ def bench(
     path: str,
     mix: str,
     warmup: int,
+    warmup_max_seconds: float,
     idle_seconds: float,
     rest_seconds: float,
     pending: str,
@@ -346,6 +356,7 @@ def bench(
             batch=batch,
             mix=mix,
             warmup=warmup,
+            warmup_max_seconds=warmup_max_seconds,
             idle_seconds=idle_seconds,
             rest_seconds=rest_seconds,
             pending=_levels(pending),

@@ -54,7 +54,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "coordinator", "bench",
         "--count", "200", "--path", "both", "--window", "1000", "--batch", "50",
-        "--warmup", "20", "--idle-seconds", "2", "--rest-seconds", "1",
+        "--warmup", "20", "--warmup-max-seconds", "3", "--idle-seconds", "2", "--rest-seconds", "1",
         "--set", "transaction_check_interval=3s",  # the ticker rests sooner
         "--pending", "1000", "--pending-window", "4", "--pending-rate", "20",
         "--peer-seconds", "3", "--peer-producers", "2",
@@ -75,6 +75,11 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     assert result["configuration"]["transaction_timeout_s"] == 2.0
 
     assert result["warmup"]["decided"] >= 20
+    # A fresh JVM compiles under load; 3 s cannot show a settled 30 s window.
+    assert result["warmup"]["jit_compile_seconds"] > 0
+    assert result["warmup"]["jit_settled"] is False
+    phases = result["resources"]["phases"]
+    assert all(phase["jit_compile_seconds"] >= 0 for phase in phases.values()), phases
     assert result["idle"]["seconds"] == 2
     # The ticker rested after the warm-up's timers: the horizon (orphan wait 2 T + 10 s)
     # and its margin, counted from the warm-up's last batch.
