@@ -25,9 +25,23 @@ KIND_LAND = "LAND"
 RAW_PREFIX = "in_"
 
 
+#: Parsed columns only a quarantined record lands (system/quarantine keeps the raw record):
+#: a valid one passes them as NULL. Its headers are most of a record's bytes (the txcoord.*
+#: names and values), and every byte passed through crosses the stage's shuffle and the
+#: batch's Arrow collect.
+QUARANTINE_ONLY = ("key", "headers")
+
+
 def pass_through(parsed: DataFrame) -> list[Column]:
-    """Return every column of `parsed` under RAW_PREFIX, for the stage to hand back as LAND."""
-    return [F.col(name).alias(RAW_PREFIX + name) for name in parsed.columns]
+    """Return every column of `parsed` under RAW_PREFIX, for the stage to hand back as LAND;
+    QUARANTINE_ONLY columns only for an invalid record (`reason` not NULL)."""
+    invalid = F.col("reason").isNotNull()
+    return [
+        (F.when(invalid, F.col(name)) if name in QUARANTINE_ONLY else F.col(name)).alias(
+            RAW_PREFIX + name
+        )
+        for name in parsed.columns
+    ]
 
 
 def landed_records(out: pa.Table) -> pa.Table:
