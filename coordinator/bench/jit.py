@@ -25,6 +25,11 @@ def compile_seconds(spark: Any) -> float | None:
     return float(bean.getTotalCompilationTime()) / 1000
 
 
+def spent(before: float | None, after: float | None) -> float | None:
+    """Return the compile seconds between two `compile_seconds` readings (None: unknown)."""
+    return None if before is None or after is None else round(after - before, 2)
+
+
 @dataclass
 class Settling:
     """Tells when compiling has settled: under `share` of the last `window` seconds.

@@ -38,7 +38,7 @@ from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
 from coordinator.bench.java_peer import SHAPES, run_java_peer
-from coordinator.bench.jit import compile_seconds
+from coordinator.bench.jit import compile_seconds, spent
 from coordinator.bench.peer import run_peer
 from coordinator.bench.pending import pending_config, run_pending
 from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
@@ -208,9 +208,7 @@ class Bench:
             self.phases[name] = {
                 "seconds": round(seconds, 2),
                 "processes": cpu_between(before, after, seconds),
-                "jit_compile_seconds": (
-                    None if now is None or compiled is None else round(now - compiled, 2)
-                ),
+                "jit_compile_seconds": spent(compiled, now),
             }
 
     # -- the run --------------------------------------------------------------------------

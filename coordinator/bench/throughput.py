@@ -31,7 +31,7 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.bench.batches import where_time_went
 from coordinator.bench.context import PhaseContext
-from coordinator.bench.jit import Settling, compile_seconds
+from coordinator.bench.jit import Settling, compile_seconds, spent
 from coordinator.bench.load import LoadPlan, LoadProcess
 from coordinator.bench.outcomes import final_states, first_check_delays_ms, judge
 from coordinator.bench.stats import median, summarize, sustained_rate
@@ -213,12 +213,8 @@ def warm_up(context: PhaseContext) -> dict[str, Any]:
         "seconds": round(time.time() - started, 1),
         "jit_settled": settling.settled() if longest > 0 else None,
         "jit_share_at_end": None if share is None else round(share, 3),
-        "jit_compile_seconds": _difference(compile_seconds(spark), compiled_before),
+        "jit_compile_seconds": spent(compiled_before, compile_seconds(spark)),
     }
-
-
-def _difference(after: float | None, before: float | None) -> float | None:
-    return None if after is None or before is None else round(after - before, 2)
 
 
 def idle(context: PhaseContext, seconds: float, name: str = "idle engine") -> dict[str, Any]:

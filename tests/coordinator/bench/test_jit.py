@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.bench.jit import Settling
+from coordinator.bench.jit import Settling, spent
 
 
 def test_a_window_must_pass_before_anything_is_settled() -> None:
@@ -37,3 +37,9 @@ def test_only_the_last_window_counts() -> None:
         settling.observe(float(second), 0.3 * second)
     assert not settling.settled()
     assert settling.recent_share() == pytest.approx(0.3)
+
+
+def test_spent_is_unknown_when_either_reading_is() -> None:
+    assert spent(10.0, 12.345) == 2.35
+    assert spent(None, 12.0) is None
+    assert spent(10.0, None) is None
