@@ -154,9 +154,8 @@ class _Sender:
         plan = self.plan
         with self.lock:
             elapsed = time.monotonic() - self.started
-            if self.control.stop.is_set() or self.control.enough.is_set():
-                return None
-            if self.failure is not None:
+            control = self.control
+            if control.stop.is_set() or control.enough.is_set() or self.failure is not None:
                 return None
             if plan.duration is not None and elapsed >= plan.duration:
                 return None

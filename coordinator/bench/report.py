@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.bench.java_peer import SHAPES
+from coordinator.bench.jit import Settling
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,8 @@ def _warmup(warmup: dict[str, Any] | None) -> str:
     share = warmup.get("jit_share_at_end")
     state = "had settled" if settled else "had not settled"
     return text + (
-        f"; the Spark JVM's JIT compilers {state} ({share:.0%} of the last 30 s compiling)."
+        f"; the Spark JVM's JIT compilers {state} ({share:.0%} of the last "
+        f"{Settling().window:g} s compiling)."
         if share is not None
         else f"; the Spark JVM's JIT compilers {state}."
     )

@@ -232,9 +232,7 @@ class KafkaTransport:
                     consumer.pause(*assigned)
                 consumer.poll(timeout_ms=0)
             except KafkaError as exc:
-                raise TransportError(
-                    f"polling check topic {self.check_topic} failed: {exc}"
-                ) from exc
+                raise self._poll_failed(exc) from exc
             self._commit()
             return []
         deadline = time.monotonic() + wait_seconds
@@ -246,13 +244,14 @@ class KafkaTransport:
                     consumer.resume(*paused)
                 batches = consumer.poll(timeout_ms=remaining_ms, max_records=max_records)
             except KafkaError as exc:
-                raise TransportError(
-                    f"polling check topic {self.check_topic} failed: {exc}"
-                ) from exc
+                raise self._poll_failed(exc) from exc
             requests = self._take(batches)
             self._commit()
             if requests or not batches or time.monotonic() >= deadline:
                 return requests
+
+    def _poll_failed(self, exc: KafkaError) -> TransportError:
+        return TransportError(f"polling check topic {self.check_topic} failed: {exc}")
 
     def _take(self, batches: dict[Any, list[Any]]) -> list[CheckRequest]:
         """Return the group's requests among polled records; track every record's offset."""
