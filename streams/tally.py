@@ -80,12 +80,36 @@ class Tally:
 
     _counts: Counts = field(default_factory=Counts)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # How many times `add` was called; waited on by `wait_past`.
+    _version: int = 0
+    _changed: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._changed = threading.Condition(self._lock)
 
     def add(self, **deltas: int) -> None:
         """Add `deltas` (field name -> amount) to the counts."""
         with self._lock:
             for name, amount in deltas.items():
                 setattr(self._counts, name, getattr(self._counts, name) + amount)
+            self._version += 1
+            self._changed.notify_all()
+
+    @property
+    def version(self) -> int:
+        """Return how many times counts were added (to wait for the next, `wait_past`)."""
+        with self._lock:
+            return self._version
+
+    def wait_past(self, version: int, timeout: float) -> int:
+        """Wait at most `timeout` s until counts are added after `version`; return the latest.
+
+        A reader that acts on every micro-batch's counts (the benchmark's in-flight window)
+        learns them when the batch is written, not at its next poll.
+        """
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != version, timeout)
+            return self._version
 
     def add_by_topic(
         self, halves: Mapping[str, int] | None = None, finals: Mapping[str, int] | None = None

@@ -77,9 +77,19 @@ def drive(
     series: list[tuple[float, int, int]] = []
     done_at: float | None = None
     all_decided_at: float | None = None
+    tally = context.engine.tally
+    version = tally.version
     load.start()
+    next_poll = time.monotonic() + POLL_SECONDS
     while True:
-        time.sleep(POLL_SECONDS)
+        # The window learns each batch's decisions as soon as they are written: a poll
+        # interval of lag would be the bench's own latency in a closed loop. The series
+        # (and everything judged on it) is still sampled every POLL_SECONDS.
+        version = tally.wait_past(version, max(next_poll - time.monotonic(), 0.0))
+        load.tell_decided(decided())
+        if time.monotonic() < next_poll:
+            continue
+        next_poll = time.monotonic() + POLL_SECONDS
         now, count, sent = time.time(), decided(), load.sent
         load.tell_decided(count)
         series.append((now, sent, count))

@@ -185,6 +185,13 @@ def test_the_readme_sdk_example_runs_from_an_sdk_only_install(
         env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert no_spark.stdout.strip() == "None"  # the base install pulled no Spark
+    # ... and kafka-python's native CRC-32C: every record batch sent or read is checked, in
+    # pure Python without it.
+    native_crc = subprocess.run(
+        [str(python), "-c", "import kafka.record.util as u; print(u.crc32c_c is not None)"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert native_crc.stdout.strip() == "True"
     with serving(create_app(config)) as endpoint:
         example = readme_sdk_example().replace("http://127.0.0.1:8080", endpoint)
         # The example, then proof that it ran on the venv's txcoord and loaded no Spark.
