@@ -89,9 +89,12 @@ def _settings_dict(settings: BenchSettings) -> dict[str, Any]:
     return raw
 
 
-def _configuration(config: Config, forced: Mapping[str, str]) -> dict[str, Any]:
+def _configuration(
+    config: Config, forced: Mapping[str, str], config_file: Path | None
+) -> dict[str, Any]:
     streams = config.streams
     return {
+        "config_file": None if config_file is None else str(config_file),
         "transaction_timeout_s": config.transaction_timeout.total_seconds(),
         "transaction_check_interval_s": config.transaction_check_interval.total_seconds(),
         "transaction_check_max": config.transaction_check_max,
@@ -226,7 +229,7 @@ class Bench:
             work_dir = self._work_dir()
             broker = self._broker(work_dir)
             config, forced = self._config(work_dir, broker.bootstrap_servers)
-            result["configuration"] = _configuration(config, forced)
+            result["configuration"] = _configuration(config, forced, self.config_file)
             self.reporter.phase("starting spark", None)
             spark = build_spark_session(
                 SparkSettings(
@@ -362,6 +365,12 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _settings_source(configuration: Mapping[str, Any]) -> str:
+    """Say where the engine's settings came from: the defaults, or a --config file."""
+    file = configuration.get("config_file")
+    return f"as {file} sets it (defaults for what it does not)" if file else "the default"
+
+
 def notes(result: dict[str, Any]) -> list[str]:
     """Return what a reader must know to read the numbers honestly."""
     configuration = result.get("configuration") or {}
@@ -382,7 +391,12 @@ def notes(result: dict[str, Any]) -> list[str]:
         "idle stack costs).",
         f"transaction_timeout is {configuration.get('transaction_timeout_s')} s (set by the "
         "bench so checked transactions finish quickly; the default is 6 s); every other "
-        "engine setting is the default (trigger and tick 1 s, idle tick 15 s).",
+        f"engine setting is {_settings_source(configuration)}: trigger "
+        f"{configuration.get('trigger_interval_s')} s, tick "
+        f"{configuration.get('tick_interval_s')} s, idle tick "
+        f"{configuration.get('idle_tick_interval_s')} s, "
+        f"{configuration.get('kafka_partitions')} Kafka partitions per ingress topic, "
+        f"{configuration.get('shuffle_partitions')} shuffle partitions.",
         "sustained_tx_per_s: transactions reaching a final state per second between 10% and "
         "90% of the phase's transactions being decided; the load keeps at most `window` "
         "transactions undecided (closed loop) unless --rate is given. If the run was too "

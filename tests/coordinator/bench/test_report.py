@@ -131,3 +131,17 @@ def test_judge_counts_expected_wrong_and_undecided() -> None:
     assert verdict["wrong"] == 1
     assert verdict["undecided"] == 1
     assert verdict["by_kind"]["rollback"] == {"sent": 1, "wrong:COMMITTED": 1}
+
+
+def test_notes_say_which_engine_settings_ran() -> None:
+    result = sample_result()
+    settings = {"transaction_timeout_s": 2.0, "trigger_interval_s": 1.0, "tick_interval_s": 1.0,
+                "idle_tick_interval_s": 15.0, "kafka_partitions": 4, "shuffle_partitions": 2,
+                "config_file": None}  # fmt: skip
+    result["configuration"] = settings
+    (default,) = [note for note in notes(result) if "every other engine setting" in note]
+    assert "is the default: trigger 1.0 s, tick 1.0 s, idle tick 15.0 s" in default
+    result["configuration"] = {**settings, "trigger_interval_s": 0.5, "config_file": "t.toml"}
+    (chosen,) = [note for note in notes(result) if "every other engine setting" in note]
+    assert "is as t.toml sets it (defaults for what it does not): trigger 0.5 s" in chosen
+    assert "2 shuffle partitions" in chosen
