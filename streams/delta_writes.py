@@ -26,14 +26,17 @@ there): a tiny append with the options costs several times one without. So:
 - the first write to a table in a process reads the table's history once to learn the
   last batch of this app id. Newest commit first, it stops at the first txcoord mark: ours
   gives the batch; another app id's means this one has written nothing since (one query
-  writes a table at a time). When no mark is found at all (a fresh checkpoint, or a table
-  written before marks existed), that one write also records the batch as Delta's own
-  transaction (`txnAppId`/`txnVersion`, an app transaction in delta-rs), after asking the
-  table whether it already holds it.
+  writes a table at a time). When no mark is found at all (a fresh checkpoint, a table
+  written before marks existed, or one whose marked commit files are gone), the write first
+  asks the table whether Delta's own record (`txnAppId`/`txnVersion`, an app transaction in
+  delta-rs) already holds the batch; a local table's every write keeps that record, a
+  remote table's only such a write (Spark's check is the expensive one above).
 
 The mark lives in the commit files, which Delta deletes after `delta.logRetentionDuration`
-(7 days here, delta_tables/table.py): a replay is recognised when it comes within that
-time of the crash that caused it, or when the table's own record (above) still has it.
+(7 days here, delta_tables/table.py). A local table's every write therefore also records
+its batch as a Delta app transaction, which lives in the table's state (its checkpoints)
+for as long as the table: when the history holds no mark any more, that record says
+whether a replayed batch is already there.
 
 The app id is generated once per checkpoint and stored inside it. Reusing an app id with a
 fresh checkpoint would restart batch ids at 0 and make every new write look "already
@@ -226,13 +229,15 @@ class BatchLedger:
             table.update_incremental()  # another writer (the compactor) may have committed
         elif RustDeltaTable.is_deltatable(directory):
             table = self._local[location] = RustDeltaTable(directory)
-        recorded: list[Transaction] | None = None
         if unmarked:
             done = None if table is None else table.transaction_version(self.app_id)
             if done is not None and done >= batch_id:
                 log.info("batch %d is already in %s (Delta's record)", batch_id, location)
                 return False
-            recorded = [Transaction(self.app_id, batch_id)]
+        # Every write also records its batch as a Delta app transaction: the table's state
+        # (kept in its checkpoints) then knows this app id's last batch even once the
+        # commit files holding the marks are gone (a shorter delta.logRetentionDuration).
+        recorded = [Transaction(self.app_id, batch_id)]
         write_deltalake(
             directory if table is None else table,  # no table yet: this write creates it
             rows,

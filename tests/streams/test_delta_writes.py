@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from core.errors import ConfigurationError
@@ -156,3 +157,25 @@ def test_a_checkpoint_of_the_old_state_layout_is_refused_with_the_reason(
     (tmp_path / "other" / STATE_LAYOUT_FILE).write_text("something,else")
     with pytest.raises(ConfigurationError, match="state: something,else"):
         check_state_layout(spark, str(tmp_path / "other"))
+
+
+def test_a_replay_is_recognised_once_the_marked_commit_files_are_gone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A shorter delta.logRetentionDuration deletes the commit files that hold the marks
+    (at a checkpoint): the table's own record of app transactions still knows the batch."""
+    table = tmp_path / "t"
+    first = BatchLedger("app-a")
+    for batch in range(3):
+        first.append(rows(spark, batch), str(table), batch)
+    # Someone else's commit (maintenance), then a checkpoint of it; Delta's log cleanup
+    # then deletes the commit files before the checkpoint once the retention has passed.
+    rows(spark, 99, n=1).write.format("delta").mode("append").save(str(table))
+    RustDeltaTable(str(table)).create_checkpoint()
+    for version in range(3):
+        (table / "_delta_log" / f"{version:020d}.json").unlink()
+    assert last_marked_batch(spark, str(table), "app-a") is None  # no mark left to read
+    restarted = BatchLedger("app-a")
+    assert not restarted.append(rows(spark, 2), str(table), 2)  # the replay after the crash
+    assert restarted.append(rows(spark, 3), str(table), 3)
+    assert batches_in(spark, table) == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3 + [99]
