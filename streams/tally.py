@@ -81,7 +81,7 @@ class Tally:
     _counts: Counts = field(default_factory=Counts)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # How many times `add` was called; waited on by `wait_past`.
-    _version: int = 0
+    _version: int = field(default=0, init=False)
     _changed: threading.Condition = field(init=False)
 
     def __post_init__(self) -> None:

@@ -86,12 +86,12 @@ def drive(
         # interval of lag would be the bench's own latency in a closed loop. The series
         # (and everything judged on it) is still sampled every POLL_SECONDS.
         version = tally.wait_past(version, max(next_poll - time.monotonic(), 0.0))
-        load.tell_decided(decided())
+        count = decided()
+        load.tell_decided(count)
         if time.monotonic() < next_poll:
             continue
         next_poll = time.monotonic() + POLL_SECONDS
-        now, count, sent = time.time(), decided(), load.sent
-        load.tell_decided(count)
+        now, sent = time.time(), load.sent
         series.append((now, sent, count))
         if enough is not None and not load.sending_done and enough(count):
             load.stop_sending()
