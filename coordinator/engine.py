@@ -31,6 +31,7 @@ from coordinator.driver_metrics import MetricsServer, serve_metrics
 from coordinator.table_counts import table_counts
 from core import failpoints
 from core.config import Config
+from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
@@ -79,8 +80,10 @@ class Engine:
         timer = StepTimer()
         with timer.step("topics"):
             ensure_ingress_topics(self.config)
+        retention = self.config.streams.log_retention
         with timer.step("tables"):
-            create_system_tables(self.spark, self.config.warehouse)
+            create_system_tables(self.spark, self.config.warehouse, retention)
+            keep_logs_for(self.spark, self.config.warehouse, retention)
         with timer.step("counts"):
             self.tally.seed(table_counts(self.spark, self.config))
         self._unlisten = listen(self.spark, self.progress)

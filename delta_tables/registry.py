@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from core.config import StreamsConfig
 from delta_tables import (
     check_requests,
     discarded,
@@ -45,6 +47,10 @@ def warehouse_tables(warehouse: str) -> list[str]:
     return [name for name in names if (Path(warehouse) / name / "_delta_log").is_dir()]
 
 
-def create_system_tables(spark: SparkSession, warehouse: str) -> dict[str, str]:
-    """Create every system table that does not exist yet; return {name: location}."""
-    return {table.name: table.create_if_absent(spark, warehouse) for table in SYSTEM_TABLES}
+def create_system_tables(
+    spark: SparkSession, warehouse: str, log_retention: timedelta = StreamsConfig.log_retention
+) -> dict[str, str]:
+    """Create every system table that does not exist yet, keeping its log for
+    `log_retention`; return {name: location}."""
+    return {table.name: table.create_if_absent(spark, warehouse, log_retention)
+            for table in SYSTEM_TABLES}  # fmt: skip

@@ -7,20 +7,28 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from urllib.parse import urlparse
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from core.config import StreamsConfig
+
 log = logging.getLogger(__name__)
 
-#: Properties of every table. Streams commit about once a second, so the log grows by
-#: ~86,000 commits a day per table: keep a week of history (time travel in the notebooks)
-#: instead of Delta's 30 days.
+#: How long a table keeps its log's commit files (time travel, and readers that fall
+#: behind), and the files a commit removed (VACUUM): `streams.log_retention`, set by
+#: `retention_properties` here and delta_tables/log_retention.py.
+LOG_RETENTION_PROPERTY = "delta.logRetentionDuration"
+REMOVED_FILES_PROPERTY = "delta.deletedFileRetentionDuration"
+#: Removed files are kept at most this long (Delta's default); never longer than the log,
+#: as Spark's Delta requires.
+REMOVED_FILES_RETENTION = timedelta(days=7)
+
+#: Properties of every table besides its retention.
 COMMON_PROPERTIES: Mapping[str, str] = {
-    "delta.logRetentionDuration": "interval 7 days",
-    "delta.deletedFileRetentionDuration": "interval 7 days",
     # A checkpoint rewrites the table's whole file list, at Delta's default every 10
     # commits, i.e. every 10 batches of a stream. Every 100 keeps log replay short
     # (at most 99 small JSON files) and takes that cost off 9 batches in 10.
@@ -30,6 +38,34 @@ COMMON_PROPERTIES: Mapping[str, str] = {
 
 #: A commit file of a Delta log: its version, zero-padded to 20 digits.
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.I)
+_UNITS = (("weeks", 7 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60), ("seconds", 1))
+
+
+def parse_interval(text: str | None) -> timedelta | None:
+    """Return a Delta interval property ("interval 1 week") as a timedelta; None if unreadable."""
+    match = _INTERVAL.match(text or "")
+    if match is None:
+        return None
+    return timedelta(**{f"{match.group(2).lower()}s": int(match.group(1))})
+
+
+def retention_properties(log_retention: timedelta) -> dict[str, str]:
+    """Return the properties that keep a table's log for `log_retention` (and removed
+    files as long, up to REMOVED_FILES_RETENTION)."""
+    return {
+        LOG_RETENTION_PROPERTY: interval_property(log_retention),
+        REMOVED_FILES_PROPERTY: interval_property(min(log_retention, REMOVED_FILES_RETENTION)),
+    }
+
+
+def interval_property(duration: timedelta) -> str:
+    """Return `duration` as a Delta interval property in its largest whole unit ("interval 1
+    hours"), a form Spark's Delta and delta-rs both read; fractions of a second are dropped."""
+    seconds = int(duration.total_seconds())
+    unit, size = next((u, s) for u, s in _UNITS if seconds % s == 0)
+    return f"interval {seconds // size} {unit}"
 
 
 def local_directory(location: str) -> str | None:
@@ -82,8 +118,14 @@ class TableSpec:
         """Return this table's location under `warehouse`."""
         return table_path(warehouse, self.name)
 
-    def create_if_absent(self, spark: SparkSession, warehouse: str) -> str:
-        """Create the table (empty) unless it exists; return its location."""
+    def create_if_absent(
+        self,
+        spark: SparkSession,
+        warehouse: str,
+        log_retention: timedelta = StreamsConfig.log_retention,
+    ) -> str:
+        """Create the table (empty) unless it exists, keeping its log's commit files for
+        `log_retention`; return its location."""
         location = self.path(warehouse)
         local = local_directory(location)
         if local is not None and listed_version(local) is not None:
@@ -94,8 +136,11 @@ class TableSpec:
             .addColumns(self.schema)
             .comment(self.description)
         )
-        stats = {"delta.dataSkippingStatsColumns": ",".join(self.stats_columns)}
-        for key, value in {**COMMON_PROPERTIES, **stats, **self.properties}.items():
+        own = {
+            "delta.dataSkippingStatsColumns": ",".join(self.stats_columns),
+            **retention_properties(log_retention),
+        }
+        for key, value in {**COMMON_PROPERTIES, **own, **self.properties}.items():
             builder = builder.property(key, value)
         builder.execute()
         log.debug("table %s ready at %s", self.name, location)

@@ -350,7 +350,9 @@ class CoordinatorBatchWriter:
         names = sorted({topic for topic, _ in counts})
         for name in names:
             if name not in self._topic_tables:
-                topics.table(name).create_if_absent(spark, self.warehouse)
+                topics.table(name).create_if_absent(
+                    spark, self.warehouse, self.config.streams.log_retention
+                )
                 self._topic_tables.add(name)
         offsets_path = queue_offsets.TABLE.path(self.warehouse)
         if self._next_offsets is None:  # after a start, or a replayed batch: the table says

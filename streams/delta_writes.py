@@ -33,10 +33,10 @@ there): a tiny append with the options costs several times one without. So:
   remote table's only such a write (Spark's check is the expensive one above).
 
 The mark lives in the commit files, which Delta deletes after `delta.logRetentionDuration`
-(7 days here, delta_tables/table.py). A local table's every write therefore also records
-its batch as a Delta app transaction, which lives in the table's state (its checkpoints)
-for as long as the table: when the history holds no mark any more, that record says
-whether a replayed batch is already there.
+(`streams.log_retention`, an hour by default: delta_tables/log_retention.py). A local
+table's every write therefore also records its batch as a Delta app transaction, which
+lives in the table's state (its checkpoints) for as long as the table: when the history
+holds no mark any more, that record says whether a replayed batch is already there.
 
 The app id is generated once per checkpoint and stored inside it. Reusing an app id with a
 fresh checkpoint would restart batch ids at 0 and make every new write look "already
@@ -52,7 +52,7 @@ from typing import Any
 
 import pyarrow as pa
 from delta.tables import DeltaTable
-from deltalake import CommitProperties, Transaction, write_deltalake
+from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
@@ -62,6 +62,11 @@ from delta_tables.table import local_directory
 log = logging.getLogger(__name__)
 
 APP_ID_FILE = "_txcoord_app_id"
+#: A local append cleans the table's expired log files up only once in this many (and at
+#: its first in a process): as often as a table gets a checkpoint (delta.checkpointInterval,
+#: delta_tables/table.py), which is when Delta's own writer cleans up, and what cleanup
+#: needs before it can delete anything.
+CLEANUP_EVERY = 100
 
 
 def _checkpoint_path(spark: SparkSession, checkpoint: str, name: str) -> tuple[Any, Any]:
@@ -177,6 +182,7 @@ class BatchLedger:
         self.app_id = app_id
         self._last: dict[str, int | None] = {}  # location -> last batch written (None: unknown)
         self._local: dict[str, RustDeltaTable] = {}  # location -> the local table, kept open
+        self._appends: dict[str, int] = {}  # location -> local appends by this ledger
 
     def prime(self, spark: SparkSession, location: str) -> None:
         """Learn the last batch this app id wrote to `location` now, not in a batch.
@@ -225,28 +231,41 @@ class BatchLedger:
         """Append `rows` to the local table with delta-rs; False if Delta's own record of
         this app id (asked only for an `unmarked` table) says the batch is there."""
         table = self._local.get(location)
-        if table is not None:
-            table.update_incremental()  # another writer (the compactor) may have committed
-        elif RustDeltaTable.is_deltatable(directory):
+        if table is None and RustDeltaTable.is_deltatable(directory):
             table = self._local[location] = RustDeltaTable(directory)
         if unmarked:
-            done = None if table is None else table.transaction_version(self.app_id)
+            done = None
+            if table is not None:
+                table.update_incremental()  # the table as it is now, not when it was opened
+                done = table.transaction_version(self.app_id)
             if done is not None and done >= batch_id:
                 log.info("batch %d is already in %s (Delta's record)", batch_id, location)
                 return False
         # Every write also records its batch as a Delta app transaction: the table's state
         # (kept in its checkpoints) then knows this app id's last batch even once the
-        # commit files holding the marks are gone (a shorter delta.logRetentionDuration).
+        # commit files holding the marks are gone (delta.logRetentionDuration).
         recorded = [Transaction(self.app_id, batch_id)]
-        write_deltalake(
-            directory if table is None else table,  # no table yet: this write creates it
-            rows,
-            mode="append",
-            commit_properties=CommitProperties(
-                custom_metadata={"userMetadata": batch_mark(self.app_id, batch_id)},
-                app_transactions=recorded,
-            ),
-        )
+        appends = self._appends[location] = self._appends.get(location, 0) + 1
+        try:
+            # The write reads the log's new commits itself (the compactor's, say) before it
+            # commits: the table kept open needs no refresh first (each one lists the log).
+            write_deltalake(
+                directory if table is None else table,  # no table yet: this write creates it
+                rows,
+                mode="append",
+                commit_properties=CommitProperties(
+                    custom_metadata={"userMetadata": batch_mark(self.app_id, batch_id)},
+                    app_transactions=recorded,
+                ),
+                # delta-rs would clean the log up after every commit, listing the whole
+                # folder with three stats per file: every CLEANUP_EVERY-th append does.
+                post_commithook_properties=PostCommitHookProperties(
+                    cleanup_expired_logs=appends % CLEANUP_EVERY == 1
+                ),
+            )
+        except Exception:
+            self._local.pop(location, None)  # opened afresh by the next write
+            raise
         return True
 
     def _append_spark(self, frame: DataFrame, location: str, batch_id: int, unmarked: bool) -> bool:

@@ -11,8 +11,8 @@ What each table may get:
   `topics/<topic>`) is compacted, then VACUUMed.
 
 VACUUM deletes the files that the newest version no longer references and that were
-removed longer ago than the table's `delta.deletedFileRetentionDuration` (Delta's default:
-one week). Delta 4 honours only that table property (a `RETAIN n HOURS` other than 0 is
+removed longer ago than the table's `delta.deletedFileRetentionDuration` (as long as the
+table keeps its log, `streams.log_retention`, up to a week: delta_tables/log_retention.py). Delta 4 honours only that table property (a `RETAIN n HOURS` other than 0 is
 ignored), so the retention is the table's own. A stream that is behind still reads files of
 older versions: a streamed table is vacuumed only when its retention covers the oldest
 version the coordinator's checkpoint may still read (the `reservoirVersion` of its Delta
@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pyspark.sql import SparkSession
 
 from core.config import Config
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
+from delta_tables.table import parse_interval
 from streams.coordinator_job import checkpoint_of
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 #: Delta's default retention (delta.deletedFileRetentionDuration).
 DEFAULT_RETENTION = timedelta(days=7)
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(week|day|hour|minute|second)s?\s*$", re.I)
 #: Extra time kept beyond the oldest version a stream still needs.
 SAFETY_MARGIN = timedelta(hours=1)
 #: Tables the coordinator reads as streams: vacuumed with care, never compacted.
@@ -83,14 +82,6 @@ def stream_positions(checkpoint: Path) -> dict[str, int]:
                 table_id, version = source["reservoirId"], int(source["reservoirVersion"])
                 positions[table_id] = min(version, positions.get(table_id, version))
     return positions
-
-
-def parse_interval(text: str | None) -> timedelta | None:
-    """Return a Delta interval property ("interval 1 week") as a timedelta; None if unreadable."""
-    match = _INTERVAL.match(text or "")
-    if match is None:
-        return None
-    return timedelta(**{f"{match.group(2).lower()}s": int(match.group(1))})
 
 
 def vacuum_refusal(

@@ -200,6 +200,14 @@ def test_compaction_can_be_turned_off_but_not_run_backwards() -> None:
         Config(streams=StreamsConfig(compact_interval=timedelta(seconds=-1)))
 
 
+def test_the_log_retention_is_an_hour_unless_set_and_never_under_a_minute() -> None:
+    assert Config().streams.log_retention == timedelta(hours=1)
+    week = load_config(overrides={"streams.log_retention": "7d"})
+    assert week.streams.log_retention == timedelta(days=7)
+    with pytest.raises(ConfigurationError, match="log_retention must be 1m or more"):
+        load_config(overrides={"streams.log_retention": "30s"})
+
+
 def test_set_options_are_parsed() -> None:
     assert parse_overrides(["a=1", "kafka.x = y=z"]) == {"a": "1", "kafka.x": "y=z"}
     with pytest.raises(ConfigurationError, match="key=value"):

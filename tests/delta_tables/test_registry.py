@@ -31,7 +31,8 @@ def test_system_tables_are_created_once_with_their_schema(
         delta_rs = DeltaTable(location)
         assert delta_rs.version() == 0, spec.name  # created once, not twice
         configuration = delta_rs.metadata().configuration
-        assert configuration["delta.logRetentionDuration"] == "interval 7 days"
+        assert configuration["delta.logRetentionDuration"] == "interval 1 hours"  # the default
+        assert configuration["delta.deletedFileRetentionDuration"] == "interval 1 hours"
         # Statistics only of the columns readers filter on (each append pays for them).
         assert configuration["delta.dataSkippingStatsColumns"] == ",".join(spec.stats_columns)
 

@@ -6,13 +6,17 @@ the table's log says, exactly like a new driver process after a kill -9.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RustDeltaTable
+from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
 from core.errors import ConfigurationError
+from streams import delta_writes
 from streams.coordinator_job import STATE_LAYOUT, STATE_LAYOUT_FILE, check_state_layout
 from streams.delta_writes import (
     BatchLedger,
@@ -179,3 +183,32 @@ def test_a_replay_is_recognised_once_the_marked_commit_files_are_gone(
     assert not restarted.append(rows(spark, 2), str(table), 2)  # the replay after the crash
     assert restarted.append(rows(spark, 3), str(table), 3)
     assert batches_in(spark, table) == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3 + [99]
+
+
+def test_a_local_append_cleans_the_expired_log_up_once_in_cleanup_every(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delta-rs cleans a log up after every commit, listing the whole folder with three
+    stats per file (issue 13): the ledger's appends do it once in CLEANUP_EVERY."""
+    monkeypatch.setattr(delta_writes, "CLEANUP_EVERY", 10)
+    table = tmp_path / "t"
+
+    def arrow_rows(batch_id: int) -> pa.Table:
+        return pa.table({"id": pa.array([0, 1, 2], pa.int64()),
+                         "batch_id": pa.array([batch_id] * 3, pa.int64())})  # fmt: skip
+
+    write_deltalake(str(table), arrow_rows(-1), configuration={
+        "delta.checkpointInterval": "5", "delta.logRetentionDuration": "interval 1 seconds",
+    })  # fmt: skip
+    oldest = table / "_delta_log" / f"{0:020d}.json"
+    ledger = BatchLedger("app-a")
+    for batch in range(8):  # appends 1..8 (versions 1..8, a checkpoint at 5): one cleanup
+        assert ledger.append(arrow_rows(batch), str(table), batch, spark)
+    time.sleep(1.5)  # versions 0..8 and the checkpoint at 5 are now past the retention
+    for batch in (8, 9):  # appends 9 and 10: no cleanup (delta-rs alone would, at each)
+        assert ledger.append(arrow_rows(batch), str(table), batch, spark)
+    assert oldest.exists()
+    assert ledger.append(arrow_rows(10), str(table), 10, spark)  # append 11 cleans up
+    assert not oldest.exists()
+    # Versions before that checkpoint are gone; every row is still there, once.
+    assert batches_in(spark, table) == sorted([-1, *range(11)] * 3)
