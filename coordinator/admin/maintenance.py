@@ -12,9 +12,10 @@ What each table may get:
 
 VACUUM deletes the files that the newest version no longer references and that were
 removed longer ago than the table's `delta.deletedFileRetentionDuration` (as long as the
-table keeps its log, `streams.log_retention`, up to a week: delta_tables/log_retention.py). Delta 4 honours only that table property (a `RETAIN n HOURS` other than 0 is
-ignored), so the retention is the table's own. A stream that is behind still reads files of
-older versions: a streamed table is vacuumed only when its retention covers the oldest
+table keeps its log, `streams.log_retention`, up to a week: delta_tables/log_retention.py).
+Delta 4 honours only that table property (a `RETAIN n HOURS` other than 0 is ignored), so
+the retention is the table's own. A stream that is behind still reads files of older
+versions: a streamed table is vacuumed only when its retention covers the oldest
 version the coordinator's checkpoint may still read (the `reservoirVersion` of its Delta
 sources in the offsets files) plus `SAFETY_MARGIN`; otherwise it is skipped, and says why.
 """
