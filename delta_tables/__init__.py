@@ -10,7 +10,8 @@
 <warehouse>/system/queue_offsets   next queue offset per (topic, queue) (coordinator)
 <warehouse>/topics/<topic>         delivered messages with dense queue offsets (coordinator)
 
-registry.py creates the system tables; lookup.py reads a transaction's state from them
+registry.py creates the system tables; log_retention.py gives every table the history it
+keeps (`streams.log_retention`); lookup.py reads a transaction's state from them
 without a JVM (deltalake), for the REST ingress and the operator commands.
 """
 
@@ -19,6 +20,7 @@ __all__ = [
     "columns",
     "discarded",
     "half_messages",
+    "log_retention",
     "lookup",
     "op_records",
     "op_verdicts",
