@@ -155,7 +155,7 @@ class StreamsConfig:
     # How long each table keeps the commit files of its Delta log (`delta.logRetentionDuration`):
     # time travel and a downstream reader that falls behind can reach back this far. The
     # streams commit to a table about once a second, and every append lists its log folder
-    # (a local one at ~1.7 us per file): an hour costs an append ~6 ms, a week ~1 s
+    # (a local one at ~1.7-2.9 us per file): an hour costs an append ~10 ms, a week ~1 s
     # (README "Performance"). Set on new tables, and on existing ones at each engine start.
     log_retention: timedelta = timedelta(hours=1)
 

@@ -5,8 +5,8 @@ second under load, and Delta keeps a commit file for each version until the tabl
 `delta.logRetentionDuration` has passed (then the log cleanup after a checkpoint deletes
 it). Every commit lists the table's `_delta_log` folder: delta-rs's appends twice (on this
 machine's disk ~0.85 us per file, each name turned into a path and compared, however old),
-Spark's Delta writer and readers once, with a `stat` of every file. So the history kept is
-paid for by every append: an hour (~3,700 files) costs ~6 ms, a week (~600,000) ~1 s
+and Spark's Delta writer and readers list it too. So the history kept is paid for by every
+append: an hour (~3,700 files) costs ~10 ms, a week (~600,000) ~1 s
 (`bench/delta_log_growth.py`, README "Performance").
 
 Removed data files are kept as long (at most a week: Spark's Delta refuses a table that
