@@ -28,7 +28,13 @@ from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 
 from delta_tables.registry import SYSTEM_TABLES, warehouse_tables
-from delta_tables.table import local_directory, parse_interval, retention_properties, table_path
+from delta_tables.table import (
+    local_directory,
+    parse_interval,
+    retention_properties,
+    spark_table_properties,
+    table_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +64,7 @@ def keep_log_for(spark: SparkSession, location: str, retention: timedelta) -> bo
 
 def keep_log_with_spark(spark: SparkSession, location: str, retention: timedelta) -> bool:
     """`keep_log_for` through Spark's Delta (a remote table: no delta-rs there)."""
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{location}`").first()
-    changes = _differing(dict((detail["properties"] if detail is not None else None) or {}),
-                         retention)  # fmt: skip
+    changes = _differing(spark_table_properties(spark, location), retention)
     if changes:  # one statement: Delta checks removed files are kept no longer than the log
         pairs = ", ".join(f"'{key}' = '{value}'" for key, value in changes.items())
         spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ({pairs})")

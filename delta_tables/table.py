@@ -51,6 +51,12 @@ def parse_interval(text: str | None) -> timedelta | None:
     return timedelta(**{f"{match.group(2).lower()}s": int(match.group(1))})
 
 
+def spark_table_properties(spark: SparkSession, location: str) -> dict[str, str]:
+    """Return the properties of the Delta table at `location`, as Spark's Delta reads them."""
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{location}`").first()
+    return dict((detail["properties"] if detail is not None else None) or {})
+
+
 def retention_properties(log_retention: timedelta) -> dict[str, str]:
     """Return the properties that keep a table's log for `log_retention` (and removed
     files as long, up to REMOVED_FILES_RETENTION)."""

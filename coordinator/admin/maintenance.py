@@ -35,14 +35,14 @@ from pyspark.sql import SparkSession
 
 from core.config import Config
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
-from delta_tables.table import parse_interval
+from delta_tables.table import REMOVED_FILES_PROPERTY, parse_interval, spark_table_properties
 from streams.coordinator_job import checkpoint_of
 
 log = logging.getLogger(__name__)
 
 #: Delta's default retention (delta.deletedFileRetentionDuration).
 DEFAULT_RETENTION = timedelta(days=7)
-RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+RETENTION_PROPERTY = REMOVED_FILES_PROPERTY
 #: Extra time kept beyond the oldest version a stream still needs.
 SAFETY_MARGIN = timedelta(hours=1)
 #: Tables the coordinator reads as streams: vacuumed with care, never compacted.
@@ -163,8 +163,7 @@ class Maintenance:
         return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
     def _retention(self, name: str) -> timedelta | None:
-        detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self._path(name)}`").first()
-        properties = (detail["properties"] if detail is not None else None) or {}
+        properties = spark_table_properties(self.spark, self._path(name))
         if RETENTION_PROPERTY not in properties:
             return DEFAULT_RETENTION
         return parse_interval(properties[RETENTION_PROPERTY])
