@@ -10,7 +10,8 @@ check's arrival (for check timeliness as the producer sees it).
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from coordinator.bench.kafka_driver import now_ms
 from coordinator.bench.workload import kind_of
@@ -21,9 +22,16 @@ from coordinator.sdk import (
     LocalTransactionState,
     Message,
     OpReceipt,
+    SdkError,
     TransactionListener,
     Transport,
 )
+from coordinator.sdk.check_answerer import SendsOps
+
+
+class BatchTransport(Transport, SendsOps, Protocol):
+    """The Kafka and REST transports: every Transport call, and ops stored together."""
+
 
 _STATES = {
     "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
@@ -66,7 +74,7 @@ class BenchListener(TransactionListener):
 class TimedTransport:
     """A transport that records when each answer to a check was acknowledged."""
 
-    def __init__(self, inner: Transport) -> None:
+    def __init__(self, inner: BatchTransport) -> None:
         self.inner = inner
         self.answer_acks: dict[str, tuple[str, int]] = {}
 
@@ -79,6 +87,15 @@ class TimedTransport:
         receipt = self.inner.send_op(transaction_id, op, from_check)
         self.answer_acks.setdefault(transaction_id, (op, now_ms()))
         return receipt
+
+    def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
+        """Store ops together (as the SDK's check loop does); remember when each was stored."""
+        results = self.inner.send_ops(ops)
+        acked = now_ms()
+        for (transaction_id, op, _), result in zip(ops, results, strict=True):
+            if not isinstance(result, SdkError):
+                self.answer_acks.setdefault(transaction_id, (op, acked))
+        return results
 
     def poll_checks(self, max_records: int, wait_seconds: float) -> list[CheckRequest]:
         """Take check requests."""
@@ -96,7 +113,7 @@ class TimedTransport:
 class Responder:
     """The group's check loop: start, stop, and what it saw."""
 
-    def __init__(self, transport: Transport, group: str, workers: int = 4) -> None:
+    def __init__(self, transport: BatchTransport, group: str, workers: int = 4) -> None:
         self.listener = BenchListener()
         self.transport = TimedTransport(transport)
         self._answerer = CheckAnswerer(

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +26,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from coordinator.sdk.errors import TransportError
+from coordinator.sdk.errors import SdkError, TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
@@ -186,10 +187,14 @@ class KafkaTransport:
             future = self._producer.send(topic, key=key.encode(), value=value, headers=headers)
             return future.get(timeout=self.send_timeout_seconds + 5)
         except KafkaError as exc:
-            raise TransportError(
-                f"Kafka did not store the record for {key} in {topic}: {exc}",
-                retriable=bool(getattr(exc, "retriable", False)),
-            ) from exc
+            raise self._store_failed(key, topic, exc) from exc
+
+    @staticmethod
+    def _store_failed(key: str, topic: str, exc: KafkaError) -> TransportError:
+        error = TransportError(f"Kafka did not store the record for {key} in {topic}: {exc}",
+                               retriable=bool(getattr(exc, "retriable", False)))  # fmt: skip
+        error.__cause__ = exc
+        return error
 
     def send_half(self, message: Message, transaction_id: str) -> HalfReceipt:
         """Write the half record and wait for acks=all."""
@@ -213,6 +218,39 @@ class KafkaTransport:
             op_id=op_id_of(stored.partition, stored.offset),
             stored_at=_stored_at(stored.timestamp),
         )
+
+    def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
+        """Write op records (transaction id, op, from_check) together; wait for each one's acks.
+
+        The records go out before the first wait, so they share produce requests: a batch of
+        answers costs the producer about what one answer does. One result per op, in order:
+        its receipt, or the TransportError that stopped it (the others are unaffected).
+        """
+        now = _now_ms()
+        sent: list[Any] = []
+        for transaction_id, op, from_check in ops:
+            headers = op_headers(self.group, op, from_check, now)
+            try:
+                sent.append(self._producer.send(self.op_topic, key=transaction_id.encode(),
+                                                value=b"", headers=headers))  # fmt: skip
+            except KafkaError as exc:
+                sent.append(self._store_failed(transaction_id, self.op_topic, exc))
+        results: list[OpReceipt | SdkError] = []
+        for (transaction_id, op, _), future in zip(ops, sent, strict=True):
+            if isinstance(future, SdkError):
+                results.append(future)
+                continue
+            try:
+                stored = future.get(timeout=self.send_timeout_seconds + 5)
+            except KafkaError as exc:
+                results.append(self._store_failed(transaction_id, self.op_topic, exc))
+                continue
+            results.append(OpReceipt(
+                transaction_id=transaction_id, op=op,
+                op_id=op_id_of(stored.partition, stored.offset),
+                stored_at=_stored_at(stored.timestamp),
+            ))  # fmt: skip
+        return results
 
     # -- checks -------------------------------------------------------------------------
     def poll_checks(self, max_records: int, wait_seconds: float) -> list[CheckRequest]:

@@ -17,7 +17,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 
 from coordinator.sdk.backoff import Backoff
-from coordinator.sdk.errors import RequestRejectedError, ServerError, TransportError
+from coordinator.sdk.errors import RequestRejectedError, SdkError, ServerError, TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.transport import HalfReceipt, OpReceipt
 from protocol import ingress as fmt
@@ -37,6 +37,8 @@ _RETRIABLE_STATUSES = frozenset({429, 503})
 #: The contract's bounds of GET /v1/check-requests.
 MAX_CHECKS_PER_POLL = 500
 MAX_WAIT_SECONDS = 30
+#: At most this many ops in one POST /v1/ops/batch (the contract allows 1,000).
+MAX_OPS_PER_CALL = 500
 #: POST /v1/transactions/{id}/<op, lowercase> for each producer op kind.
 _OP_PATHS = {op: op.lower() for op in fmt.OPS}
 
@@ -197,6 +199,53 @@ class RestTransport:
             op_id=str(answer.get("op_id")),
             stored_at=_stored_at(answer, path),
         )
+
+    def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
+        """POST /v1/ops/batch, up to MAX_OPS_PER_CALL ops a call; one result per op, in order.
+
+        An op the ingress did not store gets its item's error (503: retriable); a call that
+        failed as a whole (unreachable, 503 after the retries, a 4xx) gives every op of it
+        that call's error.
+        """
+        for _, op, _ in ops:
+            if op not in _OP_PATHS:
+                raise ValueError(f"op must be one of {', '.join(_OP_PATHS)}, not {op!r}")
+        path = "/v1/ops/batch"
+        results: list[OpReceipt | SdkError] = []
+        for start in range(0, len(ops), MAX_OPS_PER_CALL):
+            chunk = ops[start : start + MAX_OPS_PER_CALL]
+            items = [
+                {"transaction_id": tx, "op": op, "producer_group": self.group, "from_check": check}
+                for tx, op, check in chunk
+            ]
+            try:
+                answer = self._request("POST", path, body={"ops": items})
+                answered = answer.get("results")
+                if not isinstance(answered, list) or len(answered) != len(chunk):
+                    raise ServerError(200, f"{path}: {len(chunk)} ops, answer {answer!r:.200}")
+                results.extend(self._op_result(path, item) for item in answered)
+            except SdkError as exc:
+                results.extend(exc for _ in chunk)
+        return results
+
+    @staticmethod
+    def _op_result(path: str, item: dict[str, Any]) -> OpReceipt | SdkError:
+        """Return one item of a batch answer as a receipt, or as the error a single op gets."""
+        status = int(item.get("status", 0))
+        if status == 202 and isinstance(result := item.get("result"), dict):
+            return OpReceipt(
+                transaction_id=str(result.get("transaction_id", item.get("transaction_id"))),
+                op=str(result.get("op", item.get("op"))),
+                op_id=str(result.get("op_id")),
+                stored_at=_stored_at(result, path),
+            )
+        error = item.get("error") or {}
+        code, message = str(error.get("error", f"http_{status}")), str(error.get("message", ""))
+        if status in _RETRIABLE_STATUSES:
+            return TransportError(f"POST {path}: HTTP {status} {code}: {message}")
+        if 400 <= status < 500:
+            return RequestRejectedError(status, code, message)
+        return ServerError(status, f"POST {path}: item {item!r:.300}")
 
     def poll_checks(self, max_records: int, wait_seconds: float) -> list[CheckRequest]:
         """Long-poll GET /v1/check-requests for at most `max_records` requests."""

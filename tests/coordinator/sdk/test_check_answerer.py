@@ -5,11 +5,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
-from coordinator.sdk import CheckRequest, InMemoryTransport, RequestRejectedError
+from coordinator.sdk import (
+    CheckRequest,
+    InMemoryTransport,
+    OpReceipt,
+    RequestRejectedError,
+    SdkError,
+    TransportError,
+)
 from coordinator.sdk.check_answerer import CheckAnswerer
 
 from .helpers import RecordingListener, State, check_request, wait_until
@@ -225,3 +232,64 @@ def test_a_transport_that_does_not_wait_is_not_polled_in_a_busy_loop() -> None:
     time.sleep(1.0)
     answerer.stop(timeout=1)
     assert 3 <= len(transport.polled_max) <= 7
+
+
+class BatchingTransport(InMemoryTransport):
+    """Stores ops many at a time; its first call waits for `release`; `failures` fail once."""
+
+    def __init__(self, failures: dict[str, SdkError] | None = None) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+        self.failures = dict(failures or {})
+        self.sending = threading.Event()
+        self.release = threading.Event()
+
+    def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
+        self.sending.set()
+        if not self.batches:
+            self.release.wait(10)
+        self.batches.append([transaction_id for transaction_id, _, _ in ops])
+        results: list[OpReceipt | SdkError] = []
+        for transaction_id, op, from_check in ops:
+            failure = self.failures.pop(transaction_id, None)
+            results.append(failure or self.send_op(transaction_id, op, from_check))
+        return results
+
+
+def test_answers_decided_while_one_is_sent_go_out_in_one_call(stopped: list[CheckAnswerer]) -> None:
+    transport = BatchingTransport()
+    listener = RecordingListener()
+    stopped.append(answerer := make(transport, listener, queue_size=50))
+    transport.add_checks([check_request("t0")])
+    assert transport.sending.wait(10)  # one worker waits on the broker with t0's answer
+    transport.add_checks(check_request(f"t{i}", offset=i) for i in range(1, 21))
+    wait_until(lambda: len(listener.checked) == 21, what="the other worker deciding the rest")
+    assert transport.acknowledged == []
+    transport.release.set()
+    wait_until(lambda: len(transport.acknowledged) == 21, what="every answer acknowledged")
+    assert transport.batches == [["t0"], [f"t{i}" for i in range(1, 21)]]
+    assert sorted(transport.ops) == sorted((f"t{i}", "COMMIT", True) for i in range(21))
+    assert listener.check_counts() == {(f"t{i}", 1): 1 for i in range(21)}
+    assert answerer.stats().answered == 21
+
+
+def test_in_a_batch_only_the_failed_answer_is_retried_and_a_refused_one_is_not(
+    stopped: list[CheckAnswerer],
+) -> None:
+    transport = BatchingTransport({
+        "b": TransportError("broker away"),
+        "c": RequestRejectedError(403, "forbidden", "token of another group"),
+    })  # fmt: skip
+    listener = RecordingListener()
+    stopped.append(answerer := make(transport, listener, queue_size=50))
+    transport.add_checks([check_request("a")])
+    assert transport.sending.wait(10)
+    transport.add_checks(check_request(tx, offset=i) for i, tx in enumerate("bcd", start=1))
+    wait_until(lambda: len(listener.checked) == 4, what="every check decided")
+    transport.release.set()
+    wait_until(lambda: len(transport.acknowledged) == 4, what="four acknowledgements")
+    assert transport.batches == [["a"], ["b", "c", "d"], ["b"]]
+    assert sorted(transport.ops) == [("a", "COMMIT", True), ("b", "COMMIT", True),
+                                     ("d", "COMMIT", True)]  # fmt: skip
+    stats = answerer.stats()
+    assert (stats.answered, stats.refused) == (3, 1)

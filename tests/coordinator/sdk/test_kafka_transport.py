@@ -14,9 +14,11 @@ from coordinator.sdk import (
     CheckRequest,
     LocalTransactionState,
     Message,
+    OpReceipt,
     TransactionProducer,
     TransportError,
 )
+from coordinator.sdk.kafka_transport import KafkaTransport
 from protocol import ingress as fmt
 from protocol.ingress import msg_id_of, op_id_of
 from streams.coordinator_writer import check_record
@@ -135,6 +137,34 @@ def test_every_local_outcome_becomes_its_op(
     assert {sent[tx]: [h[fmt.OP] for h in hs] for tx, hs in ops.items()} == {
         name: [op] for name, (_, op) in outcomes.items()
     }
+
+
+def test_ops_sent_together_are_each_stored_with_their_own_receipt(sdk_topics: SdkTopics) -> None:
+    transport = KafkaTransport(sdk_topics.bootstrap_servers, sdk_topics.group,
+                               half_topic=sdk_topics.half, op_topic=sdk_topics.op,
+                               check_topic=sdk_topics.check)  # fmt: skip
+    try:
+        answers = {f"tx-{i}": ("COMMIT", "ROLLBACK", "UNKNOWN")[i % 3] for i in range(30)}
+        receipts = transport.send_ops([(tx, op, True) for tx, op in answers.items()])
+    finally:
+        transport.close()
+    stored = {r.key.decode(): r for r in read_records(sdk_topics.bootstrap_servers, sdk_topics.op,
+                                                      len(answers))}  # fmt: skip
+    assert all(isinstance(receipt, OpReceipt) for receipt in receipts), receipts
+    stored_ops = [receipt for receipt in receipts if isinstance(receipt, OpReceipt)]
+    assert [receipt.transaction_id for receipt in stored_ops] == list(answers)
+    for receipt in stored_ops:
+        record = stored[receipt.transaction_id]
+        assert receipt.op_id == op_id_of(record.partition, record.offset)
+        assert int(receipt.stored_at.timestamp() * 1000) == record.timestamp
+        headers = headers_of(record)
+        assert (headers[fmt.OP], headers[fmt.FROM_CHECK], headers[fmt.PRODUCER_GROUP]) == (
+            answers[receipt.transaction_id].encode(),
+            b"true",
+            sdk_topics.group.encode(),
+        )
+        assert receipt.op == answers[receipt.transaction_id]
+    assert len(stored) == len(answers)
 
 
 def test_a_check_request_is_answered_with_a_from_check_op(

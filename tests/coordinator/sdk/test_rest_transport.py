@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from coordinator.sdk import (
     Message,
+    OpReceipt,
     RequestRejectedError,
     ServerError,
     TransportError,
@@ -130,6 +131,42 @@ def test_an_op_goes_to_its_path_with_the_id_percent_encoded(
     assert request["raw_path"] == "/v1/transactions/a%2Fb%20c%3F/rollback"
     assert request["json"] == {"producer_group": "orders", "from_check": True}
     assert receipt.op_id == "op-0000-0000000000000007"
+
+
+def test_ops_sent_together_are_one_batch_call_answered_item_by_item(
+    script: Script, transport: RestTransport
+) -> None:
+    stored = {"transaction_id": "a", "op": "COMMIT", "op_id": "op-0000-0000000000000003",
+              "stored_at": "2025-01-02T03:04:05Z"}  # fmt: skip
+    script.responses = [JSONResponse({"results": [
+        {"status": 202, "transaction_id": "a", "op": "COMMIT", "result": stored, "error": None},
+        {"status": 503, "transaction_id": "b", "op": "ROLLBACK", "result": None,
+         "error": {"error": "unavailable", "message": "Kafka is unreachable"}},
+        {"status": 403, "transaction_id": "c", "op": "UNKNOWN", "result": None,
+         "error": {"error": "forbidden", "message": "not your group"}},
+    ]}, status_code=207)]  # fmt: skip
+    a, b, c = transport.send_ops([("a", "COMMIT", True), ("b", "ROLLBACK", True),
+                                  ("c", "UNKNOWN", False)])  # fmt: skip
+    (request,) = script.received
+    assert (request["method"], request["path"]) == ("POST", "/v1/ops/batch")
+    assert request["json"] == {"ops": [
+        {"transaction_id": "a", "op": "COMMIT", "producer_group": "orders", "from_check": True},
+        {"transaction_id": "b", "op": "ROLLBACK", "producer_group": "orders", "from_check": True},
+        {"transaction_id": "c", "op": "UNKNOWN", "producer_group": "orders", "from_check": False},
+    ]}  # fmt: skip
+    assert isinstance(a, OpReceipt)
+    assert (a.transaction_id, a.op_id) == ("a", "op-0000-0000000000000003")
+    assert isinstance(b, TransportError) and b.retriable
+    assert isinstance(c, RequestRejectedError) and (c.status, c.code) == (403, "forbidden")
+
+
+def test_a_batch_call_refused_as_a_whole_is_every_ops_error(
+    script: Script, transport: RestTransport
+) -> None:
+    script.responses = [error(403, "forbidden", "token of another group")]
+    results = transport.send_ops([("a", "COMMIT", True), ("b", "COMMIT", True)])
+    assert len(script.received) == 1  # a 4xx is not retried
+    assert [type(r) for r in results] == [RequestRejectedError, RequestRejectedError]
 
 
 @pytest.mark.parametrize("op", ["COMMIT", "UNKNOWN"])
