@@ -221,11 +221,17 @@ class RestTransport:
             try:
                 answer = self._request("POST", path, body={"ops": items})
                 answered = answer.get("results")
-                if not isinstance(answered, list) or len(answered) != len(chunk):
+                if (
+                    not isinstance(answered, list)
+                    or len(answered) != len(chunk)
+                    or not all(isinstance(item, dict) for item in answered)
+                ):
                     raise ServerError(200, f"{path}: {len(chunk)} ops, answer {answer!r:.200}")
-                results.extend(self._op_result(path, item) for item in answered)
+                stored = [self._op_result(path, item) for item in answered]
             except SdkError as exc:
                 results.extend(exc for _ in chunk)
+            else:
+                results.extend(stored)
         return results
 
     @staticmethod

@@ -3,6 +3,9 @@
 A transport belongs to one producer group. It is used from several threads at once:
 `send_half` from the application's threads, `send_op` and `acknowledge` from the check
 workers, `poll_checks` from the single poller thread; `close` after all of them stopped.
+A transport may also store many ops in one call, `send_ops` (the Kafka and REST ones do,
+coordinator/sdk/check_answerer.py `SendsOps`): the check workers then send their answers
+together, one worker at a time.
 """
 
 from __future__ import annotations

@@ -169,6 +169,22 @@ def test_a_batch_call_refused_as_a_whole_is_every_ops_error(
     assert [type(r) for r in results] == [RequestRejectedError, RequestRejectedError]
 
 
+def test_a_batch_answer_that_is_not_the_contract_is_every_ops_server_error(
+    script: Script, transport: RestTransport
+) -> None:
+    stored = {"transaction_id": "a", "op": "COMMIT", "op_id": "op-1"}  # no stored_at
+    script.responses = [JSONResponse({"results": [
+        {"status": 202, "transaction_id": "a", "op": "COMMIT", "result": stored, "error": None},
+        {"status": 202, "transaction_id": "b", "op": "COMMIT", "result": stored, "error": None},
+    ]}, status_code=202)]  # fmt: skip
+    results = transport.send_ops(
+        [("a", "COMMIT", True), ("b", "COMMIT", True), ("c", "COMMIT", True)]
+    )
+    assert [type(r) for r in results] == [ServerError, ServerError, ServerError]  # 2 of 3 answered
+    results = transport.send_ops([("a", "COMMIT", True), ("b", "COMMIT", True)])
+    assert [type(r) for r in results] == [ServerError, ServerError]  # no stored_at
+
+
 @pytest.mark.parametrize("op", ["COMMIT", "UNKNOWN"])
 def test_each_op_has_its_own_path(script: Script, transport: RestTransport, op: str) -> None:
     script.responses = [JSONResponse({"op_id": "op-1", "stored_at": "2025-01-02T03:04:05Z"},
