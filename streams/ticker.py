@@ -117,20 +117,39 @@ class Ticker:
             return True
         return time.monotonic() - last_sent >= pace.idle_interval
 
+    def _connect(self) -> KafkaProducer:
+        """Return a producer that already knows every topic's partitions."""
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
+            max_block_ms=int(max(self.interval * 5, 10) * 1000),
+            **kafka_python_options(self.security),
+        )  # fmt: skip
+        try:
+            for topic in self.topics:
+                producer.partitions_for(topic)
+        except Exception:
+            producer.close(timeout=1)
+            raise
+        return producer
+
     def _run(self) -> None:
         producer: KafkaProducer | None = None
         failing_since: float | None = None
         last_sent: float | None = None
+        # Connect before the first tick, not at it: the connection and the topics' metadata
+        # took the first heartbeat past its moment on a busy machine (stored after the
+        # boundary it should precede).
+        try:
+            producer = self._connect()
+        except Exception as exc:
+            log.warning("heartbeat producer not connected yet (%s); trying again at the first "
+                        "tick", exc)  # fmt: skip
         while not self._stop.wait(until_next_tick(time.time(), self.interval)):
             if not self._due(last_sent):
                 continue
             try:
                 if producer is None:
-                    producer = KafkaProducer(
-                        bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
-                        max_block_ms=int(max(self.interval * 5, 10) * 1000),
-                        **kafka_python_options(self.security),
-                    )  # fmt: skip
+                    producer = self._connect()
                 self.sent += self.tick_once(producer)
                 last_sent = time.monotonic()
                 if failing_since is not None:

@@ -23,10 +23,10 @@ from coordinator.sdk import (
     Message,
     OpReceipt,
     SdkError,
+    SendsOps,
     TransactionListener,
     Transport,
 )
-from coordinator.sdk.check_answerer import SendsOps
 
 
 class BatchTransport(Transport, SendsOps, Protocol):

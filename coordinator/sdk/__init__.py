@@ -19,7 +19,7 @@ from coordinator.sdk.memory_transport import InMemoryTransport
 from coordinator.sdk.message import CheckRequest, Message, SendResult
 from coordinator.sdk.producer import TransactionProducer
 from coordinator.sdk.state import LocalTransactionState
-from coordinator.sdk.transport import HalfReceipt, OpReceipt, Transport
+from coordinator.sdk.transport import HalfReceipt, OpReceipt, SendsOps, Transport
 
 __all__ = [
     "CheckAnswerer",
@@ -34,6 +34,7 @@ __all__ = [
     "RequestRejectedError",
     "SdkError",
     "SendResult",
+    "SendsOps",
     "ServerError",
     "TransactionListener",
     "TransactionProducer",

@@ -33,9 +33,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from coordinator.sdk.backoff import Backoff
 from coordinator.sdk.errors import SdkError
@@ -43,7 +41,7 @@ from coordinator.sdk.ledger import Admission, CheckLedger
 from coordinator.sdk.listener import TransactionListener, decide
 from coordinator.sdk.message import CheckRequest
 from coordinator.sdk.state import LocalTransactionState
-from coordinator.sdk.transport import OpReceipt, Transport
+from coordinator.sdk.transport import OpReceipt, SendsOps, Transport
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +54,6 @@ ANSWER_BATCH = 500
 
 #: An answer waiting to be sent: the request and the listener's state.
 Answer = tuple[CheckRequest, LocalTransactionState]
-
-
-class SendsOps(Protocol):
-    """A transport that stores many ops in one call (KafkaTransport.send_ops)."""
-
-    def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
-        """Store each (transaction id, op, from_check); one receipt or error per op, in order."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,18 @@ A transport belongs to one producer group. It is used from several threads at on
 `send_half` from the application's threads, `send_op` and `acknowledge` from the check
 workers, `poll_checks` from the single poller thread; `close` after all of them stopped.
 A transport may also store many ops in one call, `send_ops` (the Kafka and REST ones do,
-coordinator/sdk/check_answerer.py `SendsOps`): the check workers then send their answers
-together, one worker at a time.
+`SendsOps` below): the check workers (coordinator/sdk/check_answerer.py) then send their
+answers together, one worker at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from coordinator.sdk.errors import SdkError
 from coordinator.sdk.message import CheckRequest, Message
 
 #: SPEC 4's max_message_size default (RocketMQ's 4 MiB); larger bodies are refused.
@@ -66,4 +68,12 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Release connections; commit what was acknowledged."""
+        ...
+
+
+class SendsOps(Protocol):
+    """A transport that stores many ops in one call (the Kafka and REST transports)."""
+
+    def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
+        """Store each (transaction id, op, from_check); one receipt or error per op, in order."""
         ...
