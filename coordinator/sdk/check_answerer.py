@@ -248,7 +248,7 @@ class CheckAnswerer:
                 continue
             try:
                 self._post((request, self._ask(request)))
-            except Exception:  # the transport's acknowledge, say: keep the worker alive
+            except Exception:  # not expected (_post settles each answer itself): keep the worker
                 log.exception("check %d of %s failed unexpectedly", request.check_number,
                               request.transaction_id)  # fmt: skip
 
@@ -297,23 +297,17 @@ class CheckAnswerer:
             retry: list[Answer] = []
             errors: list[SdkError] = []
             for (request, state), result in zip(batch, results, strict=True):
-                if not isinstance(result, SdkError):
-                    log.debug("answered check %d of %s: %s", request.check_number,
-                              request.transaction_id, state.op)  # fmt: skip
-                    self._finish(request, "answered")
-                elif not result.retriable:
-                    log.error(
-                        "answer %s to check %d of %s was refused, not retried: %s",
-                        state.op, request.check_number, request.transaction_id, result,
-                    )  # fmt: skip
-                    self._finish(request, "refused")
-                elif self._closing.is_set():
-                    self._abandon(request)
-                else:
+                if isinstance(result, SdkError) and result.retriable and not self._closing.is_set():
                     retry.append((request, state))
                     errors.append(result)
                     continue
-                self._queue.task_done()
+                try:
+                    self._settle(request, state, result)
+                except Exception:  # the transport's acknowledge, say: the others still settle
+                    log.exception("check %d of %s failed unexpectedly", request.check_number,
+                                  request.transaction_id)  # fmt: skip
+                finally:
+                    self._queue.task_done()
             if retry:
                 delay = backoff.next_delay()
                 log.warning("sending %d check answer(s) of group %s failed (%s); retrying in "
@@ -321,11 +315,26 @@ class CheckAnswerer:
                 self._closing.wait(delay)
             batch = retry
 
+    def _settle(self, request: CheckRequest, state: LocalTransactionState,
+                result: OpReceipt | SdkError) -> None:  # fmt: skip
+        """Finish a request whose answer was stored, refused, or given up at stop."""
+        if not isinstance(result, SdkError):
+            log.debug("answered check %d of %s: %s", request.check_number,
+                      request.transaction_id, state.op)  # fmt: skip
+            self._finish(request, "answered")
+        elif not result.retriable:
+            log.error(
+                "answer %s to check %d of %s was refused, not retried: %s",
+                state.op, request.check_number, request.transaction_id, result,
+            )  # fmt: skip
+            self._finish(request, "refused")
+        else:
+            self._abandon(request)
+
     def _store(self, batch: list[Answer]) -> list[OpReceipt | SdkError]:
         ops = [(request.transaction_id, state.op, True) for request, state in batch]
-        if hasattr(self._transport, "send_ops"):
-            transport: SendsOps = self._transport  # type: ignore[assignment]
-            return list(transport.send_ops(ops))
+        if isinstance(self._transport, SendsOps):
+            return list(self._transport.send_ops(ops))
         results: list[OpReceipt | SdkError] = []
         for transaction_id, op, from_check in ops:
             try:

@@ -187,10 +187,11 @@ class KafkaTransport:
             future = self._producer.send(topic, key=key.encode(), value=value, headers=headers)
             return future.get(timeout=self.send_timeout_seconds + 5)
         except KafkaError as exc:
-            raise self._store_failed(key, topic, exc) from exc
+            raise self._store_failed(key, topic, exc)  # noqa: B904 (it carries its cause)
 
     @staticmethod
     def _store_failed(key: str, topic: str, exc: KafkaError) -> TransportError:
+        """The error for a record Kafka did not store, its cause set (returned or raised)."""
         error = TransportError(f"Kafka did not store the record for {key} in {topic}: {exc}",
                                retriable=bool(getattr(exc, "retriable", False)))  # fmt: skip
         error.__cause__ = exc
@@ -210,14 +211,10 @@ class KafkaTransport:
 
     def send_op(self, transaction_id: str, op: str, from_check: bool) -> OpReceipt:
         """Write the op record and wait for acks=all."""
-        headers = op_headers(self.group, op, from_check, _now_ms())
-        stored = self._send(self.op_topic, transaction_id, b"", headers)
-        return OpReceipt(
-            transaction_id=transaction_id,
-            op=op,
-            op_id=op_id_of(stored.partition, stored.offset),
-            stored_at=_stored_at(stored.timestamp),
-        )
+        (result,) = self.send_ops([(transaction_id, op, from_check)])
+        if isinstance(result, SdkError):
+            raise result
+        return result
 
     def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
         """Write op records (transaction id, op, from_check) together; wait for each one's acks.

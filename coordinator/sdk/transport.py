@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from coordinator.sdk.errors import SdkError
 from coordinator.sdk.message import CheckRequest, Message
@@ -71,6 +71,7 @@ class Transport(Protocol):
         ...
 
 
+@runtime_checkable
 class SendsOps(Protocol):
     """A transport that stores many ops in one call (the Kafka and REST transports)."""
 

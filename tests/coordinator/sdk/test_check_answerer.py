@@ -293,3 +293,28 @@ def test_in_a_batch_only_the_failed_answer_is_retried_and_a_refused_one_is_not(
                                      ("d", "COMMIT", True)]  # fmt: skip
     stats = answerer.stats()
     assert (stats.answered, stats.refused) == (3, 1)
+
+
+class FaultyAcknowledgeTransport(BatchingTransport):
+    """Its acknowledge raises for transaction "b" (a transport's defect, say)."""
+
+    def acknowledge(self, request: CheckRequest) -> None:
+        if request.transaction_id == "b":
+            raise RuntimeError("acknowledge broke")
+        super().acknowledge(request)
+
+
+def test_an_acknowledge_that_raises_spoils_neither_the_batch_nor_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    transport = FaultyAcknowledgeTransport()
+    transport.release.set()
+    answerer = make(transport, RecordingListener(), queue_size=50)
+    transport.add_checks(check_request(tx, offset=i) for i, tx in enumerate("abcd"))
+    wait_until(lambda: len(transport.ops) == 4, what="every answer stored")
+    wait_until(lambda: len(transport.acknowledged) == 3, what="the others acknowledged")
+    assert "check 1 of b failed unexpectedly" in caplog.text
+    started = time.monotonic()
+    answerer.stop(timeout=5)
+    assert time.monotonic() - started < 2  # every request was settled: stop waits for none
+    assert answerer.stats().abandoned == 0
