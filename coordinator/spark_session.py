@@ -62,6 +62,10 @@ LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
 }
 
 
+#: Batches between two snapshots of the stage's RocksDB state (changelogs in between).
+SNAPSHOT_EVERY_BATCHES = 50
+
+
 #: HotSpot leaves any method of more than 8,000 bytes of bytecode to the interpreter. The
 #: code Spark generates to turn the stateful stage's output rows (tens of columns) into
 #: Spark's own rows is such a method, and a profile of a burst found the executors spending
@@ -106,6 +110,12 @@ class SparkSettings:
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            # A state snapshot flushes RocksDB's memtable to a new file; every few files
+            # RocksDB compacts them into the rest of the state, rewriting it. At Spark's
+            # default (a snapshot every 10 batches) that compaction was 9% of the Spark
+            # JVM's CPU in the bench (async-profiler, README "Performance"). Recovery
+            # replays at most this many batches' changelogs after the last snapshot.
+            "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(SNAPSHOT_EVERY_BATCHES),
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
             "spark.default.parallelism": str(self.shuffle_partitions),
             # Delta reads its log with this many partitions; the default of 50 is built for
