@@ -100,7 +100,7 @@ def library() -> Path:
     jar = CACHE / f"async-profiler-{VERSION}.jar"
     if not jar.exists():
         print(f"fetching {ARTIFACT} from Maven Central ...", file=sys.stderr)
-        subprocess.run(["mvn", "-q", "dependency:copy", f"-Dartifact={ARTIFACT}",
+        subprocess.run(["mvn", "-B", "-q", "dependency:copy", f"-Dartifact={ARTIFACT}",
                         f"-DoutputDirectory={CACHE}"], check=True)  # fmt: skip
     with zipfile.ZipFile(jar) as archive:
         archive.extract(f"{arch}/libasyncProfiler.so", CACHE)
