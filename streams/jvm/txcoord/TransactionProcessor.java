@@ -34,7 +34,7 @@ import txcoord.Lifecycle.TxState;
 public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row> {
   private final Lifecycle.Rules rules;
   private final Lifecycle.Transitions transitions;
-  private final StructType output;
+  private final StageRows.OutputLayout output;
   private final String heartbeatId;
   private final Landing landing;
   private transient ValueState<Row> live;
@@ -44,7 +44,7 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     this.rules = rules;
     this.landing = landing;
     this.transitions = transitions;
-    this.output = output;
+    this.output = new StageRows.OutputLayout(output);
     this.heartbeatId = heartbeatId;
   }
 
