@@ -31,6 +31,8 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+from coordinator.bench.resources import spark_jvm_pids
+
 VERSION = "3.0"
 ARTIFACT = f"tools.profiler:async-profiler:{VERSION}"
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "async-profiler" / VERSION
@@ -118,16 +120,7 @@ def attach(pid: int, options: str) -> None:
 
 def spark_pid() -> int:
     """Return the pid of the one process running Spark's SparkSubmit."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"org.apache.spark.deploy.SparkSubmit" in cmdline and b"java" in cmdline:
-            found.append(int(entry.name))
+    found = spark_jvm_pids()
     if len(found) != 1:
         raise SystemExit(f"expected one Spark JVM, found {found or 'none'}: give --pid")
     return found[0]

@@ -114,6 +114,16 @@ def spark_jvm_pid(parent: int | None = None) -> int | None:
     return None
 
 
+def spark_jvm_pids() -> list[int]:
+    """Return the pids of every pyspark JVM (SparkSubmit) on the machine, whoever started it."""
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and "org.apache.spark.deploy.SparkSubmit" in _cmdline(int(entry.name))
+    ]
+
+
 def _python(pid: int) -> bool:
     return any("python" in part for part in _cmdline(pid)[:1])
 
