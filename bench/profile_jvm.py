@@ -37,6 +37,9 @@ VERSION = "3.0"
 ARTIFACT = f"tools.profiler:async-profiler:{VERSION}"
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "async-profiler" / VERSION
 
+#: The frame every executor task's stack holds.
+TASK_FRAME = "org/apache/spark/executor/Executor$TaskRunner.run"
+
 #: Executor-task steps: (name, pattern); first match wins.
 TASK_STEPS = [
     (
@@ -151,7 +154,9 @@ def summarize(collapsed: Path) -> str:
         for name, pattern in ACROSS:
             if re.search(pattern, frames):
                 across[name] += count
-        if "Executor task launch worker" in thread:
+        # A task's samples are known by its stack: the thread's name is read when the
+        # profile is dumped, and Spark renames a pooled thread "idle worker" between tasks.
+        if TASK_FRAME in frames:
             steps[_first(TASK_STEPS, frames) or "other task work"] += count
             threads["executor tasks"] += count
         else:

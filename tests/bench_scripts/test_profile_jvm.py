@@ -17,11 +17,16 @@ def _module() -> ModuleType:
     return module
 
 
-TASK = "[Executor task launch worker for task 1.0 in stage 3.0 (TID 7) tid=42]"
+TASK = (
+    "[Executor task launch worker for task 1.0 in stage 3.0 (TID 7) tid=42];"
+    "org/apache/spark/executor/Executor$TaskRunner.run"
+)
+# The same pooled thread, named between tasks when the profile was dumped.
+IDLE_TASK = "[Executor task idle worker#3 tid=43];org/apache/spark/executor/Executor$TaskRunner.run"
 ARROW_JOB = "org/apache/spark/sql/execution/arrow/ArrowConverters$ArrowBatchIterator.next"
 
 
-def test_samples_go_to_the_first_matching_step_and_threads_by_name(tmp_path: Path) -> None:
+def test_samples_go_to_the_first_matching_step_and_other_threads_by_name(tmp_path: Path) -> None:
     stacks = tmp_path / "spark.collapsed"
     stacks.write_text(
         "\n".join([
@@ -30,7 +35,7 @@ def test_samples_go_to_the_first_matching_step_and_threads_by_name(tmp_path: Pat
             "org/apache/spark/sql/execution/streaming/state/TimerStateImpl.registerTimer;"
             "org/apache/spark/sql/execution/streaming/state/RocksDB.handleMetricsUpdate 6",
             f"{TASK};{ARROW_JOB};org/apache/spark/sql/execution/arrow/ArrowWriter.write 3",
-            f"{TASK};java/lang/Thread.run;SomethingElse.run 1",
+            f"{IDLE_TASK};java/lang/Thread.run;SomethingElse.run 1",
             "[rocksdb:low tid=9];rocksdb::DBImpl::BackgroundCallCompaction 2",
             "[C2 CompilerThread0 tid=5];Compile::Compile 8",
         ])
