@@ -16,7 +16,7 @@ and txcoord's own for the rest:
     txcoord_batch_duration_seconds{query}      gauge: the last micro-batch's duration
     txcoord_batches_total{query}               micro-batches run by this driver
     txcoord_input_lag_records{query}           gauge: Kafka records behind the topic ends
-    txcoord_state_rows{query}                  gauge: rows the stateful stage keeps
+    txcoord_state_rows{query}                  gauge: rows in the stateful operators
     txcoord_rows_dropped_late_total{query}     must stay 0 (SPEC 7.5)
 
 Totals start from the tables at engine start (`Tally.seed`), so they survive restarts; the
@@ -113,7 +113,7 @@ class EngineCollector(Collector):
             labels=["query"],
         )  # fmt: skip
         state = GaugeMetricFamily(
-            "txcoord_state_rows", "Rows the query's stateful stage keeps", labels=["query"]
+            "txcoord_state_rows", "Rows held by the query's stateful operators", labels=["query"]
         )
         dropped = CounterMetricFamily(
             "txcoord_rows_dropped_late", "Rows dropped behind the watermark (must stay 0)",
@@ -123,8 +123,7 @@ class EngineCollector(Collector):
             duration.add_metric([query], (last.get("duration_ms") or 0) / 1000)
             batches.add_metric([query], progress.batches[query])
             lag.add_metric([query], last.get("lag") or 0)
-            if last.get("state_rows") is not None:  # None: not known (streams/state_rows.py)
-                state.add_metric([query], last["state_rows"])
+            state.add_metric([query], last.get("state_rows") or 0)
             dropped.add_metric([query], progress.dropped_late(query))
         yield from (duration, batches, lag, state, dropped)
 

@@ -116,11 +116,6 @@ class SparkSettings:
             # JVM's CPU in the bench (async-profiler, README "Performance"). Recovery
             # replays at most this many batches' changelogs after the last snapshot.
             "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(SNAPSHOT_EVERY_BATCHES),
-            # RocksDB's count of a store's rows reads every key before it is written or
-            # removed (7% of the Spark JVM's CPU in the bench, 13% less JVM CPU per
-            # transaction without it): the coordinator's stage counts its own rows instead
-            # (streams/state_rows.py).
-            "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
             "spark.default.parallelism": str(self.shuffle_partitions),
             # Delta reads its log with this many partitions; the default of 50 is built for

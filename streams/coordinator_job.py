@@ -98,8 +98,6 @@ from streams.ingest_job import IngestBatchWriter, ingress_records
 from streams.ingest_job import rules_of as ingest_rules_of
 from streams.landing import RAW_PREFIX, pass_through
 from streams.lifecycle import Rules
-from streams.state_rows import StateRowCount
-from streams.state_rows import register as register_state_rows
 from streams.tally import Tally
 from streams.tick_pace import TickPace
 
@@ -252,14 +250,11 @@ def start_coordinator(
     check_state_layout(spark, checkpoint)
     app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
     lander = IngestBatchWriter(config, app_id, tally)
-    rows_kept = StateRowCount(spark)
-    register_state_rows(QUERY_NAME, rows_kept)
-    writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander, pace=pace,
-                                    state_rows=(rows_kept, checkpoint))  # fmt: skip
+    writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander, pace=pace)
     writer.prepare(spark)
     seconds = config.streams.trigger_interval.total_seconds()
     query = (
-        decisions(rows, rules_of(config), rows_kept.deltas)
+        decisions(rows, rules_of(config))
         .writeStream.queryName(QUERY_NAME)
         .foreachBatch(writer)
         .option("checkpointLocation", checkpoint)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
@@ -123,16 +122,15 @@ def stage_spec(rules: Rules, output: StructType) -> str:
     )
 
 
-def decisions(stage_rows: DataFrame, rules: Rules, row_deltas: Any) -> DataFrame:
+def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
     """Return the stateful stage's output for its input.
 
     The input has INPUT_SCHEMA's columns and may carry pass-through columns (RAW_PREFIX +
     ...). Besides its decisions the stage emits every input row once as a row of kind
     KIND_LAND holding those columns (streams/landing.py): the batch's records reach the
-    writer through the stage, so the query reads Kafka once. The stage reports the rows it
-    keeps to `row_deltas` (streams/state_rows.py).
+    writer through the stage, so the query reads Kafka once.
     """
     spark = stage_rows.sparkSession
     stage = spark._jvm.txcoord.Stage  # type: ignore[union-attr]
     spec = stage_spec(rules, output_schema(stage_rows.schema))
-    return DataFrame(stage.decisions(stage_rows._jdf, spec, row_deltas), spark)
+    return DataFrame(stage.decisions(stage_rows._jdf, spec), spark)

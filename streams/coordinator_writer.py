@@ -80,7 +80,6 @@ from streams.landing import (
 )
 from streams.lifecycle import Kind
 from streams.parallel_writes import Step, run_steps
-from streams.state_rows import StateRowCount
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
 from streams.tick_pace import TickPace
@@ -137,12 +136,8 @@ class CoordinatorBatchWriter:
         lander: IngestBatchWriter | None = None,
         *,
         pace: TickPace | None = None,
-        state_rows: tuple[StateRowCount, str] | None = None,
     ) -> None:
         self.config = config
-        # The rows the stage keeps, and the checkpoint whose count it starts from
-        # (streams/state_rows.py): seeded before the query starts, advanced by each batch.
-        self.state_rows = state_rows
         # Told when a batch may have set a timer, so that heartbeats keep coming until it is
         # due (streams/tick_pace.py).
         self.pace = pace
@@ -179,9 +174,6 @@ class CoordinatorBatchWriter:
         steps.append(("queue offsets", functools.partial(self._read_next_offsets, spark)))
         steps.append(("check producer", self._connect))
         steps.append(("warm-up", functools.partial(self._warm_up, spark)))
-        if self.state_rows is not None:
-            count, checkpoint = self.state_rows
-            steps.append(("state rows", functools.partial(count.seed, spark, checkpoint)))
         # Topic tables that exist need no creating (a first delivery would otherwise ask).
         self._topic_tables.update(name.removeprefix("topics/")
                                   for name in warehouse_tables(self.warehouse)
@@ -221,8 +213,6 @@ class CoordinatorBatchWriter:
         spark = frame.sparkSession
         with timer.step("decide"):
             out = collect(frame)
-        if self.state_rows is not None:
-            self.state_rows[0].advance(batch_id)
         with timer.step("summary"):
             summary = _summary(out)
         counts: Counter[tuple[str, str | None, bool | None]] = Counter()

@@ -113,12 +113,6 @@ def checkpoint_has_batches(spark: SparkSession, checkpoint: str) -> bool:
     return bool(fs.exists(path) and len(fs.listStatus(path)) > 0)
 
 
-def checkpoint_has_commits(spark: SparkSession, checkpoint: str) -> bool:
-    """Return True once the query of `checkpoint` has committed a batch (its commit log)."""
-    path, fs = _checkpoint_path(spark, checkpoint, "commits")
-    return bool(fs.exists(path) and len(fs.listStatus(path)) > 0)
-
-
 def checkpoint_app_id(spark: SparkSession, checkpoint: str, name: str) -> str:
     """Return the app id stored in `checkpoint`, creating it (a new uuid) the first time."""
     return checkpoint_file(spark, checkpoint, APP_ID_FILE, f"txcoord-{name}-{uuid.uuid4()}")

@@ -16,7 +16,6 @@ from collections import Counter, deque
 from typing import Any
 
 from streams.progress_listener import ProgressListener
-from streams.state_rows import counted
 
 log = logging.getLogger("txcoord.progress")
 
@@ -36,9 +35,7 @@ def summary(progress: dict[str, Any]) -> dict[str, Any]:
             for k, v in (progress.get("durationMs") or {}).items()
             if k != "triggerExecution" and v
         },
-        # Counted by the coordinator's stage (streams/state_rows.py): the engine turns
-        # RocksDB's own count off. Another query's is Spark's.
-        "state_rows": _state_rows(progress.get("name"), operators),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in operators),
         "dropped_late": sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         # Kafka sources: records behind the end of the topics when the batch was planned.
@@ -50,13 +47,6 @@ def summary(progress: dict[str, Any]) -> dict[str, Any]:
             default=0,
         ),
     }
-
-
-def _state_rows(query: str | None, operators: list[dict[str, Any]]) -> int | None:
-    count = counted(query)
-    if count is not None:
-        return count.rows  # None until the stage's count is known
-    return sum(int(op.get("numRowsTotal", 0)) for op in operators)
 
 
 class ProgressLog(ProgressListener):

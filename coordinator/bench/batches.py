@@ -68,10 +68,8 @@ def where_time_went(batches: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "phase_share": {k: round(v / total, 3) for k, v in sorted(phases.items())}
             if total
             else {},
-            "state_rows_median": median(
-                rows := [b["state_rows"] for b in mine if b["state_rows"] is not None]
-            ),
-            "state_rows_max": max(rows, default=None),
+            "state_rows_median": median([b["state_rows"] for b in mine]),
+            "state_rows_max": max((b["state_rows"] for b in mine), default=None),
             "dropped_late": sum(int(b["dropped_late"] or 0) for b in mine),
         }
     return result

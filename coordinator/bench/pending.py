@@ -142,9 +142,7 @@ def run_pending(context: PhaseContext) -> dict[str, Any]:
             {
                 "pending": level,
                 "steady_transactions": len(acks[-1]),
-                "state_rows_median": median(
-                    [b["state_rows"] for b in coordinator if b["state_rows"] is not None]
-                ),
+                "state_rows_median": median([b["state_rows"] for b in coordinator]),
                 "coordinator_batch_ms": summarize([b["duration_ms"] for b in coordinator], 0),
                 "where_time_went": where_time_went(window),
             }
@@ -158,8 +156,7 @@ def run_pending(context: PhaseContext) -> dict[str, Any]:
         f"halves with check_immunity_seconds={immunity:.0f}), under a steady "
         f"{settings.pending_rate:g} tx/s of commits for {settings.pending_window:g} s (batches "
         "from its first send to its last decision); "
-        "state_rows is the transactions the coordinator's stage keeps, counted by the "
-        "stage (live, and decided ones it still remembers), so it includes the steady "
-        "load's own",
+        "state_rows is Spark's count over every stateful operator (join buffers + "
+        "the transaction stage), so it includes the steady load's own keys",
         "levels": results,
     }

@@ -40,15 +40,13 @@ public final class Stage {
     return transitions;
   }
 
-  /** Return the stage's output for its input, as described by {@code specJson}; the stage
-   * reports the rows it keeps to {@code rowDeltas} (registered with the SparkContext). */
-  public static Dataset<Row> decisions(Dataset<Row> input, String specJson,
-      StateRowDeltas rowDeltas) throws Exception {
+  /** Return the stage's output for its input, as described by {@code specJson}. */
+  public static Dataset<Row> decisions(Dataset<Row> input, String specJson) throws Exception {
     JsonNode spec = new ObjectMapper().readTree(specJson);
     StructType output = (StructType) DataType.fromJson(spec.get("output_schema").asText());
     TransactionProcessor processor = new TransactionProcessor(rules(spec.get("rules")),
         transitions(spec.get("transitions")), output, spec.get("heartbeat_id").asText(),
-        Landing.of(input.schema(), output, spec.get("landing")), rowDeltas);
+        Landing.of(input.schema(), output, spec.get("landing")));
     // Grouped by columns, not by a key function: no row is turned into an object and back
     // just to compute its key (a key function costs a projection per row and the code
     // generated for it in every task).

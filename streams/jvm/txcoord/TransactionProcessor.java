@@ -3,7 +3,6 @@ package txcoord;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
@@ -31,9 +30,6 @@ import txcoord.Lifecycle.TxState;
  * (Spark allows no TTL in event time): the next check, discard or expiry, or when a decided
  * one is forgotten ({@code resolved_retention} after its decision). A second variable for
  * decided transactions lost them in this Spark (tests/streams/test_retention.py failed).
- *
- * <p>It also counts the rows it keeps ({@link StateRowDeltas}): a task reports its net change
- * when it ends ({@link #close}).
  */
 public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row> {
   private final Lifecycle.Rules rules;
@@ -41,14 +37,11 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
   private final StageRows.OutputLayout output;
   private final String heartbeatId;
   private final Landing landing;
-  private final StateRowDeltas rowDeltas;
   private transient ValueState<Row> live;
-  private transient long rowsAdded;
 
   public TransactionProcessor(Lifecycle.Rules rules, Lifecycle.Transitions transitions,
-      StructType output, String heartbeatId, Landing landing, StateRowDeltas rowDeltas) {
+      StructType output, String heartbeatId, Landing landing) {
     this.rules = rules;
-    this.rowDeltas = rowDeltas;
     this.landing = landing;
     this.transitions = transitions;
     this.output = new StageRows.OutputLayout(output);
@@ -59,15 +52,6 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
   public void init(OutputMode outputMode, TimeMode timeMode) {
     live = getHandle().getValueState(
         "transaction", Encoders.row(StageRows.STATE), TTLConfig.NONE());
-    rowsAdded = 0;
-  }
-
-  @Override
-  public void close() {
-    // The driver's instance is closed too, once it has told Spark its state schemas.
-    if (TaskContext.get() == null) return;
-    rowDeltas.add(new long[] {getHandle().getQueryInfo().getBatchId(),
-        TaskContext.getPartitionId(), rowsAdded});
   }
 
   private record Loaded(TxState state, ValueState<Row> heldIn) {}
@@ -87,11 +71,7 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     if (oldTimer != null && !oldTimer.equals(newTimer)) getHandle().deleteTimer(oldTimer);
     if (newTimer != null && !newTimer.equals(oldTimer)) getHandle().registerTimer(newTimer);
     ValueState<Row> target = after == null ? null : live;
-    if (before.heldIn() != null && before.heldIn() != target) {
-      before.heldIn().clear();
-      rowsAdded--;
-    }
-    if (before.heldIn() == null && target != null) rowsAdded++;
+    if (before.heldIn() != null && before.heldIn() != target) before.heldIn().clear();
     if (target != null && (!after.equals(before.state()) || before.heldIn() != target)) {
       target.update(StageRows.encode(after));
     }
