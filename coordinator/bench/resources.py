@@ -105,11 +105,15 @@ def _descendants(root: int, tree: dict[int, list[int]]) -> list[int]:
     return found
 
 
+#: The main class on the command line of pyspark's JVM.
+SPARK_SUBMIT = "org.apache.spark.deploy.SparkSubmit"
+
+
 def spark_jvm_pid(parent: int | None = None) -> int | None:
     """Return the pid of pyspark's JVM (SparkSubmit) started by `parent` (default: us)."""
     parent = parent or os.getpid()
     for pid in _children().get(parent, []):
-        if "org.apache.spark.deploy.SparkSubmit" in _cmdline(pid):
+        if SPARK_SUBMIT in _cmdline(pid):
             return pid
     return None
 
@@ -119,8 +123,7 @@ def spark_jvm_pids() -> list[int]:
     return [
         int(entry.name)
         for entry in Path("/proc").iterdir()
-        if entry.name.isdigit()
-        and "org.apache.spark.deploy.SparkSubmit" in _cmdline(int(entry.name))
+        if entry.name.isdigit() and SPARK_SUBMIT in _cmdline(int(entry.name))
     ]
 
 
