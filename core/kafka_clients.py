@@ -1,15 +1,19 @@
-"""What every kafka-python client of the product is built with: its security, and recovery.
+"""What every Kafka client of the product is built with: its security, and recovery.
 
 kafka-python waits between attempts to reach a broker it lost for an exponentially growing
 backoff, up to `reconnect_backoff_max_ms`: 30 s by default. After a broker restart a client
 could then stay away for that long: in the kill -9 test a check listener read its checks
 only after the third had been sent, and its transactions were rightly discarded; the
-ticker (event time stalls), the check publisher, the REST ingress and the SDK's check
-listener do the same (README, "Pointing txcoord at a secured Kafka", has the figures).
+ticker (event time stalls), the check publisher, the REST ingress's check poller and the
+SDK's check listener do the same (README, "Pointing txcoord at a secured Kafka", has the
+figures).
 Kafka's Java client, the one Spark uses, caps the backoff at 1 s (`reconnect.backoff.max.ms`);
 every kafka-python client of the product does too.
 
-Small: no kafka-python import, so the SDK uses it as is.
+librdkafka (confluent-kafka: the REST ingress's writer) backs off up to 10 s by default;
+it is capped alike.
+
+Small: no kafka-python or confluent-kafka import, so the SDK uses it as is.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from core.kafka_security import KafkaSecurity
 
-__all__ = ["RECOVERY", "kafka_python_options"]
+__all__ = ["LIBRDKAFKA_RECOVERY", "RECOVERY", "kafka_python_options", "librdkafka_options"]
 
 #: Reconnect like Kafka's Java client (reconnect.backoff.ms 50, reconnect.backoff.max.ms 1000).
 RECOVERY: Mapping[str, int] = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 1000}
@@ -28,3 +32,15 @@ RECOVERY: Mapping[str, int] = {"reconnect_backoff_ms": 50, "reconnect_backoff_ma
 def kafka_python_options(security: KafkaSecurity | None = None) -> dict[str, Any]:
     """Return the keyword arguments every kafka-python client of the product is built with."""
     return {**RECOVERY, **(security or KafkaSecurity()).client_options()}
+
+
+#: The same recovery in librdkafka's spelling (its own default backs off up to 10 s).
+LIBRDKAFKA_RECOVERY: Mapping[str, int] = {
+    "reconnect.backoff.ms": RECOVERY["reconnect_backoff_ms"],
+    "reconnect.backoff.max.ms": RECOVERY["reconnect_backoff_max_ms"],
+}
+
+
+def librdkafka_options(security: KafkaSecurity | None = None) -> dict[str, Any]:
+    """Return the properties every confluent-kafka client of the product is built with."""
+    return {**LIBRDKAFKA_RECOVERY, **(security or KafkaSecurity()).librdkafka_options()}

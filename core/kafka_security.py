@@ -1,4 +1,4 @@
-"""How every Kafka client of the product connects: one security setting, two spellings.
+"""How every Kafka client of the product connects: one security setting, three spellings.
 
 SPEC 5.2: the Kafka path works against a secured cluster, and every Kafka client of the
 product (Spark source and sink, admin client, REST ingress, SDK, ticker, check publisher,
@@ -14,9 +14,11 @@ operator commands, bench) takes the same settings. They come from `[kafka]`::
     ssl_certfile = ""                         # PEM client certificate (mutual TLS) ...
     ssl_keyfile = ""                          # ... and its unencrypted PKCS#8 PEM key
 
-`KafkaSecurity` turns them into (a) kafka-python keyword arguments (`client_options`) and
-(b) the `kafka.`-prefixed options of Spark's Kafka source and sink (`spark_options`). Only
-this module spells them, so the clients cannot drift apart. The open default gives two empty
+`KafkaSecurity` turns them into (a) kafka-python keyword arguments (`client_options`), (b)
+librdkafka's properties for the confluent-kafka clients (`librdkafka_options`: the REST
+ingress's writer) and (c) the `kafka.`-prefixed options of Spark's Kafka
+source and sink (`spark_options`). Only this module spells them, so the clients cannot drift
+apart. The open default gives two empty
 mappings: a plaintext client is built exactly as before.
 
 Secrets: the settings name where the password is (a file, an environment variable), never
@@ -129,6 +131,29 @@ class KafkaSecurity:
         if self.tls:
             ssl = {"ssl_cafile": self.ssl_cafile, "ssl_certfile": self.ssl_certfile,
                    "ssl_keyfile": self.ssl_keyfile}  # fmt: skip
+            options |= {key: value for key, value in ssl.items() if value}
+        return options
+
+    def librdkafka_options(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Return librdkafka's configuration properties (confluent-kafka; empty for PLAINTEXT).
+
+        PEM files by location, as kafka-python takes them; librdkafka, like kafka-python,
+        checks the broker's host name against its certificate by default.
+        """
+        self.validated(environ)
+        if self.security_protocol == "PLAINTEXT":
+            return {}
+        options: dict[str, str] = {"security.protocol": self.security_protocol}
+        if self.sasl:
+            options |= {
+                "sasl.mechanism": self.sasl_mechanism,
+                "sasl.username": self.sasl_username,
+                "sasl.password": self.password(environ),
+            }
+        if self.tls:
+            ssl = {"ssl.ca.location": self.ssl_cafile,
+                   "ssl.certificate.location": self.ssl_certfile,
+                   "ssl.key.location": self.ssl_keyfile}  # fmt: skip
             options |= {key: value for key, value in ssl.items() if value}
         return options
 

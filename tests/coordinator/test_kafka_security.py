@@ -1,4 +1,4 @@
-"""Kafka security settings: one `[kafka]` setting, two spellings, and secrets that never show."""
+"""Kafka security settings: one `[kafka]` setting, three spellings, secrets that never show."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def test_plaintext_is_the_default_and_changes_no_client() -> None:
     security = load_config().kafka.security
     assert security == KafkaSecurity()
     assert security.client_options() == {}
+    assert security.librdkafka_options() == {}
     assert security.spark_options() == {}
 
 
@@ -49,6 +50,12 @@ def test_sasl_scram_from_a_password_file(password_file: Path) -> None:
         "sasl_mechanism": "SCRAM-SHA-256",
         "sasl_plain_username": "orders-app",
         "sasl_plain_password": PASSWORD,  # the trailing newline of the file is not part of it
+    }
+    assert security.librdkafka_options() == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "orders-app",
+        "sasl.password": PASSWORD,
     }
     assert security.spark_options() == {
         "kafka.security.protocol": "SASL_PLAINTEXT",
@@ -68,6 +75,10 @@ def test_sasl_plain_over_tls_from_the_environment(pem: dict[str, str]) -> None:
         "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
         "sasl_plain_username": "u", "sasl_plain_password": "pw", "ssl_cafile": pem["ca"],
     }  # fmt: skip
+    assert security.librdkafka_options(environ) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u",
+        "sasl.password": "pw", "ssl.ca.location": pem["ca"],
+    }  # fmt: skip
     spark = security.spark_options(environ)
     assert spark["kafka.sasl.jaas.config"] == (
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
@@ -83,6 +94,10 @@ def test_mutual_tls_gives_the_pem_chain_and_key_to_spark(pem: dict[str, str]) ->
     assert security.client_options() == {
         "security_protocol": "SSL", "ssl_cafile": pem["ca"], "ssl_certfile": pem["cert"],
         "ssl_keyfile": pem["key"],
+    }  # fmt: skip
+    assert security.librdkafka_options() == {
+        "security.protocol": "SSL", "ssl.ca.location": pem["ca"],
+        "ssl.certificate.location": pem["cert"], "ssl.key.location": pem["key"],
     }  # fmt: skip
     spark = security.spark_options()
     assert spark["kafka.ssl.keystore.type"] == "PEM"
@@ -142,10 +157,12 @@ def test_secrets_never_appear_in_repr_str_errors_or_logs(
         "kafka.sasl_username": "orders-app", "kafka.sasl_password_file": str(password_file),
     })  # fmt: skip
     client = config.kafka.security.client_options()
+    librdkafka = config.kafka.security.librdkafka_options()
     spark = config.kafka.security.spark_options()
-    logging.getLogger("txcoord.test").info("client %s spark %s", client, spark)
+    logging.getLogger("txcoord.test").info("client %s %s spark %s", client, librdkafka, spark)
     shown = [repr(config), str(config), repr(config.kafka.security), repr(client), str(client),
-             repr(spark), str(spark), caplog.text]  # fmt: skip
+             repr(librdkafka), str(librdkafka), repr(spark), str(spark),
+             caplog.text]  # fmt: skip
     for text in shown:
         assert "s3cr3t" not in text
     assert "'***'" in repr(client)

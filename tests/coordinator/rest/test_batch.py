@@ -31,7 +31,7 @@ TOPIC_LIMIT = 2048
 
 
 def partition_of(key: str, partitions: int = 2) -> int:
-    """Return the partition kafka-python's default partitioner picks for `key`."""
+    """Return the partition Kafka's default partitioner (murmur2) picks for `key`."""
     return int((murmur2(key.encode()) & 0x7FFFFFFF) % partitions)
 
 
@@ -74,7 +74,7 @@ def test_a_partly_failed_batch_names_each_durable_item(small_topic_config: Confi
     first, second = ids_on(0, 2)
     (big,) = ids_on(1, 1)
     # The issue's case: earlier items durable, a later one refused. (An item after the refused
-    # one may be aborted with it: kafka-python treats the refusal as fatal for the producer.)
+    # one may be aborted with it, where the producer treats the refusal as fatal.)
     messages = [half(first), half(second), half(big, "y" * 4 * TOPIC_LIMIT)]
     with TestClient(create_app(config), raise_server_exceptions=False) as client:
         answer = client.post("/v1/transactions/batch", json={"messages": messages})
@@ -130,8 +130,8 @@ def test_a_batch_nothing_of_which_is_durable_is_a_plain_503(
 def test_a_record_the_broker_refuses_does_not_poison_later_requests(
     small_topic_config: Config,
 ) -> None:
-    """kafka-python's idempotent producer treats a refusal as fatal and aborts every later
-    batch with it: the ingress must answer 413 once and then write with a new producer."""
+    """An idempotent producer may treat a refusal as fatal and abort every later batch with
+    it (kafka-python did): the ingress must answer 413 once and then go on writing."""
     with TestClient(create_app(small_topic_config), raise_server_exceptions=False) as client:
         refused = client.post("/v1/transactions", json=half("big", "y" * 4 * TOPIC_LIMIT))
         assert refused.status_code == 413, refused.text

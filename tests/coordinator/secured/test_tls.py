@@ -11,9 +11,13 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from coordinator.local_stack.health import check_kafka, check_spark
+from coordinator.rest.kafka_writer import KafkaWriter
+from coordinator.rest.records import Record
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
+from core.errors import KafkaUnavailableError
 from core.kafka_security import KafkaSecurity
 from protocol import ingress as fmt
+from protocol.records import half_headers
 from tests.coordinator.sdk.helpers import RecordingListener
 
 from .conftest import SecuredKafka, read_all, start_secured
@@ -50,6 +54,35 @@ def test_the_sdk_sends_over_sasl_ssl(tls_kafka: SecuredKafka) -> None:
                        tls_kafka.security_of())  # fmt: skip
     assert half.value == b"tls"
     assert dict(half.headers)[fmt.PRODUCER_GROUP] == b"orders"
+
+
+def test_the_rest_writer_sends_over_sasl_ssl_and_refuses_an_untrusted_broker(
+    tls_kafka: SecuredKafka,
+) -> None:
+    """The REST ingress's writer is librdkafka's: its own spelling of the same settings."""
+    kafka, engine = tls_kafka.config.kafka, tls_kafka.security_of()
+    headers = half_headers("orders", "OrderPaid", int(time.time() * 1000))
+    record = Record(key=b"tx-rest-tls", value=b"rest over tls", headers=headers)
+    writer = KafkaWriter(kafka.bootstrap_servers, kafka.layout, max_message_size=1024,
+                         security=engine)  # fmt: skip
+    try:
+        stored = writer.send_half(record)
+    finally:
+        writer.close()
+    found = read_all(kafka.bootstrap_servers, kafka.layout.half_topic("orders"),
+                     stored.offset + 1, engine)  # fmt: skip
+    (half,) = [r for r in found if r.key == b"tx-rest-tls"]
+    assert (half.value, half.offset) == (b"rest over tls", stored.offset)
+    untrusting = KafkaSecurity(**{**engine.__dict__, "ssl_cafile": ""})  # the system's CAs
+    writer = KafkaWriter(kafka.bootstrap_servers, kafka.layout, max_message_size=1024,
+                         security=untrusting)  # fmt: skip
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaUnavailableError, match="cannot be reached"):
+            writer.send_half(record)
+    finally:
+        writer.close()
+    assert time.monotonic() - started < 20
 
 
 def test_a_client_that_does_not_trust_the_ca_is_refused(tls_kafka: SecuredKafka) -> None:
