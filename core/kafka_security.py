@@ -28,7 +28,8 @@ is masked), so a logged options mapping shows `'***'`. Spark redacts option valu
 contain "password" (spark.redaction.regex) and Kafka's Java client masks `sasl.jaas.config`.
 
 Small: no Spark and no kafka-python import, so the SDK uses it as is. Its one network call
-is `AuthenticationWatch`'s reachability check, made only after a client failed to connect.
+is `reachable`, a TCP connect: `AuthenticationWatch` makes it after a client failed to
+connect, the REST ingress's writer before it builds a producer.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Any
 from core.errors import ConfigurationError
 
 __all__ = [
-    "MECHANISMS", "PROTOCOLS", "AuthenticationWatch", "KafkaSecurity", "Secret",
+    "MECHANISMS", "PROTOCOLS", "AuthenticationWatch", "KafkaSecurity", "Secret", "reachable",
     "security_problems",
 ]  # fmt: skip
 
@@ -268,7 +269,7 @@ class AuthenticationWatch(logging.Handler):
         if self.refusal is not None:
             return (f"; the broker refused the SASL login as {s.sasl_username!r}: "
                     f"authentication failed ({self.refusal})")  # fmt: skip
-        if s.sasl and _reachable(self.bootstrap_servers):
+        if s.sasl and reachable(self.bootstrap_servers):
             return (f"; the broker accepts connections but the SASL login as "
                     f"{s.sasl_username!r} ({s.sasl_mechanism} over {s.security_protocol}) did "
                     f"not complete: authentication failed? check the user name, the password "
@@ -283,7 +284,7 @@ class AuthenticationWatch(logging.Handler):
         self._logger.removeHandler(self)
 
 
-def _reachable(bootstrap_servers: str, timeout: float = 2.0) -> bool:
+def reachable(bootstrap_servers: str, timeout: float = 2.0) -> bool:
     """Return True if any bootstrap server accepts a TCP connection."""
     for server in bootstrap_servers.split(","):
         host, _, port = server.strip().rpartition(":")

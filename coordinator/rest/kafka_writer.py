@@ -9,11 +9,12 @@ are durable.
 The producer is librdkafka's (confluent-kafka): kafka-python's pure-Python producer was 40%
 of the REST ingress's CPU under load (README "Performance"). One poller thread serves its
 delivery callbacks, which settle each call's records; a request thread only waits. The
-producer is created on first use and must reach the cluster within BOOTSTRAP_TIMEOUT_MS
-(librdkafka itself would queue records silently until their delivery timeout), so the REST
-starts, and answers 503 in seconds while Kafka is down, and recovers once it is back; a
-producer that failed for good is dropped and the next request builds a new one. Records are
-partitioned by murmur2 of their key, as Kafka's Java client and the SDK (kafka-python) do.
+producer is created on first use and must reach the cluster within BOOTSTRAP_TIMEOUT_MS (a
+TCP connect, then a metadata request: librdkafka itself would queue records silently until
+their delivery timeout), so the REST starts, and answers 503 in seconds while Kafka is down,
+and recovers once it is back; a producer that failed for good is dropped and the next
+request builds a new one. Records are partitioned by murmur2 of their key, as Kafka's Java
+client and the SDK (kafka-python) do.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from coordinator.rest.records import Record
 from core.errors import KafkaUnavailableError, RecordTooLargeError
 from core.kafka_clients import librdkafka_options
-from core.kafka_security import AuthenticationWatch, KafkaSecurity
+from core.kafka_security import AuthenticationWatch, KafkaSecurity, reachable
 from core.topics import TopicLayout
 from protocol import ingress as fmt
 from protocol.ingress import HEADER_ALLOWANCE_BYTES
 
 log = logging.getLogger("txcoord.rest.kafka")
+#: librdkafka's own log lines (a refused connection, ...), served by the poller thread:
+#: through logging, not straight to stderr as librdkafka writes them by default.
+librdkafka_log = logging.getLogger("txcoord.rest.kafka.librdkafka")
 
 #: How long a new producer tries to reach the bootstrap servers.
 BOOTSTRAP_TIMEOUT_MS = 5000
@@ -115,7 +119,8 @@ class _Client:
     def __init__(self, config: dict[str, Any]) -> None:
         self.broken = False
         self.auth_error: str | None = None
-        self.producer = Producer({**config, "error_cb": self._on_error})
+        self.producer = Producer({**config, "error_cb": self._on_error,
+                                  "logger": librdkafka_log})  # fmt: skip
         self._closing = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="rest-kafka-acks", daemon=True)
 
@@ -237,11 +242,21 @@ class KafkaWriter:
             broken, self._client = self._client, None
             if broken is not None:
                 broken.close(timeout=0)
+            deadline = time.monotonic() + BOOTSTRAP_TIMEOUT_MS / 1000
+            # A TCP connect first: librdkafka retries a refused connection every ~25 ms
+            # while a metadata request waits, logging each (~190 lines in 5 s).
+            while not reachable(self.bootstrap_servers, timeout=0.5):
+                if time.monotonic() >= deadline:
+                    raise KafkaUnavailableError(
+                        f"Kafka at {self.bootstrap_servers} cannot be reached: no bootstrap "
+                        f"server accepted a connection within {BOOTSTRAP_TIMEOUT_MS / 1000:.0f} s"
+                    )  # fmt: skip
+                time.sleep(0.2)
             client = _Client(self._config())
             watch = AuthenticationWatch(self.bootstrap_servers, self.security)
             try:
                 # librdkafka connects lazily: a metadata request tells "reachable" now.
-                client.producer.list_topics(timeout=BOOTSTRAP_TIMEOUT_MS / 1000)
+                client.producer.list_topics(timeout=max(0.5, deadline - time.monotonic()))
             except KafkaException as exc:
                 client.producer.poll(0)  # serve the error callbacks (an authentication error)
                 watch.refusal = client.auth_error

@@ -8,11 +8,15 @@ idempotent producer against this broker; it replaced a smoke test of the library
 
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from coordinator.rest.kafka_writer import KafkaWriter, Stored
 from coordinator.rest.records import Record
+from core.errors import KafkaUnavailableError
 from core.topics import TopicLayout
 from streams.kafka_topics import admin_client
 
@@ -52,3 +56,22 @@ def test_the_writer_writes_each_record_once_in_order_as_one_idempotent_producer(
     (producer,) = state.active_producers  # none at all without idempotence
     assert producer.producer_id >= 0
     assert producer.last_sequence == 199
+
+
+def test_while_kafka_is_down_a_send_fails_in_seconds_and_says_so_once(
+    free_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No broker at all: the 503's error within the bootstrap timeout, and a quiet log
+    (librdkafka, asked for metadata, retries a refused connection every ~25 ms and logged
+    each: ~190 error lines per request before the TCP check)."""
+    caplog.set_level(logging.DEBUG)
+    layout = TopicLayout(half="half", op="op")
+    writer = KafkaWriter(f"127.0.0.1:{free_port}", layout, max_message_size=1024)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaUnavailableError, match="cannot be reached"):
+            writer.send_half(Record(b"tx-down", b"body", []))
+    finally:
+        writer.close()
+    assert 4 <= time.monotonic() - started < 8
+    assert len(caplog.records) < 10, [r.getMessage() for r in caplog.records]
