@@ -16,10 +16,9 @@ operator commands, bench) takes the same settings. They come from `[kafka]`::
 
 `KafkaSecurity` turns them into (a) kafka-python keyword arguments (`client_options`), (b)
 librdkafka's properties for the confluent-kafka clients (`librdkafka_options`: the REST
-ingress's writer) and (c) the `kafka.`-prefixed options of Spark's Kafka
-source and sink (`spark_options`). Only this module spells them, so the clients cannot drift
-apart. The open default gives two empty
-mappings: a plaintext client is built exactly as before.
+ingress's writer) and (c) the `kafka.`-prefixed options of Spark's Kafka source and sink
+(`spark_options`). Only this module spells them, so the clients cannot drift apart. The
+open default gives three empty mappings: a plaintext client is built exactly as before.
 
 Secrets: the settings name where the password is (a file, an environment variable), never
 the password itself, so a configuration, its repr and every error message are safe to log.

@@ -58,7 +58,7 @@ def test_the_writer_writes_each_record_once_in_order_as_one_idempotent_producer(
     assert producer.last_sequence == 199
 
 
-def test_while_kafka_is_down_a_send_fails_in_seconds_and_says_so_once(
+def test_while_kafka_is_down_a_send_fails_in_seconds_and_logs_little(
     free_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No broker at all: the 503's error within the bootstrap timeout, and a quiet log
