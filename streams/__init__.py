@@ -1,4 +1,5 @@
-"""The engine's streams: ingest, the coordinator query, its writes, and their Kafka topics.
+"""The engine's streams: ingest, the coordinator query, its writes, and their Kafka topics
+and producers.
 
 Streaming transforms (pure DataFrame -> DataFrame) and their readStream/writeStream edges.
 Importing this package imports no module of it (nor pyspark); `__all__` lists what the
@@ -11,6 +12,7 @@ __all__ = [
     "coordinator_job",
     "coordinator_writer",
     "ingress_topics",
+    "kafka_producer",
     "kafka_topics",
     "progress",
     "progress_listener",

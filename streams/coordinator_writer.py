@@ -22,8 +22,7 @@ same rows, and because the offsets table is written after the topic tables, a re
 the offsets the first attempt read and numbers the messages the same way.
 
 The check topic is written at least once: a replay may send a check again, with the same
-transaction id and check number, which the SDK ignores. A check record too large to publish
-is published slim instead of failing the batch for ever (streams/check_topic.py).
+transaction id and check number, which the SDK ignores (streams/check_publisher.py).
 """
 
 from __future__ import annotations
@@ -35,20 +34,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from kafka import KafkaProducer
-from kafka.errors import MessageSizeTooLargeError
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from core.config import Config
 from core.failpoints import failpoint
-from core.kafka_clients import kafka_python_options
-from core.topics import group_topic_problem
 from delta_tables import (
     check_requests,
     discarded,
@@ -58,18 +52,11 @@ from delta_tables import (
     transactions,
 )
 from delta_tables.registry import warehouse_tables
-from protocol.check_record import Record
 from streams.arrow_rows import arrow_schema, number_in_queues, of_kind, project, summary, timestamps
 from streams.batch_collect import collect
 from streams.batch_gate import BatchGate
-from streams.check_topic import (
-    check_record,
-    check_record_limit,
-    check_topic_max_bytes,
-    ensure_check_topic,
-    publishable_record,
-    slim_check_record,
-)
+from streams.check_publisher import CheckPublisher
+from streams.check_topic import check_record
 from streams.delta_writes import BatchLedger
 from streams.ingest_job import IngestBatchWriter, census_keys
 from streams.landing import (
@@ -86,17 +73,10 @@ from streams.tick_pace import TickPace
 
 log = logging.getLogger(__name__)
 
-#: Fresh producers tried before a batch's check requests are given up (and the batch fails).
-PUBLISH_ATTEMPTS = 3
-
-
 MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
                    "keys", "tags", "properties"]  # fmt: skip
 
 __all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check topic's codec
-
-#: Check records that were not acknowledged: (row, record, error).
-Failures = list[tuple[Any, Record, Exception]]
 
 
 def _summary(out: pa.Table) -> list[Row]:
@@ -152,9 +132,8 @@ class CoordinatorBatchWriter:
         # The next free offset of every (topic, queue) as this writer last wrote it to
         # system/queue_offsets; None: read the table (after a start or a replay).
         self._next_offsets: dict[tuple[str, int], int] | None = None
-        self._producer: KafkaProducer | None = None
-        # The per-group check topics known to exist (core/topics.py).
-        self._check_topics: set[str] = set()
+        # Publishes each batch's checks on the check topics (streams/check_publisher.py).
+        self.checks = CheckPublisher(config)
 
     def prepare(self, spark: SparkSession) -> None:
         """Do before the query starts what the first batch would otherwise do on its way.
@@ -172,7 +151,7 @@ class CoordinatorBatchWriter:
             for spec in tables
         ]
         steps.append(("queue offsets", functools.partial(self._read_next_offsets, spark)))
-        steps.append(("check producer", self._connect))
+        steps.append(("check producer", self.checks.connect))
         steps.append(("warm-up", functools.partial(self._warm_up, spark)))
         # Topic tables that exist need no creating (a first delivery would otherwise ask).
         self._topic_tables.update(name.removeprefix("topics/")
@@ -334,10 +313,8 @@ class CoordinatorBatchWriter:
 
     def close(self) -> None:
         """Release the check-topic producer."""
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            with contextlib.suppress(Exception):
-                producer.close(timeout=10)
+        with contextlib.suppress(Exception):
+            self.checks.close()
 
     # -- deliveries ----------------------------------------------------------------------
     def _deliver(
@@ -406,103 +383,8 @@ class CoordinatorBatchWriter:
         # Side by side: a check goes out as soon as it can, and both are written again
         # when the batch is replayed (the check topic at least once).
         run_steps(spark, [("check requests", record),
-                          ("check topic", lambda: self._send(rows, batch_id))], timer)  # fmt: skip
-
-    def _send(self, rows: pa.Table, batch_id: int) -> None:
-        """Publish the check rows `rows` to the check topic (retrying with fresh clients)."""
-        limit = check_record_limit(self.config.max_message_size)
-        records = [(row, publishable_record(row, limit)) for row in rows.to_pylist()]
-        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
-            try:
-                self._publish(records)
-                break
-            except Exception as exc:
-                # A fresh client bootstraps again: kafka-python may never recover the
-                # metadata of a broker that restarted (tests/streams/test_ticker.py).
-                self.close()
-                if attempt == PUBLISH_ATTEMPTS:
-                    raise  # the batch fails and is replayed; checks are at least once
-                log.warning("batch %d: publishing checks failed (%s); retrying", batch_id, exc)
-        failpoint("coordinator.after_check_topic")
-        log.info("batch %d: %d check request(s) sent", batch_id, len(records))
-
-    def _publish(self, records: list[tuple[Any, Record]]) -> None:
-        """Publish every record (acks=all); one Kafka refuses as too large goes out slim."""
-        too_large, failed = self._send_all(records)
-        if not too_large:
-            for _, _, error in failed:
-                raise error
-            return
-        # An idempotent producer treats a refused batch as fatal and fails the records in
-        # flight with it, as too large as well: try each again alone, with a fresh producer,
-        # and slim only one refused on its own (a rare path: the topic is smaller than
-        # streams/check_topic.py sized it).
-        for row, record, _ in [*too_large, *failed]:
-            self.close()
-            alone_large, alone_failed = self._send_all([(row, record)])
-            for _, _, error in alone_failed:
-                raise error
-            if alone_large:
-                error = alone_large[0][2]
-                reason = f"Kafka refused the {len(record[1])}-byte check record: {error}"
-                log.warning("check %s of %s/%s published without its message: %s",
-                            row["check_number"], row["producer_group"], row["transaction_id"],
-                            reason)  # fmt: skip
-                self.close()
-                slim_large, slim_failed = self._send_all([(row, slim_check_record(row, reason))])
-                for _, _, error in slim_large + slim_failed:
-                    raise error
-
-    def _send_all(self, records: list[tuple[Any, Record]]) -> tuple[Failures, Failures]:
-        """Send and flush `records`; return those refused as too large, and other failures."""
-        if not records:
-            return [], []
-        topics = [self._check_topic(row["producer_group"]) for row, _ in records]
-        producer = self._connect()
-        futures = [
-            (row, record, producer.send(topic, key=record[0], value=record[1],
-                                        headers=record[2]))
-            for (row, record), topic in zip(records, topics, strict=True)
-        ]  # fmt: skip
-        producer.flush(timeout=30)
-        too_large: Failures = []
-        failed: Failures = []
-        for row, record, future in futures:
-            try:
-                future.get(timeout=0)  # raise if one was not acknowledged
-            except MessageSizeTooLargeError as exc:
-                too_large.append((row, record, exc))
-            except Exception as exc:
-                failed.append((row, record, exc))
-        return too_large, failed
-
-    def _check_topic(self, group: str) -> str:
-        """Return the check topic of `group`, created first if the layout gives it its own.
-
-        A group with no topics of its own (a name Kafka's topic names cannot hold, whose
-        halves could only come from the engine's own principal) is checked on the shared
-        check topic rather than failing the batch for ever.
-        """
-        layout = self.config.kafka.layout
-        if not layout.per_group or group_topic_problem(group, layout):
-            return layout.check
-        topic = layout.check_topic(group)
-        if topic not in self._check_topics:
-            ensure_check_topic(self.config, topic)
-            self._check_topics.add(topic)
-        return topic
-
-    def _connect(self) -> KafkaProducer:
-        """Return the check-topic producer, connecting it first if there is none."""
-        if self._producer is None:
-            self._producer = KafkaProducer(
-                bootstrap_servers=self.config.kafka.bootstrap_servers, acks="all", linger_ms=5,
-                max_block_ms=30_000,
-                # A check carries a body of up to max_message_size (streams/check_topic.py).
-                max_request_size=check_topic_max_bytes(self.config.max_message_size),
-                **kafka_python_options(self.config.kafka.security),
-            )  # fmt: skip
-        return self._producer
+                          ("check topic", lambda: self.checks.send(rows, batch_id))],
+                  timer)  # fmt: skip
 
     # -- outcomes ------------------------------------------------------------------------
     def _finals(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:

@@ -26,7 +26,6 @@ from typing import Any
 from kafka import KafkaConsumer
 from kafka import errors as kafka_errors
 
-from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.rest.models import CheckRequest
 from core.errors import KafkaUnavailableError
 from core.kafka_clients import kafka_python_options
@@ -34,6 +33,7 @@ from core.kafka_security import KafkaSecurity
 from core.topics import TopicLayout
 from protocol import ingress as fmt
 from protocol.check_record import CheckRecord
+from streams.kafka_producer import BOOTSTRAP_TIMEOUT_MS
 
 log = logging.getLogger("txcoord.rest.checks")
 

@@ -23,6 +23,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from coordinator.sdk.kafka_transport import KafkaTransport
 from coordinator.sdk.message import CheckRequest
 from core.config import Config
+from streams.check_publisher import CheckPublisher
 from streams.check_topic import (
     check_record,
     check_record_limit,
@@ -30,7 +31,6 @@ from streams.check_topic import (
     publishable_record,
     record_bytes,
 )
-from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
 from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 from tests.streams.conftest import ConfigFactory
@@ -131,13 +131,13 @@ def test_a_check_with_a_body_of_max_message_size_reaches_default_consumers(
     ensure_ingress_topics(config)
     body = os.urandom(config.max_message_size - 1024)
     row = check_row("big", body)
-    writer = CoordinatorBatchWriter(config, "test-app")
+    publisher = CheckPublisher(config)
     try:
-        writer._publish(
+        publisher.publish(
             [(row, publishable_record(row, check_record_limit(config.max_message_size)))]
         )
     finally:
-        writer.close()
+        publisher.close()
     (record,) = consume_all(config, 1)
     assert len(record.value) > 5 * MIB
     assert base64.b64decode(json.loads(record.value)["body_base64"]) == body
@@ -168,11 +168,11 @@ def test_a_check_kafka_refuses_as_too_large_goes_out_slim(config: Config) -> Non
     # flight with it in an idempotent producer; they must still arrive, once published.
     rows = [check_row(f"fits-{i}", b"small") for i in range(3)]
     rows.insert(1, check_row("big", os.urandom(MIB)))
-    writer = CoordinatorBatchWriter(config, "test-app")
+    publisher = CheckPublisher(config)
     try:
-        writer._publish([(row, check_record(row)) for row in rows])  # no exception
+        publisher.publish([(row, check_record(row)) for row in rows])  # no exception
     finally:
-        writer.close()
+        publisher.close()
     values = {v["transaction_id"]: v for v in (json.loads(r.value) for r in consume_all(config, 4))}
     assert sorted(values) == ["big", "fits-0", "fits-1", "fits-2"]
     assert values["big"]["omitted"] == ["body", "keys", "tags", "properties"]
