@@ -4,14 +4,14 @@ kafka-python waits between attempts to reach a broker it lost for an exponential
 backoff, up to `reconnect_backoff_max_ms`: 30 s by default. After a broker restart a client
 could then stay away for that long: in the kill -9 test a check listener read its checks
 only after the third had been sent, and its transactions were rightly discarded; the
-ticker (event time stalls), the check publisher, the REST ingress's check poller and the
-SDK's check listener do the same (README, "Pointing txcoord at a secured Kafka", has the
+ticker (event time stalls), the REST ingress's check poller and the SDK's check listener
+do the same (README, "Pointing txcoord at a secured Kafka", has the
 figures).
 Kafka's Java client, the one Spark uses, caps the backoff at 1 s (`reconnect.backoff.max.ms`);
 every kafka-python client of the product does too.
 
-librdkafka (confluent-kafka: the REST ingress's writer) backs off up to 10 s by default;
-it is capped alike.
+librdkafka (confluent-kafka: the REST ingress's writer and the engine's check publisher)
+backs off up to 10 s by default; it is capped alike.
 
 Small: no kafka-python or confluent-kafka import, so the SDK uses it as is.
 """

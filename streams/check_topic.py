@@ -3,11 +3,11 @@
 A check request carries the half's body (base64 in JSON: 4 bytes per 3) so that a producer
 can answer from it. The ingress accepts bodies up to `max_message_size` (4 MiB by default,
 at most 64 MiB), so a check record is up to ~4/3 of that plus the message's other fields:
-far above Kafka's 1 MiB defaults (the topic's `max.message.bytes`, kafka-python's
-`max_request_size`). The topic and the coordinator's producer are therefore sized from
-`max_message_size` (`check_record_limit`), and an existing check topic set up smaller is
-raised at start (or refused with the command that fixes it, when this principal may not
-alter it).
+far above Kafka's 1 MiB defaults (the topic's `max.message.bytes`, the producers'
+`max_request_size` / `message.max.bytes`). The topic and the coordinator's producer are
+therefore sized from `max_message_size` (`check_record_limit`), and an existing check topic
+set up smaller is raised at start (or refused with the command that fixes it, when this
+principal may not alter it).
 
 Consumers need no setting: since Kafka 0.10.1 (KIP-74) a fetch returns the first record batch
 of a partition whole even when it is larger than `max.partition.fetch.bytes` /
