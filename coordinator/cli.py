@@ -83,7 +83,8 @@ NOISY_LOGGERS = ("kafka", "py4j", "httpx", "httpcore")
 #: txcoord's own lines per micro-batch (the progress JSON, each writer's step times): one to
 #: three a second, which buried `txcoord up`'s status line. Their warnings and errors (rows
 #: dropped as late, a check published slim) always show; the lines themselves with -v.
-PER_BATCH_LOGGERS = ("txcoord.progress", "streams.coordinator_writer", "streams.ingest_job")
+PER_BATCH_LOGGERS = ("txcoord.progress", "streams.coordinator_writer", "streams.ingest_job",
+                     "streams.check_publisher")  # fmt: skip
 
 
 def configure_logging(verbosity: int) -> None:
