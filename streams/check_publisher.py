@@ -21,7 +21,6 @@ import pyarrow as pa
 from core.config import Config
 from core.errors import RecordTooLargeError
 from core.failpoints import failpoint
-from core.kafka_clients import librdkafka_options
 from core.topics import group_topic_problem
 from protocol.check_record import Record
 from streams.check_topic import (
@@ -31,7 +30,7 @@ from streams.check_topic import (
     publishable_record,
     slim_check_record,
 )
-from streams.kafka_producer import Client, Stored, connect, send_each
+from streams.kafka_producer import Client, Stored, connect, durable_config, send_each
 
 log = logging.getLogger(__name__)
 
@@ -145,19 +144,11 @@ class CheckPublisher:
         """Return the producer, connecting one first if there is none."""
         if self._client is None:
             kafka = self.config.kafka
-            self._client = connect({
-                "bootstrap.servers": kafka.bootstrap_servers,
-                "client.id": "txcoord-coordinator-checks",
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
+            self._client = connect(durable_config(
+                kafka.bootstrap_servers, kafka.security, client_id="txcoord-coordinator-checks",
                 # A check carries a body of up to max_message_size (streams/check_topic.py).
-                "message.max.bytes": check_topic_max_bytes(self.config.max_message_size),
-                "request.timeout.ms": 10_000,
-                "message.timeout.ms": ACK_TIMEOUT_SECONDS * 1000,
-                # Kafka's Java client's and kafka-python's partitioner, as before.
-                "partitioner": "murmur2_random",
-                **librdkafka_options(kafka.security),
-            }, kafka.security, name="coordinator-checks", log=log,
+                max_record_bytes=check_topic_max_bytes(self.config.max_message_size),
+                ack_timeout_ms=ACK_TIMEOUT_SECONDS * 1000, linger_ms=5,
+            ), kafka.security, name="coordinator-checks", log=log,
                timeout_ms=CONNECT_TIMEOUT_MS)  # fmt: skip
         return self._client

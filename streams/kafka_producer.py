@@ -32,6 +32,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from core.errors import KafkaUnavailableError, RecordTooLargeError
+from core.kafka_clients import librdkafka_options
 from core.kafka_security import AuthenticationWatch, KafkaSecurity, reachable
 from protocol.check_record import Record
 
@@ -62,6 +63,32 @@ def failure(topic: str, error: KafkaError) -> WriteFailure:
     if error.code() in TOO_LARGE:
         return RecordTooLargeError(f"the broker refused the record as too large: {error.str()}")
     return KafkaUnavailableError(f"Kafka did not acknowledge the write to {topic}: {error.str()}")
+
+
+def durable_config(
+    bootstrap_servers: str,
+    security: KafkaSecurity,
+    *,
+    client_id: str,
+    max_record_bytes: int,
+    ack_timeout_ms: int,
+    linger_ms: int,
+) -> dict[str, Any]:
+    """Return the settings of an idempotent acks=all producer of records up to
+    `max_record_bytes`, each acknowledged within `ack_timeout_ms` or failed."""
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": client_id,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": linger_ms,
+        "message.max.bytes": max_record_bytes,
+        "request.timeout.ms": min(ack_timeout_ms, 10_000),
+        "message.timeout.ms": ack_timeout_ms,
+        # The SDK's partitioner (kafka-python) and Kafka's Java client's, for keyed records.
+        "partitioner": "murmur2_random",
+        **librdkafka_options(security),
+    }
 
 
 class Call:

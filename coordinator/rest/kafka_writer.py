@@ -26,7 +26,6 @@ from datetime import timedelta
 from typing import Any
 
 from coordinator.rest.records import Record
-from core.kafka_clients import librdkafka_options
 from core.kafka_security import KafkaSecurity
 from core.topics import TopicLayout
 from protocol import ingress as fmt
@@ -37,6 +36,7 @@ from streams.kafka_producer import (
     Stored,
     WriteFailure,
     connect,
+    durable_config,
     send_each,
 )
 
@@ -114,21 +114,12 @@ class KafkaWriter:
             client.close(timeout=10)
 
     def _config(self) -> dict[str, Any]:
-        ack_ms = int(self.ack_timeout.total_seconds() * 1000)
-        return {
-            "bootstrap.servers": self.bootstrap_servers,
-            "client.id": self.client_id,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 1,
+        return durable_config(
+            self.bootstrap_servers, self.security, client_id=self.client_id,
             # A record is the body plus headers: as large as the topics allow.
-            "message.max.bytes": self.max_message_size + HEADER_ALLOWANCE_BYTES,
-            "request.timeout.ms": min(ack_ms, 10_000),
-            "message.timeout.ms": ack_ms,
-            # The SDK's partitioner (kafka-python) and Kafka's Java client's, for keyed records.
-            "partitioner": "murmur2_random",
-            **librdkafka_options(self.security),
-        }
+            max_record_bytes=self.max_message_size + HEADER_ALLOWANCE_BYTES,
+            ack_timeout_ms=int(self.ack_timeout.total_seconds() * 1000), linger_ms=1,
+        )  # fmt: skip
 
     def _client_or_new(self) -> Client:
         with self._lock:
