@@ -207,6 +207,31 @@ def _resources(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _cpu_per_transaction(result: dict[str, Any]) -> list[str]:
+    costs = result.get("cpu_per_transaction") or {}
+    if not costs:
+        return []
+    names = sorted({name for cost in costs.values() for name in cost["by_process"]})
+    lines = [
+        "",
+        "CPU per decided transaction, each path's phase (ms):",
+        "",
+        "| path | **all processes** | "
+        + " | ".join(names)
+        + " | Java peer CPU per record (µs) | **in Java peer records** |",
+        "|---|" + "---:|" * (len(names) + 3),
+    ]
+    for path, cost in costs.items():
+        cells = [_n(cost["by_process"].get(name), 3) for name in names]
+        lines.append(
+            f"| {path} | **{_n(cost['ms'], 3)}** | "
+            + " | ".join(cells)
+            + f" | {_n(cost['java_short_us_per_record'], 1)} | "
+            f"**{_n(cost['in_java_records'], 2)}** |"
+        )
+    return lines
+
+
 def _warmup(warmup: dict[str, Any] | None) -> str:
     if not warmup:
         return " No warm-up."
@@ -262,6 +287,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         "## CPU and memory",
         "",
         *_resources(result),
+        *_cpu_per_transaction(result),
         "",
         "## What the numbers mean",
         "",

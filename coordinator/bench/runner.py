@@ -37,6 +37,7 @@ from coordinator.artifacts import jar_cache_dir
 from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
+from coordinator.bench.cpu_cost import cpu_per_transaction
 from coordinator.bench.java_peer import SHAPES, run_java_peer
 from coordinator.bench.jit import compile_seconds, spent
 from coordinator.bench.peer import run_peer
@@ -275,6 +276,7 @@ class Bench:
         result["wall_seconds"] = round((finished_at - started_at).total_seconds(), 1)
         result["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         result["ratios"] = ratios(result)
+        result["cpu_per_transaction"] = cpu_per_transaction(result)
         result["notes"] = notes(result)
         return result
 
@@ -416,6 +418,11 @@ def notes(result: dict[str, Any]) -> list[str]:
         "processes (not this run)' is the rest of the machine's busy time, i.e. how much "
         "the run was competing with. Peak RSS: VmHWM of each JVM and of this process, the "
         "sampled (1 s) peak of the summed RSS of the Python workers and load processes.",
+        "CPU per transaction: the CPU every process of the run used during a path's phase "
+        "(the machine's other work not counted) over the transactions the phase decided. "
+        "'in Java peer records': the same CPU as a count of the Java peer's records (short "
+        "shape: its CPU per record, same run), a unit that moves with the host, not with the "
+        "engine: compare engines across hosts with it, not with milliseconds.",
         "Peer: Kafka transactions give atomic multi-partition writes and read_committed "
         "visibility, but no check-back of unknown outcomes, no dense per-queue offsets and no "
         "queryable table; the ratio compares throughput only.",

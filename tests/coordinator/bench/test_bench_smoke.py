@@ -46,6 +46,18 @@ def _check_references(result: dict[str, Any]) -> None:
         assert all(value > 0 for value in ratios.values())
 
 
+def _check_cpu_per_transaction(result: dict[str, Any]) -> None:
+    """The issue-13 figure, from the same phases: every path's CPU per decided transaction,
+    the Spark JVM's part of it, and the same CPU in the Java peer's records."""
+    assert set(result["cpu_per_transaction"]) == {"kafka", "rest"}
+    for path, cost in result["cpu_per_transaction"].items():
+        phase = result["resources"]["phases"][f"{path} path"]["processes"]
+        decided = result["paths"][path]["transactions"]["decided"]
+        assert cost["by_process"][SPARK] == round(1000 * phase[SPARK]["cpu_seconds"] / decided, 3)
+        assert cost["ms"] >= cost["by_process"][SPARK] > 0
+        assert cost["java_short_us_per_record"] > 0 and cost["in_java_records"] > 0
+
+
 @pytest.mark.timeout(900)
 def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     if shutil.which("java") is None:
@@ -121,3 +133,4 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     assert kafka_phase[SPARK]["cpu_seconds"] > 0
     assert kafka_phase[SPARK]["cpu_seconds"] != kafka_phase[BROKER]["cpu_seconds"]
     assert result["notes"]
+    _check_cpu_per_transaction(result)
