@@ -23,6 +23,13 @@ COLUMNS = ("run", "host", "kafka tx/s", "CPU ms/tx", "Spark JVM ms/tx", "Java pe
            "in Java records", "kafka-python peer tx/s", "ceiling records/s")  # fmt: skip
 
 
+def _host(platform: str) -> str:
+    """Return what names the machine: the kernel build of a Firecracker VM ("v782" of
+    "Linux-6.18.44-fc-v782-x86_64-..."), else the whole platform string."""
+    parts = platform.split("-")
+    return parts[3] if len(parts) > 3 and parts[2] == "fc" else platform
+
+
 def row(path: Path) -> list[str] | None:
     """Return the table row of one result file, None when it has no Kafka path measured."""
     result: dict[str, Any] = json.loads(path.read_text())
@@ -38,7 +45,7 @@ def row(path: Path) -> list[str] | None:
 
     return [
         path.stem.removeprefix("bench-"),
-        result["machine"]["platform"].split("-")[3],  # the kernel build names the VM image
+        _host(result["machine"]["platform"]),
         number(kafka["sustained_tx_per_s"], 0),
         number(cost["ms"], 3),
         number(cost["by_process"].get("spark (JVM)"), 3),

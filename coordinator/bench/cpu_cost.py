@@ -1,4 +1,4 @@
-"""CPU per transaction, and the same figure in a unit this machine cannot inflate.
+"""CPU per transaction, and the same figure counted in a fixed piece of work on the same host.
 
 A path's cost is the CPU seconds every process of the run used during its phase (the broker,
 the Spark JVM, the driver and the load; not the rest of the machine), divided by the
@@ -7,10 +7,10 @@ transactions the phase decided: the figure issue 13's "CPU per transaction" targ
 Milliseconds of CPU are the machine's: two hosts of the same "2 cores" differ by a factor of
 two in what a millisecond buys (README "Performance"). The Java peer of the same run is a
 fixed piece of work whose code is not ours (Kafka's `ProducerPerformance`, transactional, the
-short shape), so its CPU per record measures the machine: on one host it varied by ±3% from
-run to run while ours varied by ±10%. `in_java_records` is our CPU per transaction in units of
-that: how many of the peer's records the same CPU would have sent. It moves when the engine
-does, not when the host does.
+short shape), so its CPU per record measures the machine: within ±4% from run to run on
+each of two hosts, while our milliseconds varied by ±15%. `in_java_records` is our CPU per
+transaction in units of that: how many of the peer's records the same CPU would have sent.
+It moves when the engine does, not when the host does.
 """
 
 from __future__ import annotations
