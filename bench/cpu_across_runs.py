@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.bench.cpu_cost import cpu_per_transaction
+from coordinator.bench.resources import SPARK
 
 COLUMNS = ("run", "host", "kafka tx/s", "CPU ms/tx", "Spark JVM ms/tx", "Java peer us/record",
            "in Java records", "kafka-python peer tx/s", "ceiling records/s")  # fmt: skip
@@ -48,7 +49,7 @@ def row(path: Path) -> list[str] | None:
         _host(result["machine"]["platform"]),
         number(kafka["sustained_tx_per_s"], 0),
         number(cost["ms"], 3),
-        number(cost["by_process"].get("spark (JVM)"), 3),
+        number(cost["by_process"].get(SPARK), 3),
         number(cost["java_short_us_per_record"], 0),
         number(cost["in_java_records"], 2),
         number(peer, 1),

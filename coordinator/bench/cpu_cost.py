@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OTHER", "cpu_per_transaction"]
+from coordinator.bench.resources import OTHER
 
-#: The resources' name for the machine's busy time outside the run (not counted).
-OTHER = "other processes (not this run)"
+__all__ = ["cpu_per_transaction"]
 
 
 def _round(value: float | None, digits: int) -> float | None:

@@ -134,6 +134,8 @@ def _python(pid: int) -> bool:
 #: Names of the groups `Processes.usage` reports.
 BROKER, SPARK, BENCH = "kafka broker (JVM)", "spark (JVM)", "bench process (driver, REST)"
 WORKERS, LOAD, MACHINE = "python workers", "load processes", "machine (every process)"
+#: The machine's busy time outside the run: MACHINE less every process above.
+OTHER = "other processes (not this run)"
 
 
 class Processes:
@@ -223,7 +225,7 @@ def cpu_between(
         used[name] = max(end.cpu_seconds - (start.cpu_seconds if start else 0.0), 0.0)
     if MACHINE in used:
         ours = sum(cpu for name, cpu in used.items() if name != MACHINE)
-        used["other processes (not this run)"] = max(used.pop(MACHINE) - ours, 0.0)
+        used[OTHER] = max(used.pop(MACHINE) - ours, 0.0)
     return {
         name: {"cpu_seconds": round(cpu, 2),
                "cores": round(cpu / seconds, 2) if seconds > 0 else None}

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.bench_scripts import load_script
 from tests.coordinator.bench.test_cpu_cost import _result
-
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "cpu_across_runs.py"
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cpu_across_runs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_row_per_result_with_the_hosts_yardsticks(
@@ -31,7 +20,7 @@ def test_a_row_per_result_with_the_hosts_yardsticks(
     measured.write_text(json.dumps(result))
     result["paths"] = {"rest": result["paths"]["rest"]}  # no Kafka path: no row
     (tmp_path / "bench-20261127T000000Z.json").write_text(json.dumps(result))
-    script = _module()
+    script = load_script("cpu_across_runs")
     assert script.row(measured) == [
         "20261127T212639Z", "v782", "250", "0.650", "0.500", "1,000", "0.65", "100.0", "5,000",
     ]  # fmt: skip

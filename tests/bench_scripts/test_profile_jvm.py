@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "profile_jvm.py"
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("profile_jvm", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from tests.bench_scripts import load_script
 
 TASK = (
     "[Executor task launch worker for task 1.0 in stage 3.0 (TID 7) tid=42];"
@@ -40,7 +29,7 @@ def test_samples_go_to_the_first_matching_step_and_other_threads_by_name(tmp_pat
             "[C2 CompilerThread0 tid=5];Compile::Compile 8",
         ])
     )  # fmt: skip
-    summary = _module().summarize(stacks)
+    summary = load_script("profile_jvm").summarize(stacks)
     assert summary.startswith("20 samples")
     assert "| executor tasks | 50.0% |" in summary
     assert "| JIT compilers | 40.0% |" in summary
@@ -55,4 +44,4 @@ def test_samples_go_to_the_first_matching_step_and_other_threads_by_name(tmp_pat
 def test_an_empty_profile_says_so(tmp_path: Path) -> None:
     stacks = tmp_path / "empty.collapsed"
     stacks.write_text("")
-    assert _module().summarize(stacks) == "no samples"
+    assert load_script("profile_jvm").summarize(stacks) == "no samples"

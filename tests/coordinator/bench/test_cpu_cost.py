@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.bench.cpu_cost import OTHER, cpu_per_transaction
+from coordinator.bench.cpu_cost import cpu_per_transaction
 from coordinator.bench.report import markdown
+from coordinator.bench.resources import OTHER
 from tests.coordinator.bench.test_report import sample_result
 
 
