@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from core.config import Config
+from core.state_machine import TransactionState as State
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.lookup import delta_uri
 from delta_tables.table import TableSpec
@@ -67,9 +68,9 @@ class Totals:
             finals_by_topic=finals_by_topic,
             ops=self.ops,
             quarantined=self.quarantined,
-            committed=state("COMMITTED"),
-            rolled_back=state("ROLLED_BACK"),
-            discarded=state("DISCARDED"),
+            committed=state(State.COMMITTED.name),
+            rolled_back=state(State.ROLLED_BACK.name),
+            discarded=state(State.DISCARDED.name),
             checks_sent=self.checks,
             first_checks=self.first_checks,
             finals_after_check=sum(n for (_, checked, _), n in self.finals.items() if checked),

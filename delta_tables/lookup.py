@@ -29,6 +29,9 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pydantic import BaseModel, Field
 
+from core import state_machine
+from core.state_machine import Event
+from core.state_machine import TransactionState as State
 from delta_tables import check_requests, half_messages, transactions
 
 log = logging.getLogger("txcoord.rest.lookup")
@@ -155,7 +158,9 @@ class TransactionLookup:
         if finals:
             last = max(finals, key=lambda r: (r["resolved_at"], r["batch_id"]))
             resumed = [c for c in checks if c["requested_at"] > last["resolved_at"]]
-            if last["state"] == "DISCARDED" and resumed:
+            if resumed and state_machine.apply(State[last["state"]], Event.RESUME).moved:
+                # A check after the end: an operator resumed it (RESUME is the one move out
+                # of an end), and it is checking again.
                 return self._checking(last, resumed)
             return TransactionState(
                 **_message(last), state=last["state"], check_count=last["check_count"],
@@ -168,7 +173,7 @@ class TransactionLookup:
         if halves:
             first = min(halves, key=lambda r: r["stored_at"])
             return TransactionState(
-                **_message({**first, "prepared_at": first["stored_at"]}), state="PREPARED",
+                **_message({**first, "prepared_at": first["stored_at"]}), state=State.PREPARED.name,
                 check_count=0, resolved_at=None, reason=None,
             )  # fmt: skip
         return None
@@ -176,7 +181,7 @@ class TransactionLookup:
     @staticmethod
     def _checking(message: Row, checks: list[Row]) -> TransactionState:
         return TransactionState(
-            **_message(message), state="CHECKING",
+            **_message(message), state=State.CHECKING.name,
             check_count=max(c["check_number"] for c in checks), resolved_at=None, reason=None,
         )  # fmt: skip
 

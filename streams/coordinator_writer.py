@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 
 from core.config import Config
 from core.failpoints import failpoint
+from core.state_machine import TransactionState as State
 from delta_tables import (
     check_requests,
     discarded,
@@ -82,8 +83,9 @@ __all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check 
 def _summary(out: pa.Table) -> list[Row]:
     """Return what a batch holds, grouped: kinds and states, first checks and checked ends,
     deliveries per queue, finish-time buckets, and the landing's census."""
+    delivered_or_not = pa.array([State.COMMITTED.name, State.ROLLED_BACK.name])
     finished = pc.and_(pc.equal(out["kind"], Kind.FINAL.value),
-                       pc.is_in(out["state"], pa.array(["COMMITTED", "ROLLED_BACK"])))  # fmt: skip
+                       pc.is_in(out["state"], delivered_or_not))  # fmt: skip
     spent = pc.divide(pc.subtract(out["at_ms"], out["prepared_ms"]).cast(pa.float64()), 1000.0)
     seconds = pc.if_else(pc.fill_null(finished, False), spent, None)
     # FINISH_BUCKETS_S's index of the first bound at or above the seconds (last: +Inf).
@@ -289,9 +291,9 @@ class CoordinatorBatchWriter:
                        if k == kind and state in (None, s) and first in (None, f))  # fmt: skip
 
         self.tally.add(
-            committed=total(Kind.FINAL, "COMMITTED"),
-            rolled_back=total(Kind.FINAL, "ROLLED_BACK"),
-            discarded=total(Kind.FINAL, "DISCARDED"),
+            committed=total(Kind.FINAL, State.COMMITTED.name),
+            rolled_back=total(Kind.FINAL, State.ROLLED_BACK.name),
+            discarded=total(Kind.FINAL, State.DISCARDED.name),
             checks_sent=total(Kind.CHECK),
             first_checks=total(Kind.CHECK, first=True),
             finals_after_check=total(Kind.FINAL, first=True),

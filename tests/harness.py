@@ -27,6 +27,15 @@ from streams.coordinator_job import QUERY_NAME
 GROUP = "orders"
 TOPIC = "OrderPaid"
 
+#: The contract's "a few seconds" (docs/contract.md, guarantee 4) as a test may assert it: a
+#: check within 2 x transaction_timeout + this of its half being stored, each later one within
+#: transaction_check_interval + transaction_timeout + this of the previous. Loose on purpose:
+#: it must hold on a 2-core machine shared with another test worker and a CPU hog, where a
+#: batch takes seconds. A stalled event time never checks at all and one moved by producer
+#: traffic alone waits for traffic: both still fail it. How soon checks really go out is a
+#: performance figure, `txcoord bench`'s (check timeliness), never a test's.
+FEW_SECONDS = 20
+
 
 class Producer:
     """Sends half messages and op records in the Kafka ingress format (acks=all)."""

@@ -91,7 +91,10 @@ def port_is_free(port: int) -> bool:
 
 
 class Terminal:
-    """A command in its own process group, its output read line by line."""
+    """A command in its own process group, its output read line by line.
+
+    The output is whole once the reader has reached its end (the process exiting comes
+    first: its last lines may still be on their way to the queue)."""
 
     def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
@@ -100,7 +103,8 @@ class Terminal:
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -119,7 +123,7 @@ class Terminal:
             try:
                 line = self.lines.get(timeout=1)
             except queue.Empty:
-                if self.process.poll() is not None and self.lines.empty():
+                if not self._reader.is_alive() and self.lines.empty():  # its output ended
                     pytest.fail(f"the command ended before {pattern!r}:\n{self.text()[-6000:]}")
                 continue
             self.output.append(line)
@@ -128,9 +132,12 @@ class Terminal:
         pytest.fail(f"no {pattern!r} within {timeout:.0f} s:\n{self.text()[-6000:]}")
 
     def interrupt(self) -> int:
-        """Press Ctrl-C (SIGINT to the whole process group); return the exit code."""
+        """Press Ctrl-C (SIGINT to the whole process group); return the exit code once all
+        of the output has been read."""
         os.killpg(self.process.pid, signal.SIGINT)
-        return self.process.wait(180)
+        code = self.process.wait(180)
+        self._reader.join(60)
+        return code
 
     def kill(self) -> None:
         if self.process.poll() is None:

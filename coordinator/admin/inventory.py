@@ -19,6 +19,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from core.errors import TxcoordError
+from core.state_machine import TransactionState as State
 from delta_tables import (
     check_requests,
     half_messages,
@@ -31,7 +32,7 @@ from delta_tables.lookup import TransactionLookup, TransactionState, delta_uri
 
 Row = dict[str, Any]
 #: States in which nothing has decided the transaction yet.
-OPEN_STATES = ("PREPARED", "CHECKING")
+OPEN_STATES = tuple(state.name for state in State if not state.is_final)
 
 #: The columns each table contributes (the body is never needed here).
 _COLUMNS = {

@@ -71,6 +71,7 @@ class BenchSettings:
     ceiling_records: int = 100_000
     ceiling_repeats: int = 3
     transaction_timeout: str = "2s"
+    transaction_check_interval: str = "5s"  # a rechecked transaction decides in seconds
     drain_timeout: float = 180.0  # longest wait for the last decisions after sending
     master: str = "local[2]"
     driver_memory: str = "4g"

@@ -5,13 +5,16 @@
 - check timeliness: a first check's `requested_at - prepared_at - transaction_timeout`, from
   `system/check_requests` (prepared_at is the half's store time, the broker's clock;
   requested_at is the coordinator batch that sent the check). SPEC 7.4 allows up to
-  `transaction_timeout + a few seconds` of it in a quiet system.
+  `transaction_timeout + a few seconds` of it in a quiet system;
+- later-check timeliness: check n's (n >= 2) lateness after it was due, `requested_at(n-1)
+  + transaction_check_interval` (the coordinator bases the next check on when the previous
+  one was sent, however late that was), as recorded or as the producer received it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,13 +81,17 @@ def judge(sent: Iterable[str], states: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def first_check_delays_ms(warehouse: str, prefix: str, timeout_ms: int) -> list[float]:
-    """Return requested_at - prepared_at - timeout (ms) of each first check of the prefix."""
-    rows = _rows(
+def _check_rows(warehouse: str, prefix: str) -> list[dict[str, Any]]:
+    return _rows(
         check_requests.TABLE.path(warehouse),
         ["transaction_id", "check_number", "prepared_at", "requested_at"],
         prefix,
     )
+
+
+def first_check_delays_ms(warehouse: str, prefix: str, timeout_ms: int) -> list[float]:
+    """Return requested_at - prepared_at - timeout (ms) of each first check of the prefix."""
+    rows = _check_rows(warehouse, prefix)
     first: dict[str, float] = {}
     for row in rows:
         if row["check_number"] != 1 or row["prepared_at"] is None:
@@ -92,3 +99,35 @@ def first_check_delays_ms(warehouse: str, prefix: str, timeout_ms: int) -> list[
         delay = _ms(row["requested_at"]) - _ms(row["prepared_at"]) - timeout_ms
         first[row["transaction_id"]] = min(delay, first.get(row["transaction_id"], delay))
     return list(first.values())
+
+
+def requested_at_ms(warehouse: str, prefix: str) -> dict[tuple[str, int], int]:
+    """Return (transaction id, check number) -> requested_at (ms) of the prefix's checks.
+
+    A check recorded twice (a replayed batch) keeps its earlier time.
+    """
+    requested: dict[tuple[str, int], int] = {}
+    for row in _check_rows(warehouse, prefix):
+        key = (row["transaction_id"], int(row["check_number"]))
+        at = _ms(row["requested_at"])
+        requested[key] = min(at, requested.get(key, at))
+    return requested
+
+
+def later_check_delays_ms(
+    arrivals: Mapping[tuple[str, int], int],
+    requested: Mapping[tuple[str, int], int],
+    interval_ms: int,
+) -> list[float]:
+    """Return, for each check n >= 2, `arrivals[n] - requested[n-1] - interval_ms` (pure).
+
+    Check n is due `interval_ms` after check n-1 was requested; `arrivals` says when check n
+    happened (its own requested_at, or when the producer received it). A check whose previous
+    one is unknown is skipped.
+    """
+    delays: list[float] = []
+    for (transaction_id, number), at in arrivals.items():
+        previous = requested.get((transaction_id, number - 1))
+        if number >= 2 and previous is not None:
+            delays.append(float(at - previous - interval_ms))
+    return delays

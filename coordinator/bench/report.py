@@ -57,6 +57,34 @@ def _paths_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: The rows of the check timeliness table: the first check, the later ones (n >= 2).
+_TIMELINESS = (("first", "check_timeliness_ms"), ("later", "later_check_timeliness_ms"))
+
+
+def _checks_table(result: dict[str, Any]) -> list[str]:
+    """Return each path's check timeliness: the first check's, and the later checks'."""
+    interval = (result.get("configuration") or {}).get("transaction_check_interval_s")
+    due = f"check n-1 + {interval:g} s" if interval is not None else "check n-1 + interval"
+    lines = [
+        "",
+        "Check timeliness: how late a check went out (recorded) and reached the producer "
+        f"(received) after it was due: the first at the half + timeout, a later one at {due}.",
+        "",
+        "| path | check | count | recorded ms p50 / p95 / max | received ms p50 / p95 / max |",
+        "|---|---|---:|---:|---:|",
+    ]
+    keys = ("p50", "p95", "max")
+    for path, p in (result.get("paths") or {}).items():
+        for name, field in _TIMELINESS:
+            timeliness = p.get(field) or {}
+            recorded = timeliness.get("recorded") or {}
+            lines.append(
+                f"| {path} | {name} | {_n(recorded.get('count'))} | {_pcts(recorded, keys)} | "
+                f"{_pcts(timeliness.get('received_by_producer'), keys)} |"
+            )
+    return lines
+
+
 def _java_peer(java: dict[str, Any]) -> list[str]:
     lines = [
         "",
@@ -249,6 +277,11 @@ def _warmup(warmup: dict[str, Any] | None) -> str:
     )
 
 
+def _interval(configuration: dict[str, Any]) -> str:
+    interval = configuration.get("transaction_check_interval_s")
+    return "" if interval is None else f", transaction_check_interval {interval:g} s"
+
+
 def markdown(result: dict[str, Any], image: str | None) -> str:
     """Return the summary of `result` as markdown."""
     m, s = result["machine"], result["settings"]
@@ -260,8 +293,10 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         f"load average {m['load_average_at_start']} → {m.get('load_average_at_end')}. "
         f"Load per path: {load}, mix `{s['mix']}`, window {s['window']:,}"
         + (f", rate {s['rate']:g} tx/s" if s.get("rate") else ", as fast as it goes")
-        + f". transaction_timeout {result['configuration']['transaction_timeout_s']:g} s. "
-        f"Run took {result['wall_seconds']:.0f} s." + _warmup(result.get("warmup")),
+        + f". transaction_timeout {result['configuration']['transaction_timeout_s']:g} s"
+        + _interval(result["configuration"])
+        + f". Run took {result['wall_seconds']:.0f} s."
+        + _warmup(result.get("warmup")),
         "",
     ]
     if image:
@@ -270,6 +305,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         "## Throughput and latency",
         "",
         *_paths_table(result),
+        *_checks_table(result),
         "",
         "## References (same machine, same broker)",
         "",

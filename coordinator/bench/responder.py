@@ -2,9 +2,10 @@
 
 It is the SDK's own check loop (coordinator/sdk/check_answerer.py: a poller, a bounded
 queue, workers) over the SDK's Kafka or REST transport, with a listener that answers by the
-kind the transaction id carries. The transport is wrapped to time each answer's
-acknowledgement (where a checked transaction's commit-to-visible starts) and each first
-check's arrival (for check timeliness as the producer sees it).
+kind the transaction id carries (UNKNOWN before the kind's deciding check). The transport
+is wrapped to time each deciding answer's acknowledgement (where a checked transaction's
+commit-to-visible starts); the listener times each check's arrival (for check timeliness as
+the producer sees it: the first check against the half, a later one against the previous).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from coordinator.sdk import (
     TransactionListener,
     Transport,
 )
+from core.state_machine import Event
 
 
 class BatchTransport(Transport, SendsOps, Protocol):
@@ -34,16 +36,20 @@ class BatchTransport(Transport, SendsOps, Protocol):
 
 
 _STATES = {
-    "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
-    "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
+    Event.COMMIT.value: LocalTransactionState.COMMIT_MESSAGE,
+    Event.ROLLBACK.value: LocalTransactionState.ROLLBACK_MESSAGE,
+    Event.UNKNOWN.value: LocalTransactionState.UNKNOWN,
 }
 
 
 class BenchListener(TransactionListener):
-    """Answers a check with the kind's answer; records when each first check arrived."""
+    """Answers a check with the kind's answer; records when each check arrived."""
 
     def __init__(self) -> None:
         self.first_checks: dict[str, tuple[int, int | None, int | None]] = {}
+        #: (transaction id, check number) -> (received, requested_at) of every check, for the
+        #: spacing of later checks (a check's due time is the previous one's requested_at).
+        self.arrivals: dict[tuple[str, int], tuple[int, int | None]] = {}
         self.checks = 0
         self.unexpected: list[str] = []  # checks of kinds that had already decided
         self._lock = threading.Lock()
@@ -53,11 +59,12 @@ class BenchListener(TransactionListener):
         raise NotImplementedError("the bench drivers send ops themselves")
 
     def check_local_transaction(self, msg: CheckRequest) -> LocalTransactionState:
-        """Return COMMIT or ROLLBACK as the transaction's kind says."""
+        """Return what the transaction's kind answers to this check number."""
         received = now_ms()
         kind = kind_of(msg.transaction_id)
         with self._lock:
             self.checks += 1
+            self.arrivals.setdefault(msg.key, (received, msg.requested_at_ms))
             if msg.check_number == 1 and msg.transaction_id not in self.first_checks:
                 self.first_checks[msg.transaction_id] = (
                     received,
@@ -68,11 +75,16 @@ class BenchListener(TransactionListener):
                 self.unexpected.append(msg.transaction_id)
         if kind is None:
             return LocalTransactionState.UNKNOWN
-        return _STATES[kind.check_answer]
+        return _STATES[kind.answer(msg.check_number)]
 
 
 class TimedTransport:
-    """A transport that records when each answer to a check was acknowledged."""
+    """A transport that records when each deciding answer to a check was acknowledged.
+
+    An UNKNOWN answer decides nothing (the coordinator checks again), so only the first
+    COMMIT or ROLLBACK of a transaction is timed: a rechecked transaction's commit-to-visible
+    starts at the answer to its second check.
+    """
 
     def __init__(self, inner: BatchTransport) -> None:
         self.inner = inner
@@ -85,7 +97,8 @@ class TimedTransport:
     def send_op(self, transaction_id: str, op: str, from_check: bool) -> OpReceipt:
         """Store an op; remember when it was acknowledged."""
         receipt = self.inner.send_op(transaction_id, op, from_check)
-        self.answer_acks.setdefault(transaction_id, (op, now_ms()))
+        if op != Event.UNKNOWN:
+            self.answer_acks.setdefault(transaction_id, (op, now_ms()))
         return receipt
 
     def send_ops(self, ops: Sequence[tuple[str, str, bool]]) -> list[OpReceipt | SdkError]:
@@ -93,7 +106,7 @@ class TimedTransport:
         results = self.inner.send_ops(ops)
         acked = now_ms()
         for (transaction_id, op, _), result in zip(ops, results, strict=True):
-            if not isinstance(result, SdkError):
+            if not isinstance(result, SdkError) and op != Event.UNKNOWN:
                 self.answer_acks.setdefault(transaction_id, (op, acked))
         return results
 
@@ -138,11 +151,15 @@ class Responder:
             self.transport.close()
 
     def results(self) -> dict[str, Any]:
-        """Return the answers, the first checks and the counters, as JSON-ready data."""
+        """Return the answers, the checks' arrivals and the counters, as JSON-ready data.
+
+        `arrivals` holds [transaction id, check number, received, requested_at] of every check.
+        """
         stats = self._answerer.stats()
         return {
             "answers": {tx: list(value) for tx, value in self.transport.answer_acks.items()},
             "first_checks": {tx: list(v) for tx, v in self.listener.first_checks.items()},
+            "arrivals": [[tx, n, *times] for (tx, n), times in self.listener.arrivals.items()],
             "checks_received": self.listener.checks,
             "unexpected_checks": len(self.listener.unexpected),
             "duplicates_skipped": stats.duplicates,

@@ -13,9 +13,12 @@ Numbers, each labelled by what it measures:
 - in_flight_median: sent minus decided while sending (with the latency, Little's law:
   throughput ~ in flight / latency, so a saturated closed loop shows the window's latency);
 - commit_to_visible_ms: a COMMIT op's acknowledgement to its row's Delta commit in
-  topics/<topic> (for checked-then-commit: the check answer's acknowledgement);
+  topics/<topic> (for checked and rechecked commits: the COMMIT answer's acknowledgement);
 - check_timeliness_ms: first check's requested_at - prepared_at - transaction_timeout, as the
-  coordinator recorded it, and as the producer received it.
+  coordinator recorded it, and as the producer received it;
+- later_check_timeliness_ms: check n's (n >= 2) requested_at - requested_at(n-1) -
+  transaction_check_interval, as recorded, and as received (the producer's receipt of check n
+  instead of its requested_at): the rechecked kind's second checks, and any other recheck.
 """
 
 from __future__ import annotations
@@ -33,10 +36,18 @@ from coordinator.bench.batches import where_time_went
 from coordinator.bench.context import PhaseContext
 from coordinator.bench.jit import Settling, compile_seconds, spent
 from coordinator.bench.load import LoadPlan, LoadProcess
-from coordinator.bench.outcomes import final_states, first_check_delays_ms, judge
+from coordinator.bench.outcomes import (
+    final_states,
+    first_check_delays_ms,
+    judge,
+    later_check_delays_ms,
+    requested_at_ms,
+)
 from coordinator.bench.stats import median, summarize, sustained_rate
 from coordinator.bench.visibility import latencies_ms, visible_times
 from coordinator.bench.workload import kind_of
+from core.state_machine import Event
+from core.state_machine import TransactionState as State
 from core.topics import check_consumer_group
 from delta_tables import topics
 
@@ -270,15 +281,17 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
     answer_acks = {
         tx: at
         for tx, (op, at) in (responder.get("answers") or {}).items()
-        if op == "COMMIT" and (k := kind_of(tx)) is not None and k.checked
+        if op == Event.COMMIT and (k := kind_of(tx)) is not None and k.checked
     }
-    never_visible = [tx for tx in sent if (k := kind_of(tx)) and k.expected_state == "ROLLED_BACK"]
+    rolled_back = State.ROLLED_BACK.name
+    never_visible = [tx for tx in sent if (k := kind_of(tx)) and k.expected_state == rolled_back]
     timeout_ms = int(context.config.transaction_timeout.total_seconds() * 1000)
     received = [
         float(at - prepared - timeout_ms)
         for at, prepared, _ in (responder.get("first_checks") or {}).values()
         if prepared is not None
     ]
+    later = later_check_timeliness(context, run, responder)
     started = load["send_started_ms"] / 1000
     finished = load["send_finished_ms"] / 1000
     series = [(at - started, count) for at, _, count in driven.series]
@@ -306,13 +319,38 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
             "recorded": summarize(first_check_delays_ms(warehouse, f"{run}-", timeout_ms)),
             "received_by_producer": summarize(received),
         },
-        "responder": {k: v for k, v in responder.items() if k not in ("answers", "first_checks")},
+        "later_check_timeliness_ms": later,
+        "responder": {
+            k: v for k, v in responder.items() if k not in ("answers", "first_checks", "arrivals")
+        },
         "load_process": {
             "cpu_seconds": load["cpu_seconds"],
             "peak_rss_bytes": load["peak_rss_bytes"],
         },
         "where_time_went": where_time_went(context.recorder.between(started, end)),
         "series": _downsample(_relative(driven, started)),
+    }
+
+
+def later_check_timeliness(
+    context: PhaseContext, run: str, responder: dict[str, Any]
+) -> dict[str, Any]:
+    """Return the summaries of later checks' lateness, recorded and received by the producer.
+
+    Check n-1's requested_at is the producer's own copy (its check request carries it), else
+    the warehouse's.
+    """
+    interval_ms = int(context.config.transaction_check_interval.total_seconds() * 1000)
+    recorded = requested_at_ms(context.config.warehouse, f"{run}-")
+    received: dict[tuple[str, int], int] = {}
+    requested = dict(recorded)
+    for tx, number, at, requested_at in responder.get("arrivals") or ():
+        received[(tx, number)] = at
+        if requested_at is not None:
+            requested[(tx, number)] = requested_at
+    return {
+        "recorded": summarize(later_check_delays_ms(recorded, recorded, interval_ms)),
+        "received_by_producer": summarize(later_check_delays_ms(received, requested, interval_ms)),
     }
 
 

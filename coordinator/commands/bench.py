@@ -266,6 +266,14 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     help="The engine's transaction_timeout for the run (default 6s is RocketMQ's).",
 )
 @click.option(
+    "--check-interval",
+    default="5s",
+    show_default=True,
+    help="The engine's transaction_check_interval for the run: how long after a check an "
+    "undecided transaction is checked again (the engine's default is 30s); the mix's "
+    "rechecked-commit transactions wait for it.",
+)
+@click.option(
     "--drain-timeout",
     type=click.FloatRange(min=1),
     default=180,
@@ -290,7 +298,7 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     "config_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="TOML configuration of the engine (the bench sets its own warehouse, "
-    "broker, ports and transaction_timeout).",
+    "broker, ports, transaction_timeout and transaction_check_interval).",
 )
 @click.option(
     "--set",
@@ -329,6 +337,7 @@ def bench(
     ceiling_records: int,
     ceiling_repeats: int,
     transaction_timeout: str,
+    check_interval: str,
     drain_timeout: float,
     out: Path,
     state_dir: Path | None,
@@ -372,6 +381,7 @@ def bench(
             ceiling_records=ceiling_records,
             ceiling_repeats=ceiling_repeats,
             transaction_timeout=transaction_timeout,
+            transaction_check_interval=check_interval,
             drain_timeout=drain_timeout,
             master=master,
             driver_memory=driver_memory,

@@ -30,9 +30,10 @@ from coordinator.sdk import (
     TransactionListener,
     TransactionProducer,
 )
+from core.state_machine import TransactionState as State
 
 KINDS = ("commit", "rollback", "checked-commit", "never-answers")
-DECISIVE = {"COMMITTED", "ROLLED_BACK", "DISCARDED"}
+DECISIVE = {state.name for state in State if state.is_final}
 
 
 class DemoListener(TransactionListener):

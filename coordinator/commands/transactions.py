@@ -284,10 +284,11 @@ def _await_verdict(
 
 
 #: Each operator op's help; the states it applies in come from the state machine.
-_SUMMARIES = {
-    "COMMIT": "Commit a {} transaction as an operator.",
-    "ROLLBACK": "Roll back a {} transaction as an operator.",
-    "RESUME": "Check a {} transaction again, count reset (resumeCheckHalfMessage).",
+_SUMMARIES: dict[str, str] = {
+    state_machine.Event.COMMIT: "Commit a {} transaction as an operator.",
+    state_machine.Event.ROLLBACK: "Roll back a {} transaction as an operator.",
+    state_machine.Event.RESUME: "Check a {} transaction again, count reset "
+    "(resumeCheckHalfMessage).",
 }
 for _op, _states in APPLIES_IN.items():
     transactions.add_command(_operator_command(_op, _SUMMARIES[_op].format(either(_states))))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from core.state_machine import Event
+
 
 class LocalTransactionState(Enum):
     """COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOWN (alias UNKNOW, RocketMQ's own spelling)."""
@@ -27,7 +29,7 @@ class LocalTransactionState(Enum):
 
 
 _OPS = {
-    LocalTransactionState.COMMIT_MESSAGE: "COMMIT",
-    LocalTransactionState.ROLLBACK_MESSAGE: "ROLLBACK",
-    LocalTransactionState.UNKNOWN: "UNKNOWN",
+    LocalTransactionState.COMMIT_MESSAGE: Event.COMMIT.value,
+    LocalTransactionState.ROLLBACK_MESSAGE: Event.ROLLBACK.value,
+    LocalTransactionState.UNKNOWN: Event.UNKNOWN.value,
 }

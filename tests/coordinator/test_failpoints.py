@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,17 @@ from core.errors import ConfigurationError
 def disarmed() -> Iterator[None]:
     yield
     failpoints.arm("")
+
+
+def printed(capsys: pytest.CaptureFixture[str], line: str, before: str = "") -> str:
+    """Return what was printed (after `before`), once `line` is in it: the positive marker
+    that a thread reached its failpoint, however late a loaded machine ran it."""
+    out, deadline = before, time.monotonic() + 60
+    while line not in out:
+        assert time.monotonic() < deadline, f"{line!r} never printed: {out!r}"
+        time.sleep(0.01)
+        out += capsys.readouterr().out
+    return out
 
 
 def test_parse_reads_name_count_pairs() -> None:
@@ -38,9 +50,9 @@ def test_unarmed_and_other_passes_return_and_the_armed_pass_freezes(
     failpoint("x")  # first pass: not yet
     frozen = threading.Thread(target=failpoint, args=("x",), daemon=True)
     frozen.start()
-    frozen.join(1.0)
+    printed(capsys, "FAILPOINT x reached")
+    frozen.join(1.0)  # a pass that printed, then returned, would end in this second
     assert frozen.is_alive()  # the second pass stops moving
-    assert "FAILPOINT x reached" in capsys.readouterr().out
 
 
 def test_failpoints_armed_together_freeze_in_the_order_given(
@@ -49,15 +61,15 @@ def test_failpoints_armed_together_freeze_in_the_order_given(
     failpoints.arm("first=1,second=1")
     early = threading.Thread(target=failpoints.failpoint, args=("second",), daemon=True)
     early.start()
-    early.join(1.0)
+    early.join(60)  # returns at once; a frozen one would still be there after this
     assert not early.is_alive()  # not counted: "first" has not frozen yet
     first = threading.Thread(target=failpoints.failpoint, args=("first",), daemon=True)
     first.start()
-    first.join(1.0)
-    assert first.is_alive()
+    out = printed(capsys, "FAILPOINT first reached")  # frozen, before "second" passes
     second = threading.Thread(target=failpoints.failpoint, args=("second",), daemon=True)
     second.start()
+    out = printed(capsys, "FAILPOINT second reached", out)  # its first pass counted
+    first.join(1.0)
     second.join(1.0)
-    assert second.is_alive()  # its first pass counted after "first" froze
-    out = capsys.readouterr().out
+    assert first.is_alive() and second.is_alive()  # both stop moving
     assert out.index("FAILPOINT first reached") < out.index("FAILPOINT second reached")

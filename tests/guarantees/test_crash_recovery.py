@@ -200,6 +200,9 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     load = Load(config, rate=2, rng=random.Random(rng.random()))
     responder = Responder(config, answer)
     try:
+        # The sleeps up to load.stop() are the scenario (when the kills come, how long the
+        # broker is away, how long the load runs on), not synchronisation: whatever the
+        # machine does meanwhile, the checks after them wait for positive markers.
         time.sleep(rng.uniform(5, 12))
         if app.process.poll() is not None:
             runs.exited(app, "before the random kill")
@@ -210,9 +213,9 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
         time.sleep(rng.uniform(3, 10))
         runs.broker_killed = True
         broker.kill()
-        time.sleep(3)
+        time.sleep(3)  # the broker is away for 3 s
         broker.start()
-        time.sleep(10)
+        time.sleep(10)  # the load goes on for 10 s after the broker is back
         load.stop()
         if app.process.poll() is not None:  # the broker's death may have stopped it
             runs.exited(app, "after the broker kill")

@@ -74,12 +74,19 @@ def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_a_stop_lets_the_batch_finish_and_parks_the_next_for_replay(
     run: Callable[[Batches], StreamingQuery], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    gate = BatchGate()
+
     def slow(frame: DataFrame, batch_id: int) -> None:
         frame.count()
-        time.sleep(2)  # the stop arrives while this batch works
+        # The stop arrives while this batch works: it goes on once the gate is closed (a
+        # fixed sleep could end before a stalled test closed it: that batch then finished
+        # before the stop, and the next one ran), then works on, which a stop that did not
+        # wait for it would interrupt.
+        deadline = time.monotonic() + 120
+        while not gate.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
         frame.count()
 
-    gate = BatchGate()
     batches = Batches(gate, slow)
     query = run(batches)
     in_flight = batches.wait_in_flight()

@@ -60,6 +60,15 @@ def max_message_bytes(config: Config) -> int:
     return int(described["topic"][topic]["max.message.bytes"]["value"])
 
 
+def wait_until_limit_is(config: Config, limit: int) -> None:
+    """Wait until the broker reports the check topic's max.message.bytes as `limit`: it applies
+    a topic's new config shortly after the call that changed it has returned."""
+    deadline = time.monotonic() + 60
+    while (current := max_message_bytes(config)) != limit:
+        assert time.monotonic() < deadline, f"max.message.bytes is {current}, not {limit}"
+        time.sleep(0.2)
+
+
 def consume_all(config: Config, expected: int) -> list[Any]:
     """Read `expected` records of the check topic with kafka-python's default fetch sizes."""
     consumer = KafkaConsumer(
@@ -121,7 +130,7 @@ def test_an_existing_smaller_check_topic_is_raised_at_start(config: Config) -> N
         {"max.message.bytes": str(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)},
     )  # fmt: skip
     ensure_ingress_topics(config)
-    assert max_message_bytes(config) == check_topic_max_bytes(config.max_message_size)
+    wait_until_limit_is(config, check_topic_max_bytes(config.max_message_size))
 
 
 @pytest.mark.kafka
@@ -164,6 +173,7 @@ def test_a_check_kafka_refuses_as_too_large_goes_out_slim(config: Config) -> Non
         small = {"max.message.bytes": str(64 * 1024)}
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, config.kafka.check_topic,
                                             small)])  # fmt: skip
+    wait_until_limit_is(config, 64 * 1024)  # else the big one could go out before, whole
     # Small checks in the same call, before and after: a refused batch aborts what is in
     # flight with it in an idempotent producer; they must still arrive, once published.
     rows = [check_row(f"fits-{i}", b"small") for i in range(3)]

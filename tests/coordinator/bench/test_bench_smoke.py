@@ -58,6 +58,33 @@ def _check_cpu_per_transaction(result: dict[str, Any]) -> None:
         assert cost["java_short_us_per_record"] > 0 and cost["in_java_records"] > 0
 
 
+def _check_path(path: dict[str, Any]) -> None:
+    """Every transaction of the path was decided as its kind says, and each figure is there."""
+    sent = path["transactions"]
+    assert sent["sent"] == 200
+    assert sent["as_expected"] == 200, sent  # every transaction decided, as its kind says
+    assert sent["undecided"] == sent["wrong"] == 0
+    assert set(sent["by_kind"]) == {"commit", "rollback", "checked-commit",
+                                    "checked-rollback", "rechecked-commit"}  # fmt: skip
+    assert sent["by_kind"]["rechecked-commit"]["sent"] == 4  # 2% of 200
+    assert path["visible_rolled_back"] == 0
+    assert path["commit_to_visible_ms"]["count"] == sent["by_kind"]["commit"]["sent"]
+    # Checked and rechecked commits, each from its COMMIT answer (8 + 4).
+    assert path["checked_commit_to_visible_ms"]["count"] == 12
+    assert path["check_timeliness_ms"]["recorded"]["count"] >= 20
+    # Every rechecked transaction's second check, as recorded and as received.
+    later = path["later_check_timeliness_ms"]
+    assert later["recorded"]["count"] >= 4
+    assert later["received_by_producer"]["count"] >= 4
+    for key in ("commit_to_visible_ms", "checked_commit_to_visible_ms"):
+        assert _is_summary(path[key])
+    assert all(_is_summary(summary) for summary in later.values())
+    for key in ("offered_tx_per_s", "end_to_end_tx_per_s"):
+        assert isinstance(path[key], float) and path[key] > 0
+    assert "txcoord-coordinator" in path["where_time_went"]
+    assert path["series"]
+
+
 @pytest.mark.timeout(900)
 def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     if shutil.which("java") is None:
@@ -67,7 +94,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
         sys.executable, "-m", "coordinator", "bench",
         "--count", "200", "--path", "both", "--window", "1000", "--batch", "50",
         "--warmup", "20", "--warmup-max-seconds", "3", "--idle-seconds", "2", "--rest-seconds", "1",
-        "--set", "transaction_check_interval=3s",  # the ticker rests sooner
+        "--check-interval", "3s",  # rechecked transactions decide sooner
         "--pending", "1000", "--pending-window", "4", "--pending-rate", "20",
         "--peer-seconds", "3", "--peer-producers", "2",
         "--java-peer-records", "200", "--java-peer-batch", "20",
@@ -85,6 +112,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     result = json.loads(result_file.read_text())
     assert result["schema"] == "txcoord-bench/1"
     assert result["configuration"]["transaction_timeout_s"] == 2.0
+    assert result["configuration"]["transaction_check_interval_s"] == 3.0
 
     assert result["warmup"]["decided"] >= 20
     # A fresh JVM compiles under load; 3 s cannot show a settled 30 s window.
@@ -94,27 +122,15 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     assert all(phase["jit_compile_seconds"] >= 0 for phase in phases.values()), phases
     assert result["idle"]["seconds"] == 2
     # The ticker rested after the warm-up's timers: the horizon (orphan wait 2 T + 10 s)
-    # and its margin, counted from the warm-up's last batch.
+    # and its margin after the last batch that acted, within the bench's own bound (60 s
+    # more, or it fails the run). How soon is a figure: on a loaded machine the timers'
+    # batches come late, each putting the rest further off (tick_pace's rule itself is
+    # tests/streams/test_tick_pace.py's).
     assert result["resting"]["seconds"] == 1
-    assert 0 < result["resting"]["waited_seconds"] <= 14 + 5 + 1
+    assert 0 < result["resting"]["waited_seconds"] <= 14 + 5 + 60
     assert set(result["paths"]) == {"kafka", "rest"}
     for path in result["paths"].values():
-        sent = path["transactions"]
-        assert sent["sent"] == 200
-        assert sent["as_expected"] == 200, sent  # every transaction decided, as its kind says
-        assert sent["undecided"] == sent["wrong"] == 0
-        assert set(sent["by_kind"]) == {"commit", "rollback", "checked-commit",
-                                        "checked-rollback"}  # fmt: skip
-        assert path["visible_rolled_back"] == 0
-        assert path["commit_to_visible_ms"]["count"] == sent["by_kind"]["commit"]["sent"]
-        assert path["checked_commit_to_visible_ms"]["count"] == 10
-        assert path["check_timeliness_ms"]["recorded"]["count"] >= 20
-        for key in ("commit_to_visible_ms", "checked_commit_to_visible_ms"):
-            assert _is_summary(path[key])
-        for key in ("offered_tx_per_s", "end_to_end_tx_per_s"):
-            assert isinstance(path[key], float) and path[key] > 0
-        assert "txcoord-coordinator" in path["where_time_went"]
-        assert path["series"]
+        _check_path(path)
 
     levels = result["pending"]["levels"]
     assert [level["pending"] for level in levels] == [1000]

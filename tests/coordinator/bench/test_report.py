@@ -28,6 +28,8 @@ def _path(name: str) -> dict[str, Any]:
         "checked_commit_to_visible_ms": summarize([]),
         "check_timeliness_ms": {"recorded": summarize([2100.0]),
                                 "received_by_producer": summarize([2300.0])},
+        "later_check_timeliness_ms": {"recorded": summarize([350.0, 420.0]),
+                                      "received_by_producer": summarize([380.0, 460.0])},
         "responder": {}, "load_process": {"cpu_seconds": 3.0, "peak_rss_bytes": 10**8},
         "where_time_went": {"txcoord-coordinator": batches},
         "series": [[0.0, 0, 0], [2.0, 500, 100], [4.0, 1000, 600], [6.0, 1000, 1000]],
@@ -55,7 +57,7 @@ def sample_result() -> dict[str, Any]:
                     "load_average_at_end": [1.5, 1.0, 0.7], "versions": {}},
         "settings": {"duration": 20.0, "count": None, "mix": "commit=80", "window": 10000,
                      "rate": None},
-        "configuration": {"transaction_timeout_s": 2.0},
+        "configuration": {"transaction_timeout_s": 2.0, "transaction_check_interval_s": 5.0},
         "paths": {"kafka": _path("kafka"), "rest": _path("rest")},
         "pending": {"what": "pending", "levels": [
             {"pending": 0, "steady_transactions": 500, "state_rows_median": 100,
@@ -113,6 +115,18 @@ def test_markdown_names_the_headline_numbers() -> None:
         assert expected in text
 
 
+def test_markdown_shows_first_and_later_check_timeliness_side_by_side() -> None:
+    result = sample_result()
+    text = markdown(result, None)
+    assert "transaction_timeout 2 s, transaction_check_interval 5 s." in text
+    assert "a later one at check n-1 + 5 s" in text
+    assert "| kafka | first | 1 | 2,100 / 2,100 / 2,100 | 2,300 / 2,300 / 2,300 |" in text
+    assert "| kafka | later | 2 | 350 / 420 / 420 | 380 / 460 / 460 |" in text
+    # A result of a run before later checks were measured still renders.
+    del result["paths"]["rest"]["later_check_timeliness_ms"]
+    assert "| rest | later | - | - | - |" in markdown(result, None)
+
+
 def test_write_puts_json_markdown_and_png_side_by_side(tmp_path: Path) -> None:
     written = write(sample_result(), tmp_path / "results")
     assert set(written) == {"json", "md", "png"}
@@ -123,11 +137,13 @@ def test_write_puts_json_markdown_and_png_side_by_side(tmp_path: Path) -> None:
 
 
 def test_judge_counts_expected_wrong_and_undecided() -> None:
-    verdict = judge(["r-000000001-c", "r-000000002-r", "r-000000003-cc", "r-000000004-cr"],
+    verdict = judge(["r-000000001-c", "r-000000002-r", "r-000000003-cc", "r-000000004-cr",
+                     "r-000000005-rc"],
                     {"r-000000001-c": "COMMITTED", "r-000000002-r": "COMMITTED",
-                     "r-000000003-cc": "COMMITTED"})  # fmt: skip
-    assert verdict["sent"] == 4
-    assert verdict["as_expected"] == 2
+                     "r-000000003-cc": "COMMITTED", "r-000000005-rc": "COMMITTED"})  # fmt: skip
+    assert verdict["sent"] == 5
+    assert verdict["as_expected"] == 3
+    assert verdict["by_kind"]["rechecked-commit"] == {"sent": 1, "as_expected": 1}
     assert verdict["wrong"] == 1
     assert verdict["undecided"] == 1
     assert verdict["by_kind"]["rollback"] == {"sent": 1, "wrong:COMMITTED": 1}
@@ -135,12 +151,16 @@ def test_judge_counts_expected_wrong_and_undecided() -> None:
 
 def test_notes_say_which_engine_settings_ran() -> None:
     result = sample_result()
-    settings = {"transaction_timeout_s": 2.0, "trigger_interval_s": 1.0, "tick_interval_s": 1.0,
+    settings = {"transaction_timeout_s": 2.0, "transaction_check_interval_s": 5.0,
+                "trigger_interval_s": 1.0, "tick_interval_s": 1.0,
                 "idle_tick_interval_s": 15.0, "kafka_partitions": 4, "shuffle_partitions": 2,
                 "config_file": None}  # fmt: skip
     result["configuration"] = settings
     (default,) = [note for note in notes(result) if "every other engine setting" in note]
+    assert "transaction_timeout is 2.0 s and transaction_check_interval 5.0 s" in default
     assert "is the default: trigger 1.0 s, tick 1.0 s, idle tick 15.0 s" in default
+    (checks,) = [note for note in notes(result) if "later_check_timeliness_ms" in note]
+    assert "requested_at of check n-1 - transaction_check_interval" in checks
     result["configuration"] = {**settings, "trigger_interval_s": 0.5, "config_file": "t.toml"}
     (chosen,) = [note for note in notes(result) if "every other engine setting" in note]
     assert "is as t.toml sets it (defaults for what it does not): trigger 0.5 s" in chosen

@@ -7,13 +7,21 @@ from itertools import islice
 
 import pytest
 
-from coordinator.bench.workload import DEFAULT_MIX, KINDS, Mix, kind_of, transaction_id
+from coordinator.bench.workload import DEFAULT_MIX, KINDS, Kind, Mix, kind_of, transaction_id
 
 
 def test_default_mix_is_the_issues_mix() -> None:
     assert Mix.parse(DEFAULT_MIX).as_dict() == {
-        "commit": 0.80, "rollback": 0.10, "checked-commit": 0.05, "checked-rollback": 0.05,
+        "commit": 0.80, "rollback": 0.10, "checked-commit": 0.04, "checked-rollback": 0.04,
+        "rechecked-commit": 0.02,
     }  # fmt: skip
+
+
+def test_a_run_of_200_has_every_kind_of_the_default_mix() -> None:
+    """The bench's smoke run sends 200 per path: enough for rechecked transactions too."""
+    dealt = Counter(kind.name for kind in islice(Mix.parse(DEFAULT_MIX).kinds(), 200))
+    assert dealt == {"commit": 160, "rollback": 20, "checked-commit": 8, "checked-rollback": 8,
+                     "rechecked-commit": 4}  # fmt: skip
 
 
 @pytest.mark.parametrize("prefix", [20, 200, 1000])
@@ -28,6 +36,7 @@ def test_zero_weights_are_dropped_and_repeats_add_up() -> None:
     assert mix.weights == (("commit", 3),)
     assert not mix.has_checked
     assert Mix.parse("checked-commit=1").has_checked
+    assert Mix.parse("rechecked-commit=1").has_checked
 
 
 @pytest.mark.parametrize(
@@ -62,3 +71,21 @@ def test_checked_kinds_answer_their_check_with_their_decision() -> None:
     assert KINDS["checked-commit"].check_answer == "COMMIT"
     assert KINDS["checked-rollback"].expected_state == "ROLLED_BACK"
     assert not KINDS["commit"].checked
+
+
+DECIDED_AT_FIRST = [kind for name, kind in KINDS.items() if name != "rechecked-commit"]
+
+
+@pytest.mark.parametrize("kind", DECIDED_AT_FIRST, ids=[k.name for k in DECIDED_AT_FIRST])
+def test_every_kind_but_the_rechecked_one_decides_at_its_first_check(kind: Kind) -> None:
+    assert kind.answer(1) == kind.answer(2) == kind.answer(3) == kind.check_answer
+    assert kind.decided_at_check == 1
+
+
+def test_the_rechecked_kind_answers_unknown_then_commits_at_the_second_check() -> None:
+    kind = KINDS["rechecked-commit"]
+    assert kind.checked and kind.first_op == "UNKNOWN"
+    assert [kind.answer(n) for n in (1, 2, 3)] == ["UNKNOWN", "COMMIT", "COMMIT"]
+    assert kind.expected_state == "COMMITTED"
+    assert kind_of(transaction_id("b1-kafka", 7, kind)) == kind
+    assert len({k.code for k in KINDS.values()}) == len(KINDS)  # every id names one kind

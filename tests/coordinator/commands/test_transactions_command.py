@@ -26,8 +26,9 @@ def config(make_config: ConfigFactory) -> Config:
         transaction_timeout="2s",
         # One check, then DISCARDED an interval later: the interval must outlast a check's
         # lag and the answer's round trip (check topic -> listener -> op topic), or the
-        # answer to the resumed check is stored after a second discard is due.
-        transaction_check_interval="12s",
+        # answer to the resumed check is stored after a second discard is due. The check
+        # goes out when its batch ends, and a loaded machine's batch takes seconds.
+        transaction_check_interval="20s",
         transaction_check_max="1",
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
     )

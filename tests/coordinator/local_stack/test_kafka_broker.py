@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 
 from coordinator.artifacts import jars
 from coordinator.local_stack.kafka_broker import (
@@ -26,6 +26,7 @@ from coordinator.local_stack.kafka_broker import (
 )
 from core.errors import BrokerError
 from streams.kafka_topics import ensure_topic
+from tests.coordinator.rest.kafka_io import read_all
 from tests.processes import pid_alive
 
 
@@ -83,13 +84,11 @@ def test_restart_keeps_topics_records_and_port(tmp_path: Path) -> None:
     broker = KafkaBroker(BrokerSettings(data_dir=tmp_path / "kafka")).start()
     try:
         assert broker.info.port == first_port
-        consumer = KafkaConsumer(
-            bootstrap_servers=broker.bootstrap_servers, consumer_timeout_ms=5000
-        )
-        consumer.assign([TopicPartition("kept", 0)])
-        consumer.seek_to_beginning()
-        assert [r.value for r in consumer] == [b"survives a restart"]
-        consumer.close()
+        # Read up to the topic's end offset (a restarted broker's first fetch can take
+        # longer than any silence a read would stop at).
+        assert [r.value for r in read_all(broker.bootstrap_servers, "kept", timeout=60)] == [
+            b"survives a restart"
+        ]
     finally:
         broker.stop()
 
@@ -114,7 +113,9 @@ def test_stop_kills_a_broker_that_ignores_sigterm(tmp_path: Path) -> None:
     os.kill(pid, signal.SIGSTOP)  # a stopped JVM cannot act on SIGTERM
     started = time.monotonic()
     broker.stop()
-    assert time.monotonic() - started < 15
+    # Killed after the 2 s asked: not after the default 30 s, nor never. Reaping a killed
+    # JVM is quick, but a loaded machine gets the rest.
+    assert time.monotonic() - started < BrokerSettings.stop_timeout - 5
     assert not pid_alive(pid)
 
 
@@ -160,7 +161,8 @@ def test_broker_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
         assert pid_is_our_broker(pid, tmp_path)
         owner.kill()
         owner.wait()
-        deadline = time.monotonic() + 30
+        # The broker gets SIGTERM (pdeathsig) and stops in order: seconds, more when loaded.
+        deadline = time.monotonic() + 90
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not pid_alive(pid)

@@ -62,7 +62,8 @@ def test_a_real_server_answers_401_while_the_body_is_still_unsent(auth_config: C
     """Announce 16 MiB, send none of it: a server that reads first would wait for ever."""
     with serving(create_app(auth_config)) as url:
         host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as conn:
+        # A server that reads first never answers; one that does answers in a moment.
+        with socket.create_connection((host, int(port)), timeout=60) as conn:
             conn.sendall(
                 b"POST /v1/transactions/batch HTTP/1.1\r\nHost: x\r\n"
                 b"Authorization: Bearer wrong-token-wrong-token\r\n"
@@ -73,7 +74,7 @@ def test_a_real_server_answers_401_while_the_body_is_still_unsent(auth_config: C
             try:
                 head = conn.recv(4096)
             except TimeoutError:
-                pytest.fail("no answer in 10 s: the server waits for the body before auth")
+                pytest.fail("no answer in 60 s: the server waits for the body before auth")
     assert head.startswith(b"HTTP/1.1 401"), head[:200]
     assert b'"unauthorized"' in head or b"www-authenticate" in head.lower()
 

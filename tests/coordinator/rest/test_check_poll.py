@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
 from coordinator.rest.app import create_app
+from coordinator.rest.routes import DEFAULT_WAIT_SECONDS
 from core.config import Config
 from streams.coordinator_writer import check_record
 
@@ -85,12 +86,22 @@ def test_max_bounds_one_answer(client: TestClient, rest_config: Config) -> None:
     assert sorted(seen) == [f"c{i}" for i in range(7)]
 
 
-def test_an_empty_poll_waits_then_answers_an_empty_list(client: TestClient) -> None:
+def test_an_empty_poll_waits_then_answers_an_empty_list(
+    client: TestClient, rest_config: Config
+) -> None:
+    """The wait asked is honoured: never an answer before it is over, and not the longest
+    wait instead.
+
+    It is longer than the default wait, so a poll that fell back to the default answers too
+    soon: the exact lower bound catches that, whatever the load. Above it, a loaded machine
+    has the 18 s up to the longest wait."""
+    wait = DEFAULT_WAIT_SECONDS + 2
+    longest = rest_config.rest.check_poll_max_wait.total_seconds()
     poll(client, "quiet", wait=0)  # joins the consumer group
     started = time.monotonic()
-    assert poll(client, "quiet", wait=2) == []
+    assert poll(client, "quiet", wait=wait) == []
     elapsed = time.monotonic() - started
-    assert 2 <= elapsed < 10
+    assert wait <= elapsed < longest, elapsed
 
 
 def test_a_poll_answers_as_soon_as_a_request_arrives(
@@ -98,14 +109,17 @@ def test_a_poll_answers_as_soon_as_a_request_arrives(
 ) -> None:
     poll(client, "orders", wait=0)  # joins the consumer group
     timer = threading.Timer(1.0, publish, args=(rest_config, [check_row("late", "orders")]))
+    # The longest wait there is: answered with the request, so before the wait is over.
+    # Publishing and fetching it takes a second or two, a loaded machine's few more.
+    wait = rest_config.rest.check_poll_max_wait.total_seconds()
     started = time.monotonic()
     timer.start()
     try:
-        found = poll(client, "orders", wait=25)
+        found = poll(client, "orders", wait=wait)
     finally:
         timer.join()
     assert [r["transaction_id"] for r in found] == ["late"]
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < wait - 10
 
 
 def test_handed_out_requests_are_not_handed_out_again_after_a_restart(

@@ -87,6 +87,10 @@ def acked(senders: list[Sender]) -> int:
     return sum(len(s.acked) for s in senders)
 
 
+def failures(senders: list[Sender]) -> int:
+    return sum(s.failures for s in senders)
+
+
 def wait_for(senders: list[Sender], count: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while acked(senders) < count:
@@ -127,9 +131,12 @@ def test_every_acknowledged_half_survives_a_kill_9(
             process.send_signal(signal.SIGKILL)  # mid-way, with requests in flight
             process.wait(10)
             at_kill = acked(senders)
-            failures_before = sum(s.failures for s in senders)
-            time.sleep(1)
-            assert sum(s.failures for s in senders) > failures_before, "nobody saw the crash"
+            failures_before = failures(senders)
+            # Positive marker: a sender's request failed against the dead process.
+            deadline = time.monotonic() + 60
+            while failures(senders) == failures_before:
+                assert time.monotonic() < deadline, "nobody saw the crash"
+                time.sleep(0.05)
 
             process = start(path, log, base_url)
             wait_for(senders, at_kill + PER_PHASE)

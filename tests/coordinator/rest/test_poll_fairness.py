@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -11,7 +10,10 @@ import pytest
 from coordinator.rest.app import create_app
 from coordinator.rest.poll_slots import PollSlots, PollSlotsFullError
 from core.config import Config
+from tests.coordinator.sdk.helpers import wait_until
 from tests.coordinator.sdk.http_server import serving
+
+from .test_check_poll import check_row, publish
 
 # -- the rule (pure) --------------------------------------------------------------------
 
@@ -53,34 +55,37 @@ def test_a_group_over_its_share_gets_429_and_another_group_still_polls(
     app = create_app(rest_config)
     slots: PollSlots = app.state.services.poll_slots
     share = slots.per_group
-    wait = 8
+    # The greedy polls wait as long as a poll may, so they hold the share while the checks
+    # are made however slowly; then one check request each ends them (at most one per poll).
+    wait = rest_config.rest.check_poll_max_wait.total_seconds()
 
     with serving(app) as url, ThreadPoolExecutor(share) as pool:
 
-        def long_poll(group: str, seconds: float) -> httpx.Response:
+        def long_poll(group: str, seconds: float, most: int = 100) -> httpx.Response:
             return httpx.get(
                 f"{url}/v1/check-requests",
-                params={"producer_group": group, "wait_seconds": seconds}, timeout=60,
+                params={"producer_group": group, "wait_seconds": seconds, "max": most},
+                timeout=60,
             )  # fmt: skip
 
-        started = time.monotonic()
-        waiting = [pool.submit(long_poll, "greedy", wait) for _ in range(share)]
+        waiting = [pool.submit(long_poll, "greedy", wait, 1) for _ in range(share)]
         # Positive marker: the app holds the group's whole share.
-        while slots.held("greedy") < share:
-            assert time.monotonic() - started < wait, "the long polls did not start"
-            time.sleep(0.01)
+        wait_until(lambda: slots.held("greedy") == share, what="the greedy polls to start")
         over = long_poll("greedy", 0)
         other = long_poll("modest", 0)
         still_full = slots.held("greedy") == share
+        publish(rest_config, [check_row(f"greedy-{i}", "greedy") for i in range(share)])
         answers = [future.result() for future in waiting]
 
-    assert still_full, "a greedy poll ended before the checks were made: rerun"
+    assert still_full, f"a greedy poll ended within its {wait:.0f} s wait before the checks"
     assert over.status_code == 429, over.text
     assert over.json()["error"] == "too_many_polls"
     assert "greedy" in over.json()["message"]
     assert int(over.headers["retry-after"]) >= 1
     assert other.status_code == 200, other.text
-    assert [a.status_code for a in answers] == [200] * share
+    assert [a.status_code for a in answers] == [200] * share, [a.text for a in answers]
+    handed_out = [r["transaction_id"] for a in answers for r in a.json()["check_requests"]]
+    assert sorted(handed_out) == sorted(f"greedy-{i}" for i in range(share))
     assert slots.total_held() == 0
 
 
@@ -90,11 +95,14 @@ def test_queueing_is_bounded_a_full_ingress_answers_at_once(rest_config: Config)
     slots = PollSlots(total=2, per_group=1)
     app = create_app(rest_config, poll_slots=slots)
     held = [slots.take("a"), slots.take("b")]
+    # The longest wait: a poll queued for it would answer no sooner; a refusal takes a
+    # moment, a loaded machine's few seconds.
+    wait = rest_config.rest.check_poll_max_wait.total_seconds()
     try:
         with serving(app) as url:
             answer = httpx.get(
                 f"{url}/v1/check-requests",
-                params={"producer_group": "c", "wait_seconds": 5},
+                params={"producer_group": "c", "wait_seconds": wait},
                 timeout=60,
             )
     finally:
@@ -102,4 +110,4 @@ def test_queueing_is_bounded_a_full_ingress_answers_at_once(rest_config: Config)
             slot.release()
     assert answer.status_code == 429
     assert answer.json()["error"] == "too_many_polls"
-    assert answer.elapsed.total_seconds() < 5, "the poll was queued instead of refused"
+    assert answer.elapsed.total_seconds() < wait / 2, "the poll was queued instead of refused"

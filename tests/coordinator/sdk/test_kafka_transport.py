@@ -211,8 +211,9 @@ def test_other_groups_checks_do_not_hold_ours_back(
     make_producer(listener, poll_wait_seconds=2.0)  # the SDK's default
     wait_until(lambda: len(listener.checked) == 1, timeout=120, what="our check answered")
     # 5,000 skipped records at the answerer's 100 per poll: 50 polls, and a wait after each
-    # took 25 s or more.
-    assert time.monotonic() - started < 10
+    # took 25 s or more, waits a loaded machine only makes longer. Without them, reading and
+    # skipping takes a few seconds; the bound leaves a loaded machine the rest.
+    assert time.monotonic() - started < 20
     assert [r.transaction_id for r in listener.checked] == ["tx-ours"]
 
 
@@ -267,9 +268,9 @@ def test_a_slow_listener_with_a_tiny_queue_loses_nothing_and_answers_each_check_
         {f"t-{i}": 1 for i in range(40)}
     )
     assert set(listener.check_counts().values()) == {1}
-    stats = producer.check_stats()
-    assert stats.high_water <= 2
-    assert stats.answered == 40
+    assert producer.check_stats().high_water <= 2
+    # Counted just after its acknowledgement, in a worker's thread: waited for, not read.
+    wait_until(lambda: producer.check_stats().answered == 40, what="40 answers counted")
     ends = end_offsets(sdk_topics.bootstrap_servers, sdk_topics.check)
     wait_until(lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
                what="every offset committed, the repeats too")  # fmt: skip

@@ -1,7 +1,10 @@
-"""The SDK's check listener answers again within seconds of a broker's kill -9 and restart.
+"""The SDK's check listener answers again after a broker's kill -9 and restart.
 
 A producer application's listener is what keeps a checked transaction alive: while it is
-away, checks go unanswered and the transaction is discarded after `check_max` of them.
+away, checks go unanswered and the transaction is discarded after `check_max` of them. So
+its Kafka clients retry a lost broker at most a second apart, as Kafka's Java client does
+(core/kafka_clients.py): with kafka-python's own default (up to 30 s) a listener read its
+checks 40 s late.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import pytest
 
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from coordinator.sdk import TransactionProducer
+from coordinator.sdk.kafka_transport import KafkaTransport
+from core.kafka_clients import RECOVERY
 from streams.kafka_topics import ensure_topic
 from tests.conftest import unavailable
 
@@ -22,10 +27,12 @@ from .test_kafka_transport import check_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.long(0.5)]
 
-#: Seconds from the broker being back to the answer of a check published then: the consumer
-#: reconnects at most a second apart (core/kafka_clients.py) and rejoins its group: well
-#: under this bound, which kafka-python's default backoff (up to 30 s) may exceed.
-ANSWERED_WITHIN = 10
+#: Seconds from the broker being back to the answer of a check published then: a deadline
+#: that says the listener came back at all. How soon is a performance figure, which a loaded
+#: machine moves by seconds. The retry pace that makes it soon is asserted as the clients'
+#: setting: no wall-clock bound could tell the two backoffs apart, since where kafka-python's
+#: default retries fall around the restart is chance.
+ANSWERED_WITHIN = 60
 
 
 def answers(servers: str, topic: str, count: int) -> set[str]:
@@ -51,19 +58,24 @@ def test_the_check_listener_answers_soon_after_a_broker_restart(tmp_path: Path) 
             poll_wait_seconds=0.2,
         )  # fmt: skip
         producer.start()
+        # The contract behind "soon": both clients of the SDK's transport retry a lost broker
+        # at most a second apart.
+        transport = producer._transport
+        assert isinstance(transport, KafkaTransport)
+        for client in (transport._producer, transport._consumer):
+            assert {key: client.config[key] for key in RECOVERY} == dict(RECOVERY)
         publish(servers, "check", [check_of("tx-before", group)])
         wait_until(lambda: answers(servers, "op", 1) == {"tx-before"}, timeout=60,
                    what="the answer before the restart")  # fmt: skip
 
         broker.kill()
-        time.sleep(12)  # long enough for kafka-python's default backoff to reach ~10 s
+        # The scenario, not a synchronisation: the broker stays away long enough for
+        # kafka-python's default backoff to have grown to ~10 s.
+        time.sleep(12)
         broker.start()  # returns once the broker answers
-        ready = time.monotonic()
         publish(servers, "check", [check_of("tx-after", group)])
-        wait_until(lambda: "tx-after" in answers(servers, "op", 2), timeout=90,
+        wait_until(lambda: "tx-after" in answers(servers, "op", 2), timeout=ANSWERED_WITHIN,
                    what="the answer after the restart")  # fmt: skip
-        took = time.monotonic() - ready
-        assert took <= ANSWERED_WITHIN, f"answered {took:.1f} s after the broker was back"
     finally:
         if producer is not None:
             producer.shutdown()

@@ -113,7 +113,8 @@ def test_the_producer_answers_checks_in_the_background() -> None:
     with producer_over(transport, listener) as producer:
         transport.add_checks([check_request("a", 2)])
         wait_until(lambda: len(transport.acknowledged) == 1)
-        assert producer.check_stats().answered == 1
+        # Counted just after its acknowledgement, in the worker's thread: waited for, not read.
+        wait_until(lambda: producer.check_stats().answered == 1, what="the answer counted")
     assert transport.ops == [("a", "ROLLBACK", True)]
 
 
@@ -180,7 +181,7 @@ def test_shutdown_waits_for_a_send_under_way() -> None:
     class Slow(RecordingListener):
         def execute_local_transaction(self, msg: Message, arg: Any) -> State | None:
             entered.set()
-            release.wait(10)
+            release.wait(60)  # released by the test; the timeout only keeps a failure from hanging
             return State.COMMIT_MESSAGE
 
     producer = producer_over(transport, Slow())
@@ -190,13 +191,15 @@ def test_shutdown_waits_for_a_send_under_way() -> None:
         target=lambda: results.append(producer.send_message_in_transaction(Message(topic="T")))
     )
     sender.start()
-    entered.wait(10)
+    assert entered.wait(60)  # positive marker: the send is inside the local transaction
     stopper = threading.Thread(target=producer.shutdown)
     stopper.start()
     stopper.join(0.2)
     assert stopper.is_alive() and not transport.closed
     release.set()
-    sender.join(10)
-    stopper.join(10)
+    sender.join(60)
+    stopper.join(60)
+    # The op went out after shutdown began: shutdown waited for the send (the proof; a
+    # loaded machine's slow shutdown could also pass the 0.2 s look above).
     assert results[0].op_sent
     assert transport.closed

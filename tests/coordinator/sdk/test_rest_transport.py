@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
-import time
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,11 +36,12 @@ TOKEN = "s3cret-token"
 
 @dataclass
 class Script:
-    """Responses to hand out in order (the last one repeats) and the requests received."""
+    """Responses to hand out in order (the last one repeats) and the requests received;
+    with `hold`, each answer waits until the test sets it."""
 
     responses: list[Response] = field(default_factory=list)
     received: list[dict[str, Any]] = field(default_factory=list)
-    delay: float = 0.0
+    hold: threading.Event | None = None
 
 
 def stub_app(script: Script) -> FastAPI:
@@ -57,8 +58,8 @@ def stub_app(script: Script) -> FastAPI:
             "authorization": request.headers.get("authorization"),
             "json": await request.json() if body else None,
         })  # fmt: skip
-        if script.delay:
-            time.sleep(script.delay)
+        if script.hold is not None:
+            script.hold.wait(60)  # set by the test; the timeout only keeps a failure from hanging
         index = min(len(script.received), len(script.responses)) - 1
         return script.responses[index]
 
@@ -282,13 +283,16 @@ def test_a_read_timeout_is_not_retried_here(
     script: Script, sleeps: list[float], endpoint: str
 ) -> None:
     # The request may have reached the ingress: the caller (the check loop) decides.
-    script.delay = 1.5
+    # The answer comes only once the client has given up (not after a delay a paused test
+    # process could outlast, finding the answer there when it resumes).
+    script.hold = threading.Event()
     script.responses = [half_answer()]
     rest = RestTransport(endpoint, "orders", timeout_seconds=0.5, attempts=3, sleep=sleeps.append)
     try:
         with pytest.raises(TransportError, match="ReadTimeout"):
             rest.send_half(Message(topic="T"), "tx-1")
     finally:
+        script.hold.set()
         rest.close()
     assert len(script.received) == 1
     assert sleeps == []
