@@ -15,7 +15,7 @@ lint: install
 	.venv/bin/mypy
 
 # Two workers, each with its own Spark session and broker, one test module at a time each,
-# longest modules first (README "Tests", tests/conftest.py); TEST_WORKERS=0 runs the suite
+# longest modules first (docs/testing.md, tests/conftest.py); TEST_WORKERS=0 runs the suite
 # in this one process.
 TEST_WORKERS ?= 2
 test: lint

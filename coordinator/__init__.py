@@ -1,4 +1,4 @@
-"""txcoord's engine driver and its applications (README, "How it works").
+"""txcoord's engine driver and its applications (docs/design.md, "Layout").
 
 Runtime: engine.py (the streams in one Spark session), driver_metrics.py, spark_session.py,
 artifacts.py (the install step's jars), class_archives.py (the JVMs' class archives) and

@@ -34,7 +34,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="coordinator/app.py",
         description="Run the coordinator stream until SIGTERM or SIGINT.",
     )
-    parser.add_argument("--config", type=Path, help="TOML configuration file (SPEC section 4)")
+    parser.add_argument("--config", type=Path, help="TOML configuration file (contract 4)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set transaction_timeout=10s",

@@ -17,7 +17,7 @@ and txcoord's own for the rest:
     txcoord_batches_total{query}               micro-batches run by this driver
     txcoord_input_lag_records{query}           gauge: Kafka records behind the topic ends
     txcoord_state_rows{query}                  gauge: rows in the stateful operators
-    txcoord_rows_dropped_late_total{query}     must stay 0 (SPEC 7.5)
+    txcoord_rows_dropped_late_total{query}     must stay 0 (contract 7.5)
 
 Totals start from the tables at engine start (`Tally.seed`), so they survive restarts; the
 latency histogram covers this driver's lifetime (Prometheus handles the reset).

@@ -69,7 +69,7 @@ SNAPSHOT_EVERY_BATCHES = 50
 #: HotSpot leaves any method of more than 8,000 bytes of bytecode to the interpreter. The
 #: code Spark generates to turn the stateful stage's output rows (tens of columns) into
 #: Spark's own rows is such a method, and a profile of a burst found the executors spending
-#: a quarter of their time in it, interpreted (README "Performance").
+#: a quarter of their time in it, interpreted (docs/performance.md).
 JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 
@@ -113,7 +113,7 @@ class SparkSettings:
             # A state snapshot flushes RocksDB's memtable to a new file; every few files
             # RocksDB compacts them into the rest of the state, rewriting it. At Spark's
             # default (a snapshot every 10 batches) that compaction was 9% of the Spark
-            # JVM's CPU in the bench (async-profiler, README "Performance"). Recovery
+            # JVM's CPU in the bench (async-profiler, docs/performance.md). Recovery
             # replays at most this many batches' changelogs after the last snapshot.
             "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(SNAPSHOT_EVERY_BATCHES),
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
@@ -123,7 +123,7 @@ class SparkSettings:
             "spark.databricks.delta.snapshotPartitions": str(self.shuffle_partitions),
             # Auto compaction runs after every commit and first scans the table's file list
             # for small files: a Spark job that more than doubles the cost of each small
-            # append on the coordinator's path (issue 13). Tables created before carry the
+            # append on the coordinator's path. Tables created before carry the
             # property; this turns it off for them too. The engine compacts off the batch
             # path instead (streams/compactor.py).
             "spark.databricks.delta.autoCompact.enabled": "false",

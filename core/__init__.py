@@ -3,7 +3,7 @@
 Pure Python (the standard library only; tests/test_layers.py checks it), so the SDK, the
 protocol, the engine and the applications all build on it without pulling Spark or Kafka.
 
-    config.py         the configuration of SPEC section 4 (TOML, TXCOORD_* variables, --set)
+    config.py         the configuration of contract 4 (TOML, TXCOORD_* variables, --set)
     errors.py         txcoord's exceptions
     state_machine.py  a transaction's states, the events that move it, and the legal moves
     failpoints.py     named points where the crash tests freeze or kill the coordinator

@@ -1,4 +1,4 @@
-"""Configuration of SPEC section 4: one TOML file, then environment, then command line.
+"""Configuration of contract 4: one TOML file, then environment, then command line.
 
 Precedence, lowest first: built-in defaults (RocketMQ's BrokerConfig), the TOML file,
 `TXCOORD_*` environment variables, `--set key=value` options. Keys are the file's keys;
@@ -98,7 +98,7 @@ class KafkaConfig:
     topics_per_group: bool = False
     operator_topic: str = "txcoord.operator"
     partitions: int = 4
-    # Topic creation on a real cluster (SPEC 7.7: acks=all then means this many copies).
+    # Topic creation on a real cluster (contract 7.7: acks=all then means this many copies).
     replication_factor: int = 1
     min_insync_replicas: int = 1
     # How every Kafka client connects (core/kafka_security.py): never a secret here,
@@ -132,7 +132,7 @@ class StreamsConfig:
 
     checkpoint_dir: str = "var/checkpoints"
     trigger_interval: timedelta = timedelta(seconds=1)
-    # Heartbeats keep event time moving when no producer writes (SPEC 7.4).
+    # Heartbeats keep event time moving when no producer writes (contract 7.4).
     tick_interval: timedelta = timedelta(seconds=1)
     # That often while a check, discard or orphan may come due; otherwise this often
     # (streams/tick_pace.py): only forgetting and expiry wait for it, and an idle stack rests.
@@ -143,7 +143,7 @@ class StreamsConfig:
     resolved_retention: timedelta = timedelta(minutes=30)
     # How far a record's store time (the broker's LogAppendTime) may trail the newest store
     # time the coordinator has seen in another partition: its watermark trails by this much.
-    # Every check and discard waits this long past its due time (issue 16). Less than a
+    # Every check and discard waits this long past its due time. Less than a
     # trigger interval less the ticker's lead (streams/ticker.py), so the heartbeat that
     # proves "seen up to due + skew" is read by the batch right after that moment; at a
     # whole interval (1 s) every later check waited one more batch. A single broker's store
@@ -156,7 +156,7 @@ class StreamsConfig:
     # time travel and a downstream reader that falls behind can reach back this far. The
     # streams commit to a table about once a second, and every append lists its log folder
     # (a local one at ~1.7-2.9 us per file): an hour costs an append ~10 ms, a week ~1 s
-    # (README "Performance"). Set on new tables, and on existing ones at each engine start.
+    # (docs/performance.md). Set on new tables, and on existing ones at each engine start.
     log_retention: timedelta = timedelta(hours=1)
 
 
@@ -171,7 +171,7 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class RestConfig:
-    """The REST ingress (SPEC 5.1): where it listens, who may call it, how much it accepts."""
+    """The REST ingress (contract 5.1): where it listens, who may call it, how much it accepts."""
 
     # Loopback by default: with no auth file every caller may act for any group.
     host: str = "127.0.0.1"
@@ -214,7 +214,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def __post_init__(self) -> None:
-        # A relative local path means relative to the working directory at start (SPEC 4):
+        # A relative local path means relative to the working directory at start (contract 4):
         # Delta refuses a relative table location, and a later chdir must not move the data.
         object.__setattr__(self, "warehouse", absolute_location(self.warehouse))
         streams = replace(

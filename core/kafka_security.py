@@ -1,6 +1,6 @@
 """How every Kafka client of the product connects: one security setting, three spellings.
 
-SPEC 5.2: the Kafka path works against a secured cluster, and every Kafka client of the
+contract 5.2: the Kafka path works against a secured cluster, and every Kafka client of the
 product (Spark source and sink, admin client, REST ingress, SDK, ticker, check publisher,
 operator commands, bench) takes the same settings. They come from `[kafka]`::
 

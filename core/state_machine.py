@@ -1,4 +1,4 @@
-"""The transaction lifecycle of SPEC section 3 as one table of legal moves.
+"""The transaction lifecycle of contract 3 as one table of legal moves.
 
     PREPARED --COMMIT--> COMMITTED            PREPARED --ROLLBACK--> ROLLED_BACK
     PREPARED --CHECK_DUE--> CHECKING          CHECKING --CHECK_DUE--> CHECKING (n + 1)

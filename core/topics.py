@@ -1,7 +1,7 @@
 """Which Kafka topic carries what: the shared layout, and one topic set per producer group.
 
 Kafka authorizes by topic (and consumer group, transactional id), never by a record's
-headers. So that a secured broker can keep producer groups apart (issue 14), a secured
+headers. So that a secured broker can keep producer groups apart (contract 5.2), a secured
 deployment gives every group its own topics, and every operator principal its own op topic::
 
     shared (default: an open broker)       per group (`[kafka] topics_per_group = true`)
@@ -186,7 +186,7 @@ def grants(
 
     A group's principal writes its two ingress topics and reads its check topic and its
     SDK consumer group; an operator writes its own operator topic; nothing else. The
-    engine needs no grant here (README: what the engine's principal needs).
+    engine needs no grant here (docs/security.md: what the engine's principal needs).
     """
     found = [Grant(who, "WRITE", "TOPIC", layout.operator_topic(who)) for who in operators]
     for group, who in sorted(groups.items()):

@@ -27,5 +27,5 @@ MESSAGE = [
 ]
 
 #: When the half was stored: the broker's LogAppendTime of its ingress record, the only
-#: clock the coordinator trusts (producers' clocks may be skewed; SPEC section 9).
+#: clock the coordinator trusts (producers' clocks may be skewed; contract 9).
 PREPARED_AT = StructField("prepared_at", TimestampType())

@@ -3,7 +3,7 @@
 The lakehouse twin of RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Append-only, one row per
 ingress record. Rows of kind TICK are the ingest's heartbeats: they carry only
 `stored_at` (and the transaction id HEARTBEAT_ID), keep the coordinator's event time
-moving when no producer writes (SPEC 7.4), and are filtered out by every reader that
+moving when no producer writes (contract 7.4), and are filtered out by every reader that
 wants messages (`WHERE kind = 'HALF'`).
 
 The coordinator reads this table as a stream, one ingest commit at a time, and relies on

@@ -7,7 +7,7 @@ it). Every commit lists the table's `_delta_log` folder: delta-rs's appends twic
 machine's disk ~0.85 us per file, each name turned into a path and compared, however old),
 and Spark's Delta writer and readers list it too. So the history kept is paid for by every
 append: an hour (~3,700 files) costs ~10 ms, a week (~600,000) ~1 s
-(`bench/delta_log_growth.py`, README "Performance").
+(`bench/delta_log_growth.py`, docs/performance.md).
 
 Removed data files are kept as long (at most a week: Spark's Delta refuses a table that
 keeps them longer than its log), so VACUUM never removes a file a kept version needs.

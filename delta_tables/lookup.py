@@ -9,7 +9,7 @@ yet (nothing has run) reads as empty, so an unknown transaction is a 404, never 
 The REST ingress (GET /v1/transactions/{id}) and the operator commands (coordinator/admin)
 both read through it, so it lives here, below both.
 
-A transaction is identified by (producer group, transaction id) (SPEC 3): given a group,
+A transaction is identified by (producer group, transaction id) (contract 3): given a group,
 only that group's rows are read, so another group's transaction with the same id is as
 invisible as one that does not exist. Without a group (an admin's question, or the admin
 commands' inventory) every row of the id counts, as before the pair was the key;

@@ -1,9 +1,9 @@
-"""`system/op_verdicts`: what each op record did, for audit (SPEC section 3).
+"""`system/op_verdicts`: what each op record did, for audit (contract 3).
 
 APPLIED (it decided the transaction), NO_EFFECT (UNKNOWN), DUPLICATE or CONFLICT (after
 the transaction ended), IGNORED (an operator's RESUME of a live transaction), ORPHAN (no
 half of the op's own group with that id within the join window) or LATE (after DISCARDED).
-A transaction is (producer_group, transaction_id) (SPEC 3): an op of another group than a
+A transaction is (producer_group, transaction_id) (contract 3): an op of another group than a
 half's never reaches that half, so it is its own group's orphan, never a verdict on the
 other group's transaction.
 """

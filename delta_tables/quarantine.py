@@ -1,6 +1,6 @@
 """`system/quarantine`: ingress records that could not be parsed or validated, with the reason.
 
-Bad input becomes data instead of a crashed stream (SPEC 5.2 and 9): the raw record is
+Bad input becomes data instead of a crashed stream (contract 5.2 and 9): the raw record is
 kept byte for byte, so it can be inspected, fixed and re-sent.
 """
 

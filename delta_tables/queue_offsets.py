@@ -5,7 +5,7 @@ the batch id, after the topic tables and with the same batch mark (streams/delta
 Offsets only grow, so a queue's next offset is the largest `next_offset` of its rows
 (`next_offsets`). Rewriting one row per queue instead would make every batch rebuild the
 table's file list to remove it (seconds a batch); an append does not. A
-replayed batch reads the offsets from before itself and assigns the very same ones (SPEC 6:
+replayed batch reads the offsets from before itself and assigns the very same ones (contract 6:
 dense, stable across crashes and replays); `txcoord maintain` compacts the small files.
 
 The coordinator reads them at start and after a replayed batch with delta-rs (`read`: no

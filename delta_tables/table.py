@@ -111,7 +111,7 @@ class TableSpec:
     properties: Mapping[str, str] = field(default_factory=dict)
     #: The columns Delta keeps min/max statistics of, for data skipping: the ones readers
     #: filter on. Delta's default (the first 32 columns, bodies included) costs every small
-    #: append on the coordinator's path a large share of its time (issue 13).
+    #: append on the coordinator's path a large share of its time.
     stats_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ No Spark, Delta, Kafka or web-framework import: the SDK, the REST ingress, the e
 tests read the same facts from here.
 
     ingress.py        header names, op kinds (from core/state_machine.py's events),
-                      id and msg-id formats, limits of the half and op records (SPEC 5.2)
+                      id and msg-id formats, limits of the half and op records (contract 5.2)
     names.py          the name rules: topic, producer group, transaction id
     records.py        the half and op records' headers (SDK, REST and operator commands)
     check_record.py   the check topic's record and its one codec (encode / decode)

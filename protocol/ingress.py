@@ -1,4 +1,4 @@
-"""The Kafka ingress record format (SPEC 5.2), shared by the ingest stream, REST and the SDK.
+"""The Kafka ingress record format (contract 5.2), shared by the ingest stream, REST and the SDK.
 
 Half messages go to the half topic (default `txcoord.half`), op records to the op topic
 (default `txcoord.op`), or to the group's own topics `txcoord.half.<group>` and
@@ -151,6 +151,6 @@ def msg_id_of(partition: int, offset: int) -> str:
 def op_id_of(partition: int, offset: int) -> str:
     """Return the op id of the op record at (partition, offset) of the op topic.
 
-    Fixed width, so op ids sort like positions within a partition (SPEC 3's tie-break).
+    Fixed width, so op ids sort like positions within a partition (contract 3's tie-break).
     """
     return f"op-{partition:04X}-{offset:016X}"

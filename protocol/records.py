@@ -1,4 +1,4 @@
-"""The half and op records of the Kafka ingress (SPEC 5.2): their headers, built in one place.
+"""The half and op records of the Kafka ingress (contract 5.2): their headers, built in one place.
 
 Pure functions over plain values: the SDK's Kafka transport, the REST ingress and the operator
 commands send what these return, and the ingest parses them (streams/ingest.py, the rules of
@@ -56,7 +56,7 @@ def op_headers(
 ) -> Headers:
     """Return the headers of an op record (COMMIT, ROLLBACK, UNKNOWN; RESUME by an operator).
 
-    `operator` (who) and `reason` (why) make it an operator's op (SPEC 3).
+    `operator` (who) and `reason` (why) make it an operator's op (contract 3).
     """
     allowed = (*fmt.OPS, *fmt.OPERATOR_OPS) if operator is not None else fmt.OPS
     if op not in allowed:

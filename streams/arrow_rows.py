@@ -5,7 +5,7 @@ stage runs, its rows and the landed records come back as one Arrow table) and sh
 table's rows from it here, with Arrow's vectorised kernels: no further Spark job per table.
 Each Spark job costs a small batch 0.1-0.3 s on two cores (task scheduling, closures, code
 generated again whenever a per-batch literal such as the batch id changes its plan), and a
-batch wrote up to nine tables, so those jobs, not the rows, set the batch's time (issue 13).
+batch wrote up to nine tables, so those jobs, not the rows, set the batch's time.
 
 Every projection ends in the Delta table's own schema (`project`), so what is appended is
 checked against the table module's declaration (delta_tables/), column by column.

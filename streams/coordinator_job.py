@@ -9,7 +9,7 @@
       system/half_messages, op_records, quarantine ◄── 1. land (streams/ingest_job.py)
       topics/<topic>, system/* tables, check topic ◄── 2. write the decisions
 
-One query, one micro-batch for both jobs (SPEC 1: every half and op lands in Delta at the
+One query, one micro-batch for both jobs (contract 1: every half and op lands in Delta at the
 latest in the micro-batch that acts on it, appended idempotently before the decisions are
 written). A separate ingest query feeding this one through Delta cost a whole second
 micro-batch of latency on every decision, and twice the fixed cost of a batch.
@@ -19,14 +19,14 @@ the join of halves and ops: it keeps, per (producer group, transaction id), what
 either side, matches a half with the first decisive op of its group (either may come first:
 an op waits `orphan_wait` for its half), and emits deliveries, checks, outcomes and verdicts
 (rules: streams/lifecycle.py). A half with no decisive op within `transaction_timeout` of
-its store time (the join window, SPEC 1) is checked; later checks follow every
+its store time (the join window, contract 1) is checked; later checks follow every
 `transaction_check_interval`. A transaction is identified by (producer group, transaction
-id) (SPEC 3): the stage is keyed by both, so two groups may use the same id without
+id) (contract 3): the stage is keyed by both, so two groups may use the same id without
 touching each other.
 
-Every decision is made in store time (issue 16)
+Every decision is made in store time
 -----------------------------------------------
-Store time is the broker's LogAppendTime, never a producer's clock (SPEC 9). The stage runs
+Store time is the broker's LogAppendTime, never a producer's clock (contract 9). The stage runs
 in event time: its timers (checks, discards, expiries, orphans) are store times, and fire
 only once the watermark has passed them, i.e. once the stream has seen everything stored up
 to then. An op stored before a check or a discard was due has therefore always been seen
@@ -34,7 +34,7 @@ first, and wins (streams/lifecycle.py). The watermark is the largest store time 
 minus `store_time_skew`, the margin for partitions whose store times trail each other
 slightly. Invalid records never reach it (a CreateTime record may carry any clock).
 
-*Stall* (SPEC 7.4). With no traffic no record arrives and the watermark would stay put. The
+*Stall* (contract 7.4). With no traffic no record arrives and the watermark would stay put. The
 ticker (streams/ticker.py) writes a heartbeat into every partition of both ingress topics
 each `tick_interval` while a timer may come due (`tick_pace`: after any batch that landed a
 record or decided anything, and at every start; every `idle_tick_interval` otherwise): the
@@ -48,7 +48,7 @@ another partition of its own topic (the same `store_time_skew` covers both). A g
 topic created later is found by the pattern when a batch is planned and read from its
 start.
 
-*Running ahead* (SPEC 7.5). Each batch reads every partition of both topics up to the
+*Running ahead* (contract 7.5). Each batch reads every partition of both topics up to the
 offsets it planned (no maxOffsetsPerTrigger), so a heartbeat it has read never claims a
 time beyond a record it has not: after a long stop, the backlog is read in one batch and
 none of it is late. The stage's input carries store times as plain numbers (no event-time
@@ -123,7 +123,7 @@ def rules_of(config: Config) -> Rules:
         file_reserved_ms=ms(config.file_reserved_time),
         resolved_retention_ms=ms(config.streams.resolved_retention),
         # An op may reach the stage before its half (another partition, a producer's retry):
-        # it waits two timeouts and a margin for it (SPEC 7.4's bound on a first check).
+        # it waits two timeouts and a margin for it (contract 7.4's bound on a first check).
         orphan_wait_ms=2 * timeout + 10_000,
         max_check_immunity_ms=ms(config.max_check_immunity),
     )

@@ -33,7 +33,7 @@ from delta_tables.half_messages import HEARTBEAT_ID
 from streams.landing import KIND_LAND, RAW_PREFIX
 from streams.lifecycle import Rules
 
-#: The grouping key of the stage: what identifies a transaction (SPEC 3).
+#: The grouping key of the stage: what identifies a transaction (contract 3).
 KEY = ("producer_group", "transaction_id")
 
 #: The JVM class PySpark calls (streams/jvm/txcoord/Stage.java).

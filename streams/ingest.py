@@ -4,7 +4,7 @@
 frame with every field parsed and a `reason` that is NULL for a valid record and says
 what is wrong otherwise (`parse`, then `stamp` with the ingest time). `halves`, `ops`,
 `ticks` and `quarantined` select from it. Malformed input of any shape becomes a reason,
-never an exception, so the stream keeps running (SPEC 5.2 and 9).
+never an exception, so the stream keeps running (contract 5.2 and 9).
 
 The rules are streams/ingest_rules.py's (the readable reference model, in Spark SQL); `parse`
 runs their JVM twin, `txcoord.Ingress` (streams/jvm/), one function call per record.

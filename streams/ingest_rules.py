@@ -1,7 +1,7 @@
 """The ingest's rules: what makes a Kafka ingress record valid, and what it parses into.
 
 The readable reference model. Every rule is a Spark SQL expression here (`reference_parse`):
-malformed input of any shape becomes a reason, never an exception (SPEC 5.2 and 9; with ANSI
+malformed input of any shape becomes a reason, never an exception (contract 5.2 and 9; with ANSI
 mode on, that means `try_cast`, `get` and `is_valid_utf8` throughout). The query itself runs
 the JVM twin of these rules, `txcoord.Ingress` (streams/jvm/), through streams/ingest.py's
 `parse`: one function call per record instead of this tree of a few hundred expressions,
@@ -462,7 +462,7 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
             )
         )  # protocol/records.py's operator_label
         .alias("who"),
-        # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of SPEC 3
+        # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of contract 3
         # (same store time: lower op id first) follows the order within a partition.
         F.concat(
             F.lit("op-"),

@@ -17,7 +17,7 @@ def ingress_topic_config(config: Config) -> dict[str, str]:
     """Return the topic settings the ingress topics need."""
     return {
         # The broker's clock is the store time: a producer's skewed clock can neither
-        # move the watermark nor dodge the timeout (SPEC 9).
+        # move the watermark nor dodge the timeout (contract 9).
         "message.timestamp.type": "LogAppendTime",
         "max.message.bytes": str(config.max_message_size + HEADER_ALLOWANCE_BYTES),
         "retention.ms": str(int(config.file_reserved_time.total_seconds() * 1000) * 2),

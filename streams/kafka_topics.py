@@ -2,7 +2,7 @@
 
 Every call takes the cluster's security settings (core/kafka_security.py); None is
 the open plaintext default. `ensure_topic` takes the replication of a real cluster
-(`[kafka] replication_factor`, `min_insync_replicas`: SPEC 7.7's acks=all means that many
+(`[kafka] replication_factor`, `min_insync_replicas`: contract 7.7's acks=all means that many
 copies); `ensure_configured_topic` applies all of `[kafka]` at once.
 """
 

@@ -1,7 +1,7 @@
 """LAND rows: a micro-batch's raw ingress records, riding with the stage's decisions.
 
 A streaming query has one sink. The coordinator reads the Kafka ingress topics itself and
-must land every half and op in Delta before it decides on them (SPEC 1), in the same
+must land every half and op in Delta before it decides on them (contract 1), in the same
 micro-batch. So every parsed record (streams/ingest.py `parse`) enters the stateful stage
 with its columns copied under RAW_PREFIX (`pass_through`), and the stage emits it once more
 as a row of kind LAND holding those columns (txcoord.Landing, streams/jvm/), beside its

@@ -4,7 +4,7 @@ The coordinator's stateful stage calls `on_input` with the rows of one micro-bat
 transaction, and `on_timer` when that transaction's single timer fires. This module is the
 readable reference model of the rules: the stage runs their JVM twin (streams/jvm/), and a
 differential property-based test (tests/streams/test_lifecycle_twin.py) proves both agree.
-A transaction is identified by (producer group, transaction id) (SPEC 3): the stage is keyed
+A transaction is identified by (producer group, transaction id) (contract 3): the stage is keyed
 by both, so every half and op given to these functions belongs to one group, and another
 group's half or op with the same id is a transaction of its own that can neither decide,
 reveal nor block this one (an op whose group sent no half with that id is that group's
@@ -13,7 +13,7 @@ emit and the next timer. No Spark, no clock of its own: the tests drive it with 
 values, and a replayed batch (same input, same batch watermark and timestamp) emits the
 same rows.
 
-Every decision is made in store time (issue 16)
+Every decision is made in store time
 -----------------------------------------------
 Store time is the broker's LogAppendTime of a half or op. `now_ms` is the stream's event-time
 watermark: the stream has provably seen everything stored up to it (heartbeats keep it
@@ -36,7 +36,7 @@ to a check long after the half). A half whose decisive op is stored within
 One transaction's rows may repeat an op (a batch replayed, a half the producer sent
 twice); ops are deduplicated by `op_id` (within the batch, and against
 the last `JUDGED_MEMORY` decisive ops already judged) and applied in store order (ties by op
-id): the first decisive op wins (SPEC 3).
+id): the first decisive op wins (contract 3).
 
 Timer, one per transaction, in store time:
 - no half yet: the ops wait `orphan_wait` after the first of them was stored, then are
@@ -46,7 +46,7 @@ Timer, one per transaction, in store time:
   `max_check_immunity`; later: when the last check was sent + check interval) and the
   expiry (stored +
   `file_reserved_time`): a half older than that is DISCARDED as expired whatever its
-  immunity or check interval say (SPEC 4), and a due transaction past `check_max` checks is
+  immunity or check interval say (contract 4), and a due transaction past `check_max` checks is
   DISCARDED;
 - COMMITTED / ROLLED_BACK: forgotten after `resolved_retention` (until then a later op is
   recorded as DUPLICATE or CONFLICT; afterwards as ORPHAN, still deciding nothing). Such a
@@ -74,7 +74,7 @@ from core.state_machine import (
 
 #: The op kinds that decide (COMMIT, ROLLBACK), as the state machine's table says.
 DECISIVE: tuple[str, ...] = tuple(event.value for event in DECISIVE_OPS)
-#: An operator's op that checks a DISCARDED transaction again, count reset (SPEC 3).
+#: An operator's op that checks a DISCARDED transaction again, count reset (contract 3).
 RESUME: str = Event.RESUME.value
 #: How many judged decisive op ids a transaction remembers, so that the same op record seen
 #: again (a duplicate half re-joins it) is not judged twice. Bounded: state stays small.
@@ -113,7 +113,7 @@ class Op:
 
     @property
     def order(self) -> tuple[int, str]:
-        """Return the key that orders ops: store time, then op id (SPEC 3)."""
+        """Return the key that orders ops: store time, then op id (contract 3)."""
         return (self.stored_ms, self.op_id)
 
 
@@ -128,7 +128,7 @@ class Rules:
     resolved_retention_ms: int
     orphan_wait_ms: int
     #: The largest immunity honoured. The ingest quarantines larger values; this clamp is
-    #: defence in depth, so that no half can park itself beyond any timer (SPEC 4).
+    #: defence in depth, so that no half can park itself beyond any timer (contract 4).
     max_check_immunity_ms: int
 
 
@@ -214,7 +214,7 @@ def expires_at_ms(half: Half, rules: Rules) -> int:
 def _live_timer(half: Half, due_ms: int, rules: Rules) -> int:
     """Return the one timer of a live transaction: its next check, or its expiry if sooner.
 
-    Expiry must not depend on any other timer (SPEC 4): with a check interval, or an
+    Expiry must not depend on any other timer (contract 4): with a check interval, or an
     immunity, longer than what is left of `file_reserved_time`, the half still expires on
     time.
     """

@@ -2,7 +2,7 @@
 
 Spark counts the rows a stateful operator dropped because they were behind the watermark
 (`stateOperators[].numRowsDroppedByWatermark`). For this engine that number must stay zero
-(SPEC 7.5): a dropped half would never be checked, a dropped op never applied. The listener
+(contract 7.5): a dropped half would never be checked, a dropped op never applied. The listener
 logs every batch as JSON (`txcoord.progress` logger), logs an error naming the query and batch
 whenever rows were dropped, and keeps per-query totals that tests and metrics read.
 """

@@ -5,7 +5,7 @@ field: one py4j round trip per field of the progress, of each source and of each
 operator (RocksDB reports about twenty custom metrics), and py4j looks some of them up as
 classes on the JVM's class path, which for a name that is not a class means searching every
 jar. The engine reports a batch per second and every listener paid that again, in the
-driver and in the JVM (README "Performance" has the measurement).
+driver and in the JVM (docs/performance.md has the measurement).
 
 `listen` registers a `ProgressListener` through the same JVM wrapper PySpark uses
 (`PythonStreamingQueryListenerWrapper`), but hands it only `json.loads(progress.json())`:

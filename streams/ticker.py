@@ -7,7 +7,7 @@ topics each `tick_interval`. Because a heartbeat travels the same path as data â
 partitions, stamped by the broker's LogAppendTime, read by the same micro-batch as the data
 stored before it â€” it can only move event time up to what has really been stored: after a
 long stop, heartbeats sit in the backlog in order with the data and never run ahead of it
-(SPEC 7.4 and 7.5).
+(contract 7.4 and 7.5).
 
 With a `TickPace` (streams/tick_pace.py) the ticker sends every `tick_interval` only while
 a timer may be near, and every `idle_interval` of the pace otherwise: an idle stack does not
@@ -18,7 +18,7 @@ it is busy again within one tick of a batch that needs it.
 the trigger interval since the epoch, and the batch reads what was stored before it started;
 a timer due at store time D fires one batch after the batch that read a store time past
 D + skew. A heartbeat stored just after a batch started waits a whole trigger interval to be
-read, and every check waits with it (issue 16: checks left 3.2 s after due, 0.9 s of it a
+read, and every check waits with it (measured: checks left 3.2 s after due, 0.9 s of it a
 heartbeat's age). So the ticker sends `LEAD` before each whole multiple of `tick_interval`
 (the trigger interval, or a multiple of it, in every configuration we ship): each batch reads
 a heartbeat that is at most `LEAD` old.
@@ -93,7 +93,7 @@ class Ticker:
         """Send one heartbeat to every partition of every topic; return how many were sent.
 
         Raise if a topic's partitions are unknown or a heartbeat is not acknowledged: a
-        ticker that quietly sends nothing would freeze event time (SPEC 7.4).
+        ticker that quietly sends nothing would freeze event time (contract 7.4).
         """
         futures = []
         for topic in self.topics:

@@ -4,7 +4,7 @@ A JVM keeps its scratch files under `java.io.tmpdir` (`/tmp`): Spark's local dir
 copied connector jars, shuffle blocks, RocksDB's working copies of the state), RocksDB's and
 LZ4's native libraries unpacked for the process, about 45 MB per Spark driver. Shutdown
 hooks remove them, and a JVM killed with SIGKILL runs none: the suite kills many on purpose
-(SPEC §7's `kill -9` tests, a test that stops an application the hard way), and on a machine
+(contract 7's `kill -9` tests, a test that stops an application the hard way), and on a machine
 that ran the suite all day their leftovers had taken 26 GB of its disk.
 
 So the run's first process (pytest's controller, before its xdist workers start) makes one

@@ -1,4 +1,4 @@
-"""What an orderly stop must not print (issue 16), for the tests that stop a real process.
+"""What an orderly stop must not print, for the tests that stop a real process.
 
 A Ctrl-C or SIGTERM of `txcoord up` or of the coordinator application is an ordinary stop:
 its output (stdout and stderr) may say what it stops, never read like a crash.

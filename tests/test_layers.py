@@ -1,4 +1,4 @@
-"""The packages' imports point one way: core <- runtime <- applications (README, "How it works").
+"""The packages' imports point one way: core <- runtime <- applications (docs/design.md, "Layout").
 
 Every import statement of every module is read with `ast`, wherever it stands (module level,
 inside a function, under `if TYPE_CHECKING:`), so a lazy import cannot hide a dependency.

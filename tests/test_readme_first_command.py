@@ -1,4 +1,4 @@
-"""The README's first command, run the way a new user runs it (issue 12, SPEC 4).
+"""The README's first command, run the way a new user runs it (contract 4).
 
 A fresh copy of the checkout, the working directory at its root, the command exactly as the
 README prints it (no path options), then the README's curl round trip (send, commit, read

@@ -117,7 +117,7 @@ def all_transactions(
 ) -> list[TransactionState]:
     """Return every transaction the tables know, oldest first, filtered by state and group.
 
-    A transaction is (producer group, transaction id) (SPEC 3): one id used by two groups is
+    A transaction is (producer group, transaction id) (contract 3): one id used by two groups is
     two transactions, listed apart.
     """
     loaded = _Loaded(warehouse)

@@ -2,10 +2,10 @@
 
 A path's cost is the CPU seconds every process of the run used during its phase (the broker,
 the Spark JVM, the driver and the load; not the rest of the machine), divided by the
-transactions the phase decided: the figure issue 13's "CPU per transaction" target is about.
+transactions the phase decided: the figure of the contract's CPU target (8).
 
 Milliseconds of CPU are the machine's: two hosts of the same "2 cores" differ by a factor of
-two in what a millisecond buys (README "Performance"). The Java peer of the same run is a
+two in what a millisecond buys (docs/performance.md). The Java peer of the same run is a
 fixed piece of work whose code is not ours (Kafka's `ProducerPerformance`, transactional, the
 short shape), so its CPU per record measures the machine: within ±4% from run to run on
 each of two hosts, while our milliseconds varied by ±15%. `in_java_records` is our CPU per

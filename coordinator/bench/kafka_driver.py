@@ -1,8 +1,8 @@
-"""The Kafka path: halves and ops written straight to the ingress topics (SPEC 5.2).
+"""The Kafka path: halves and ops written straight to the ingress topics (contract 5.2).
 
 Records are the documented ingress format, built by the SDK's own
 protocol/records.py (as the SDK's Kafka transport builds them), written by one
-idempotent producer with acks=all, as the README asks of Kafka producers. Per batch:
+idempotent producer with acks=all, as the contract (5.2) asks of Kafka producers. Per batch:
 send every half, wait until all are acknowledged (a producer runs its local transaction
 only once its half is stored), then send the batch's ops without waiting; the next batch's
 wait covers them. Each op's acknowledgement time is taken in the producer's delivery
@@ -11,7 +11,7 @@ commit-to-visible starts.
 
 The producer is librdkafka's (confluent-kafka), not the SDK's kafka-python: the load runs
 on the same cores as the system it measures, and kafka-python's pure-Python client spent
-more CPU per transaction than the broker (README "Performance"). The records are the same
+more CPU per transaction than the broker (docs/performance.md). The records are the same
 bytes either way; tests/coordinator/bench/test_kafka_driver.py reads them back and compares
 them with the SDK's.
 """

@@ -4,7 +4,7 @@
   its kind expects (a mismatch is a correctness failure, reported, never hidden);
 - check timeliness: a first check's `requested_at - prepared_at - transaction_timeout`, from
   `system/check_requests` (prepared_at is the half's store time, the broker's clock;
-  requested_at is the coordinator batch that sent the check). SPEC 7.4 allows up to
+  requested_at is the coordinator batch that sent the check). contract 7.4 allows up to
   `transaction_timeout + a few seconds` of it in a quiet system;
 - later-check timeliness: check n's (n >= 2) lateness after it was due, `requested_at(n-1)
   + transaction_check_interval` (the coordinator bases the next check on when the previous

@@ -1,4 +1,4 @@
-"""The REST path: halves and ops through the ingress's batch endpoints (SPEC 5.1).
+"""The REST path: halves and ops through the ingress's batch endpoints (contract 5.1).
 
 Per batch: POST /v1/transactions/batch (answered 201 once every half is durable in Kafka),
 then POST /v1/ops/batch (202 once every op is). A batch is answered item by item: on a 207

@@ -413,7 +413,7 @@ def notes(result: dict[str, Any]) -> list[str]:
         "check_timeliness_ms: first check requested_at - prepared_at - transaction_timeout. "
         "A check is due transaction_timeout after the half was stored and goes out once the "
         "coordinator has seen everything stored up to then (its store-time lag: about two "
-        "coordinator batches plus a tick and store_time_skew; SPEC 7.4 allows 2 x timeout + "
+        "coordinator batches plus a tick and store_time_skew; contract 7.4 allows 2 x timeout + "
         "a few s). later_check_timeliness_ms: check n >= 2 requested_at (or received by the "
         "producer) - requested_at of check n-1 - transaction_check_interval (the rechecked kind "
         "answers UNKNOWN to its first check).",

@@ -1,4 +1,4 @@
-"""`txcoord bench`: the benchmark of SPEC section 8 (coordinator/bench/)."""
+"""`txcoord bench`: the benchmark of contract 8 (coordinator/bench/)."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ def up(
     broker storage, checkpoints and warehouse).
     """
     console = Console(soft_wrap=True)
-    state_dir = state_dir.resolve()  # relative: to the working directory (SPEC 4)
+    state_dir = state_dir.resolve()  # relative: to the working directory (contract 4)
     # Ctrl-C or SIGTERM: abandon a start; once up, one orderly stop (coordinator/stop_signals.py).
     signals = StopSignals(interrupting=True).install()
     chosen = {"streams.checkpoint_dir": str(state_dir / "checkpoints")}

@@ -1,4 +1,4 @@
-"""The REST ingress (SPEC 5.1): halves and op records over HTTP, made durable in Kafka.
+"""The REST ingress (contract 5.1): halves and op records over HTTP, made durable in Kafka.
 
 One module per job:
 

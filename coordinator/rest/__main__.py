@@ -16,9 +16,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """Return the command line's arguments."""
     parser = argparse.ArgumentParser(
         prog="python -m coordinator.rest",
-        description="Run the REST ingress (SPEC 5.1) until SIGINT or SIGTERM.",
+        description="Run the REST ingress (contract 5.1) until SIGINT or SIGTERM.",
     )
-    parser.add_argument("--config", type=Path, help="TOML configuration file (SPEC section 4)")
+    parser.add_argument("--config", type=Path, help="TOML configuration file (contract 4)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set rest.port=8081",

@@ -11,7 +11,7 @@ The file (config key `rest.auth_file`) is TOML::
     name = "ops-oncall"                      # optional: how logs call this caller
     sha256 = "..."
 
-A token may act only for its own producer group (SPEC 5.1): 401 without a valid token, 403
+A token may act only for its own producer group (contract 5.1): 401 without a valid token, 403
 for another group's transactions and check requests. An admin token may act for every group
 and is the only one that may send an operator's op. Without a file the API is in open mode:
 every caller acts as admin, so it must listen on loopback only (`require_safe_listen`).

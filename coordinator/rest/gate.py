@@ -1,7 +1,7 @@
 """Authentication at the door: who calls is decided from the Authorization header alone.
 
 A pure ASGI middleware in front of everything that reads a body (limits.py, FastAPI), so a
-request without a valid token gets its 401 before one byte of its body is read (SPEC 5.1):
+request without a valid token gets its 401 before one byte of its body is read (contract 5.1):
 an anonymous caller cannot make the ingress buffer or parse 16 MiB. Every `/v1/` route
 needs a token; /healthz, /metrics and /openapi.json do not. The Principal found is kept in
 the request's state, where routes.py reads it; nothing else authenticates.

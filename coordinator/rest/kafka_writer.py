@@ -1,6 +1,6 @@
 """One idempotent producer for every request: a record is acknowledged only once durable.
 
-`acks=all` with idempotence (SPEC 7.7): a 201/202 is sent after the broker has written the
+`acks=all` with idempotence (contract 7.7): a 201/202 is sent after the broker has written the
 record to every in-sync replica, and the producer's own retries never duplicate or reorder
 it. A batch is answered record by record (`send_halves`, `send_ops`): each record's outcome
 is its own broker acknowledgement or failure, so the caller can say exactly which records
@@ -8,7 +8,7 @@ are durable.
 
 The producer is librdkafka's (confluent-kafka), shared with the coordinator's check
 publisher (streams/kafka_producer.py): kafka-python's pure-Python producer was 40% of the
-REST ingress's CPU under load (README "Performance"). One poller thread serves its delivery
+REST ingress's CPU under load (docs/performance.md). One poller thread serves its delivery
 callbacks, which settle each call's records; a request thread only waits. The producer is
 created on first use and must reach the cluster within BOOTSTRAP_TIMEOUT_MS (librdkafka
 itself would queue records silently until their delivery timeout), so the REST starts, and

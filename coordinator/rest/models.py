@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST ingress (SPEC 5.1).
+"""Request and response bodies of the REST ingress (contract 5.1).
 
 Types are strict: a JSON number is not a string and a string is not a number, a bool is not
 an integer, and unknown fields are refused (a misspelt `bodyBase64` must not silently send
@@ -191,7 +191,7 @@ class SendBatchRequest(BaseModel):
 class OpRequest(BaseModel):
     """The body of POST /v1/transactions/{id}/commit, /rollback and /unknown.
 
-    `operator` and `reason` make it an operator's op (SPEC 3: it may end a DISCARDED
+    `operator` and `reason` make it an operator's op (contract 3: it may end a DISCARDED
     transaction); only an admin token may set them.
     """
 

@@ -1,4 +1,4 @@
-"""Long-poll slots shared fairly between producer groups (SPEC 5.1).
+"""Long-poll slots shared fairly between producer groups (contract 5.1).
 
 Each waiting long poll holds a thread for up to rest.check_poll_max_wait. Without a bound per
 group, one group's pollers could take every slot and others would queue behind them. So:

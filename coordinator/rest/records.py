@@ -3,7 +3,7 @@
 Pure functions. The rules that need the configuration or the whole record live here:
 
 - the body (decoded bytes) must be at most `max_message_size`, as the ingest requires;
-- check_immunity_seconds must be at most `max_check_immunity` (SPEC 4; RocketMQ proxy's
+- check_immunity_seconds must be at most `max_check_immunity` (contract 4; RocketMQ proxy's
   maxTransactionRecoverySecond): a producer cannot park a half for days;
 - keys, tags and properties together must fit HEADER_BUDGET bytes. RocketMQ keeps a
   message's properties (keys and tags among them) behind a 2-byte length (MessageDecoder,

@@ -1,9 +1,9 @@
-"""The endpoints of the REST ingress (SPEC 5.1; the OpenAPI document at /openapi.json).
+"""The endpoints of the REST ingress (contract 5.1; the OpenAPI document at /openapi.json).
 
 Each handler checks who may act (auth.py), turns the validated request into records
 (records.py) and returns only after Kafka acknowledged them. A batch is validated and
 authorised item by item before anything is written: one bad item refuses the whole batch,
-naming its index. Once written, a batch is answered item by item (SPEC 5.1): 201/202 when
+naming its index. Once written, a batch is answered item by item (contract 5.1): 201/202 when
 every item is durable, 207 when some are not, each item with its own status and either its
 result or its error, so a client resends exactly the items that failed. A batch none of
 whose items is durable gets the error a single call would get (503, 413). Sends, ops
@@ -262,7 +262,8 @@ def get_transaction(
         ProducerGroupQuery | None, Query(description="implied by a group token")
     ] = None,
 ) -> TransactionState:
-    """Return the state of the group's transaction `transaction_id` (SPEC 3: the pair is the key).
+    """Return the state of the group's transaction `transaction_id` (contract 3: the pair is
+    the key).
 
     Whether the caller may ask is decided before any lookup, and a lookup sees only the
     group's own rows: another group's id answers exactly as an id nobody has (404).

@@ -64,7 +64,7 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     #: The REST's clock, recorded as txcoord.born_at (never used as event time).
     clock: Callable[[], int] = epoch_ms
-    #: Long polls per group and in all (SPEC 5.1: shared fairly between groups).
+    #: Long polls per group and in all (contract 5.1: shared fairly between groups).
     poll_slots: PollSlots = field(default_factory=PollSlots)
     #: The threads waiting polls run on: one per slot, so a sent poll never waits for one.
     poll_limiter: anyio.CapacityLimiter = field(init=False)

@@ -1,4 +1,4 @@
-"""The Python SDK of SPEC 5.3: RocketMQ's transactional producer contract, Pythonic names.
+"""The Python SDK of contract 5.3: RocketMQ's transactional producer contract, Pythonic names.
 
 See coordinator/sdk/producer.py for a usage example. Importing this package connects to
 nothing; `TransactionProducer.start()` does. It imports only core and protocol (no Spark:

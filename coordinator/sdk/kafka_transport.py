@@ -171,8 +171,8 @@ class KafkaTransport:
                 f"the topics of producer group {group!r} do not exist (or this principal may "
                 f"not see them): {', '.join(missing)}. In the per-group layout they are created "
                 f"beforehand: `txcoord up --auth-file` does it for every group of the file, "
-                f"`txcoord provision --group {group}` on another cluster (README, 'Groups kept "
-                f"apart by the broker')"
+                f"`txcoord provision --group {group}` on another cluster (docs/security.md, "
+                f"'Groups kept apart by the broker')"
             )
 
     def _release(self) -> None:

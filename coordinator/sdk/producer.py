@@ -1,4 +1,4 @@
-"""TransactionProducer: RocketMQ's TransactionMQProducer for the coordinator (SPEC 5.3).
+"""TransactionProducer: RocketMQ's TransactionMQProducer for the coordinator (contract 5.3).
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""The REST adapter: the ingress's endpoints (SPEC 5.1) over httpx.
+"""The REST adapter: the ingress's endpoints (contract 5.1) over httpx.
 
 Errors: a 4xx becomes `RequestRejectedError` with the contract's `error` code and
 `message`; a 5xx other than 503 becomes `ServerError` (the contract calls it a bug).

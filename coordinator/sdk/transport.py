@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 from coordinator.sdk.errors import SdkError
 from coordinator.sdk.message import CheckRequest, Message
 
-#: SPEC 4's max_message_size default (RocketMQ's 4 MiB); larger bodies are refused.
+#: contract 4's max_message_size default (RocketMQ's 4 MiB); larger bodies are refused.
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 

@@ -72,7 +72,7 @@ def test_submitted_application_delivers_and_stops_cleanly(
     assert code == 0, app.tail()
     output = app.tail(100_000)
     assert "txcoord coordinator stopped cleanly" in output, app.tail()
-    assert noise_in(output) == [], output[-20000:]  # SIGTERM is an ordinary stop (issue 16)
+    assert noise_in(output) == [], output[-20000:]  # SIGTERM is an ordinary stop
 
 
 def scrape(url: str) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Topic creation takes the replication of `[kafka]` (issue 14 item 5), against the real broker."""
+"""Topic creation takes the replication of `[kafka]`, against the real broker."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_no_producer_op_moves_a_final_state(state: TransactionState, event: Even
 
 
 def test_rolled_back_is_never_made_visible_by_any_event_sequence() -> None:
-    """SPEC 7.2: from ROLLED_BACK, no sequence of events reaches COMMITTED."""
+    """contract 7.2: from ROLLED_BACK, no sequence of events reaches COMMITTED."""
     frontier = {RB}
     for _ in range(4):
         frontier |= {apply(s, e).state for s in frontier for e in Event}

@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM ask for one orderly stop; a second asks it to hurry (issue 16)."""
+"""SIGINT and SIGTERM ask for one orderly stop; a second asks it to hurry."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC 7.1, 7.7: kill -9 of the coordinator application and of the broker, under load.
+"""contract 7.1, 7.7: kill -9 of the coordinator application and of the broker, under load.
 
 One run of the real engine (`deploy/submit-coordinator`) against a broker of the test's own,
 while a producer keeps sending a mix of transactions (some never answered, so they are
@@ -346,7 +346,7 @@ def verify(
     assert {r.op_id for r in ops} - set(verdicts) == set(), "an op without a verdict"
 
     # Delivered exactly once, dense offsets per (topic, queue) in commit order: the order the
-    # coordinator decided (batch), then op store time, then op id (SPEC 7.1 and 7.8).
+    # coordinator decided (batch), then op store time, then op id (contract 7.1 and 7.8).
     delivered = [r for topic in TOPICS for r in read(spark, config, f"topics/{topic}")]
     assert twice([r.transaction_id for r in delivered]) == [], "a message delivered twice"
     assert {r.transaction_id for r in delivered} == committed, (

@@ -1,5 +1,5 @@
 """An orderly stop through the batch gate: the batch in flight finishes, the next one parks and
-is left to replay, and nothing is logged as an error (issue 16). Real streaming queries."""
+is left to replay, and nothing is logged as an error. Real streaming queries."""
 
 from __future__ import annotations
 

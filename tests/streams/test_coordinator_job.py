@@ -97,7 +97,7 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
     assert all(sorted(v) == list(range(len(v))) for v in by_queue.values()), by_queue
 
     # Checks: the unknown ones exactly check_max times, then discarded once; answered ones
-    # until their answer is processed and never after it (SPEC 7.6: `late` below). How many an
+    # until their answer is processed and never after it (contract 7.6: `late` below). How many an
     # answered one gets depends on the answer's round trip against the check interval (machine
     # speed): on a loaded machine an answer stored after the last check still decides.
     requests = table(spark, config, "system/check_requests").collect()

@@ -189,7 +189,7 @@ def test_a_local_append_cleans_the_expired_log_up_once_in_cleanup_every(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """delta-rs cleans a log up after every commit, listing the whole folder with three
-    stats per file (issue 13): the ledger's appends do it once in CLEANUP_EVERY."""
+    stats per file: the ledger's appends do it once in CLEANUP_EVERY."""
     monkeypatch.setattr(delta_writes, "CLEANUP_EVERY", 10)
     table = tmp_path / "t"
 

@@ -1,4 +1,4 @@
-"""Event time that neither stalls (SPEC 7.4) nor runs ahead (SPEC 7.5), on real streams."""
+"""Event time that neither stalls (contract 7.4) nor runs ahead (contract 7.5), on real streams."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A fuzzed flood of raw Kafka records while a normal workload runs (SPEC 7.9).
+"""A fuzzed flood of raw Kafka records while a normal workload runs (contract 7.9).
 
 Hypothesis generates raw records (random and extreme headers, keys and values: invalid UTF-8,
 huge numbers, empty and oversize fields, repeated headers, names with trailing newlines, and

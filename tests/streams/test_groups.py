@@ -1,4 +1,4 @@
-"""SPEC 3: a transaction is (producer group, transaction id), end to end on the real stack.
+"""contract 3: a transaction is (producer group, transaction id), end to end on the real stack.
 
 Two groups use the same transaction id; each gets its own, complete lifecycle and nothing
 one sends reaches the other: one commits, the other is checked and rolls back, and an op of

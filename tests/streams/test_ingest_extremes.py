@@ -1,4 +1,4 @@
-"""Extreme ingress records against the real broker and the real ingest (SPEC 7.9, 9).
+"""Extreme ingress records against the real broker and the real ingest (contract 7.9, 9).
 
 Each record here once did worse than get quarantined: it stopped the stream (a born_at that
 overflows a timestamp), landed and later broke a reader (a born_at past year 2262), passed a

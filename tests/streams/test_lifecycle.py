@@ -169,7 +169,7 @@ def test_an_immunity_above_the_maximum_is_clamped_to_it() -> None:
 
 
 def test_a_check_interval_longer_than_file_reserved_time_still_expires_on_time() -> None:
-    """SPEC 4: expired at stored + file_reserved_time, whatever the timers say."""
+    """contract 4: expired at stored + file_reserved_time, whatever the timers say."""
     rules = replace(RULES, file_reserved_ms=60 * S, check_interval_ms=3600 * S)
     step = on_input(None, [half()], [], T0 + 14 * S, rules)
     assert kinds(step) == ["CHECK"]
@@ -266,7 +266,7 @@ def test_a_resolved_transaction_judges_every_later_op_the_same_from_its_memory(
 
 
 def test_no_check_after_the_op_is_processed() -> None:
-    """SPEC 7.6: once decided, the check timer is gone; firing it does nothing."""
+    """contract 7.6: once decided, the check timer is gone; firing it does nothing."""
     checking = on_input(None, [half()], [], T0 + 14 * S, RULES).state
     done = on_input(checking, [], [op("ROLLBACK", T0 + 20 * S)], T0 + 20 * S, RULES).state
     assert done is not None
@@ -314,7 +314,7 @@ def test_a_resume_of_a_live_transaction_is_ignored() -> None:
     assert step.state.check_count == 1
 
 
-# -- store time (issue 16) -----------------------------------------------------------------
+# -- store time -----------------------------------------------------------------------------
 R3 = replace(RULES, timeout_ms=3 * S, check_interval_ms=4 * S, check_max=3)
 
 

@@ -3,7 +3,7 @@
 The stage keeps committed and rolled-back transactions in a state variable with an
 event-time timer (streams/jvm/txcoord/TransactionProcessor.java): within the retention a
 later op is judged against the decision; after it, the transaction is gone and the op is
-an orphan that decides nothing (SPEC 3). Nothing is delivered twice either way.
+an orphan that decides nothing (contract 3). Nothing is delivered twice either way.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every rule of SPEC section 3, end to end through Kafka, the ingest and the coordinator."""
+"""Every rule of contract 3, end to end through Kafka, the ingest and the coordinator."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
               for r in rows(spark, config, "system/transactions")]  # fmt: skip
     timeline = sorted((r.transaction_id, r.check_number, str(r.prepared_at), str(r.requested_at))
                       for r in rows(spark, config, "system/check_requests"))  # fmt: skip
-    assert sorted(finals) == [  # one final state each (SPEC 7.3)
+    assert sorted(finals) == [  # one final state each (contract 7.3)
         ("dup-conflict", "COMMITTED", "op"),
         ("immune", "COMMITTED", "check"),
         ("immune-bad", "ROLLED_BACK", "check"),
@@ -163,7 +163,7 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
         ("wrong-group", "ROLLBACK", "orders", "APPLIED"),
     ]
 
-    # Committed bodies exactly once; rolled back, discarded and orphaned never (SPEC 7.2).
+    # Committed bodies exactly once; rolled back, discarded and orphaned never (contract 7.2).
     visible = sorted(r.transaction_id for r in rows(spark, config, f"topics/{TOPIC}"))
     assert visible == ["dup-conflict", "immune", "immune-low", "op-first", "unknown-then-commit"]
     delivered = {r.transaction_id: r for r in rows(spark, config, f"topics/{TOPIC}")}
@@ -183,7 +183,7 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
     checks = Counter(r.transaction_id for r in requests)
     assert checks.pop("late") == 3, checks
     # How many an answered one gets depends on the answer's round trip (machine speed); none
-    # may follow its decision (SPEC 7.6).
+    # may follow its decision (contract 7.6).
     assert set(checks) == {"immune", "immune-low", "immune-bad"}, checks
     resolved = {r.transaction_id: r.resolved_at for r in rows(spark, config, "system/transactions")}
     assert [r for r in requests if r.requested_at > resolved[r.transaction_id]] == []

@@ -1,4 +1,4 @@
-"""Timers decided in store time (issue 16), judged from the tables of a real run.
+"""Timers decided in store time, judged from the tables of a real run.
 
 Every time compared here is one the tables record: `stored_at` of a half or an op (the
 broker's LogAppendTime), `requested_at` of a check, `resolved_at` / `discarded_at` of an end,
@@ -63,13 +63,13 @@ CLOCK = 0.5
 #: producers on the check topic: the stage's watermark lags store time by the timeout, and
 #: "a few seconds" beyond it. For check 1 that is 2 x timeout + FEW_SECONDS after the half.
 #: A bound, not a figure: clean runs gave 3-4 s requested and 4-5 s published after due,
-#: and a run beside another worker's kill -9 test 7.2 s published (issue 49).
+#: and a run beside another worker's kill -9 test 7.2 s published.
 LATE = TIMEOUT + FEW_SECONDS
 
 #: The answer during the last interval: sent when check 2 is read, timed to be stored this
 #: long after check 3 was due (requested_at(check 2) + interval), so it always lands inside
 #: check 3's interval, before the discard is due at requested_at(check 3) + interval,
-#: however late check 3 itself reaches the producer. That is the race of issue 16.
+#: however late check 3 itself reaches the producer. That is the race store time decides.
 LAST_ANSWER_AFTER = 2.0
 #: The answer to every check of "answer-first", read from the check topic: a second after
 #: it was requested (or at once, if it was read later than that).

@@ -1,4 +1,4 @@
-"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (SPEC 7.4),
+"""The ticker keeps heartbeats flowing through a broker's kill -9 and restart (contract 7.4),
 follows its pace (every tick while busy, every idle interval otherwise), and stores each
 heartbeat just before a batch starts (streams/ticker.py: a whole multiple of the interval).
 

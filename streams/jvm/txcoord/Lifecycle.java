@@ -73,7 +73,7 @@ public final class Lifecycle {
       String opId, String transactionId, String producerGroup, String op, boolean fromCheck,
       String operator, String reason, long storedMs) {}
 
-  /** Store time, then op id (SPEC 3). */
+  /** Store time, then op id (contract 3). */
   public static final Comparator<Op> ORDER =
       Comparator.comparingLong(Op::storedMs).thenComparing(Op::opId);
 

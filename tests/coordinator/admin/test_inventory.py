@@ -1,4 +1,4 @@
-"""The operators' inventory: a transaction is (producer group, transaction id) (SPEC 3).
+"""The operators' inventory: a transaction is (producer group, transaction id) (contract 3).
 
 Real Delta tables on disk, written with their real schemas; no Spark, no Kafka.
 """

@@ -10,7 +10,7 @@ One stack, started three times on the same state directory and warehouse:
    in the middle of traffic.
 
 Each stop must print "stopped cleanly" and the mid-traffic ones nothing that reads like a
-failure (issue 16): no Java StackOverflowError (Spark's regex over a huge interrupted-callback
+failure: no Java StackOverflowError (Spark's regex over a huge interrupted-callback
 message), no py4j InterruptedException traceback, no ERROR line from Spark or py4j.
 """
 

@@ -1,4 +1,4 @@
-"""SPEC 5.1 auth: 401 without a valid token, 403 for another group's work, admin everywhere."""
+"""contract 5.1 auth: 401 without a valid token, 403 for another group's work, admin everywhere."""
 
 from __future__ import annotations
 

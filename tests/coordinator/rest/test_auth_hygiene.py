@@ -1,4 +1,4 @@
-"""SPEC 5.1 auth hygiene: auth before the body, open mode on loopback only, safe token files."""
+"""contract 5.1 auth hygiene: auth before the body, open mode on loopback only, safe token files."""
 
 from __future__ import annotations
 

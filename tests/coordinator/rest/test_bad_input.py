@@ -1,4 +1,4 @@
-"""SPEC 9: every malformed request gets a 4xx JSON error and writes nothing to Kafka.
+"""contract 9: every malformed request gets a 4xx JSON error and writes nothing to Kafka.
 
 One app (open mode, small sizes) serves the whole module; after every case the end offsets
 of the half and op topics are still zero: nothing in this module may be written.

@@ -1,4 +1,4 @@
-"""SPEC 5.1: a batch call answers item by item, so a client knows exactly what is durable.
+"""contract 5.1: a batch call answers item by item, so a client knows exactly what is durable.
 
 The partial failure is a real one: the half topic is created with a small
 `max.message.bytes`, so the broker itself refuses one item's record batch as too large

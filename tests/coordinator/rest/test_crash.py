@@ -1,4 +1,4 @@
-"""SPEC 7.7, acknowledged means durable: kill -9 the REST process under load, restart it.
+"""contract 7.7, acknowledged means durable: kill -9 the REST process under load, restart it.
 
 The REST runs as its own process (`python -m coordinator.rest`), as in production. Several
 threads send halves; the process is killed with SIGKILL mid-way and started again while

@@ -1,6 +1,6 @@
 """The REST's Kafka writer is idempotent: the broker tracks it as one producer, in sequence.
 
-SPEC 7.7: a record the REST acknowledged is written once, and the producer's own retries
+contract 7.7: a record the REST acknowledged is written once, and the producer's own retries
 never duplicate or reorder it. The broker keeps producer state only for idempotent producers,
 so its sequence numbers show the writer really runs with idempotence on (librdkafka's
 idempotent producer against this broker; it replaced a smoke test of the library alone).

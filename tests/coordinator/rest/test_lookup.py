@@ -188,7 +188,7 @@ def test_a_group_sees_its_own_transactions_only(secured: TestClient, config: Con
 def test_another_groups_id_answers_exactly_like_an_id_nobody_has(
     secured: TestClient, config: Config
 ) -> None:
-    """SPEC 3: nothing one group sends may reveal another group's transaction."""
+    """contract 3: nothing one group sends may reveal another group's transaction."""
     append(config.warehouse, half_messages.TABLE, [half("tx-b", group="billing")])
     append(config.warehouse, check_requests.TABLE,
            [check("tx-c", 1, T0, group="billing")])  # fmt: skip

@@ -1,4 +1,4 @@
-"""SPEC 9: names match as whole strings (no trailing newline, no control character), and a
+"""contract 9: names match as whole strings (no trailing newline, no control character), and a
 check immunity above max_check_immunity is refused; nothing refused reaches Kafka."""
 
 from __future__ import annotations

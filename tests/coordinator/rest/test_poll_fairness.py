@@ -1,4 +1,4 @@
-"""SPEC 5.1: long polls are shared fairly between groups; a group over its share gets 429."""
+"""contract 5.1: long polls are shared fairly between groups; a group over its share gets 429."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def test_ids_are_fixed_width_uppercase_hex_of_the_position() -> None:
     assert fmt.msg_id_of(3, 0x1234ABCD) == "0003000000001234ABCD"
     assert fmt.msg_id_of(1023, 2**63 - 1) == "03FF7FFFFFFFFFFFFFFF"
     assert fmt.op_id_of(3, 0x1234ABCD) == "op-0003-000000001234ABCD"
-    # Fixed width: ids sort like positions within a partition (SPEC 3's tie-break).
+    # Fixed width: ids sort like positions within a partition (contract 3's tie-break).
     assert sorted(fmt.op_id_of(0, o) for o in (10, 9, 255, 16)) == [
         fmt.op_id_of(0, o) for o in (9, 10, 16, 255)
     ]

@@ -3,7 +3,7 @@
 Two producer groups run at once against one engine: `orders` through the REST ingress and
 `payments` straight through Kafka. Each group has two producers; the first sends half of
 the group's transactions and shuts down before any check comes, so its checks must be
-answered by the other, live producer of the group (SPEC 5.3: any live producer answers).
+answered by the other, live producer of the group (contract 5.3: any live producer answers).
 
 And a producer application's install: `pip install txcoord` (no extra, so no Spark) in a
 fresh virtual environment runs the README's SDK example against the running stack.
@@ -87,7 +87,7 @@ class Mod5Listener(TransactionListener):
 
 @pytest.fixture
 def config(make_config: ConfigFactory) -> Config:
-    # An answer decides if it is stored before the discard is due (store time, SPEC 3): a
+    # An answer decides if it is stored before the discard is due (store time, contract 3): a
     # checked transaction has three intervals, from its first check, for the round trip
     # (check topic -> SDK -> ingress -> coordinator), each longer than a check's lag.
     return make_config(

@@ -1,6 +1,6 @@
 """The REST transport against a small real HTTP server that answers what each test scripts.
 
-These pin the client side of the REST ingress (SPEC 5.1): paths, bodies, the bearer token, error
+These pin the client side of the REST ingress (contract 5.1): paths, bodies, the bearer token, error
 mapping (4xx -> RequestRejectedError with the contract's code) and the retry policy (only
 connection failures, 503 and 429, with backoff). test_rest_ingress.py runs the SDK against the
 real REST app.
@@ -242,7 +242,7 @@ def test_503_every_time_gives_a_retriable_transport_error(
 def test_429_is_retried_no_sooner_than_retry_after(
     script: Script, transport: RestTransport, sleeps: list[float]
 ) -> None:
-    """The ingress answers 429 to a group over its share of long polls (SPEC 5.1)."""
+    """The ingress answers 429 to a group over its share of long polls (contract 5.1)."""
     busy = error(429, "too_many_polls", "producer group 'orders' already has 8 long polls")
     busy.headers["Retry-After"] = "2"
     script.responses = [busy, JSONResponse({"check_requests": []})]
