@@ -41,8 +41,9 @@ def _transport(bootstrap: str) -> KafkaTransport:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(name, 4, 1) for name in names])
     admin.close()
-    transport = KafkaTransport(bootstrap, "answers", half_topic=names[0], op_topic=names[1],
-                               check_topic=names[2])  # fmt: skip
+    transport = KafkaTransport(
+        bootstrap, "answers", half_topic=names[0], op_topic=names[1], check_topic=names[2]
+    )
     transport.send_op("warm-up", "COMMIT", from_check=True)  # connections and metadata
     return transport
 
@@ -67,8 +68,10 @@ def measure(bootstrap: str, count: int, together: int | None) -> None:
         label = f"{together} per call"
     spent, elapsed = _cpu() - cpu, time.monotonic() - started
     transport.close()
-    print(f"{label:>26}: {spent / count * 1000:.3f} ms CPU per answer, "
-          f"{count / elapsed:,.0f} answers/s")  # fmt: skip
+    print(
+        f"{label:>26}: {spent / count * 1000:.3f} ms CPU per answer, "
+        f"{count / elapsed:,.0f} answers/s"
+    )
 
 
 def main(count: int) -> None:

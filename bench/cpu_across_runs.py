@@ -20,8 +20,17 @@ from typing import Any
 from coordinator.bench.cpu_cost import cpu_per_transaction
 from coordinator.bench.resources import SPARK
 
-COLUMNS = ("run", "host", "kafka tx/s", "CPU ms/tx", "Spark JVM ms/tx", "Java peer us/record",
-           "in Java records", "kafka-python peer tx/s", "ceiling records/s")  # fmt: skip
+COLUMNS = (
+    "run",
+    "host",
+    "kafka tx/s",
+    "CPU ms/tx",
+    "Spark JVM ms/tx",
+    "Java peer us/record",
+    "in Java records",
+    "kafka-python peer tx/s",
+    "ceiling records/s",
+)
 
 
 def _host(platform: str) -> str:

@@ -42,8 +42,10 @@ def table_with_history(folder: Path, files: int) -> DeltaTable:
     location = str(folder / f"t{files}")
     write_deltalake(location, ROWS, mode="append")
     log = Path(location) / "_delta_log"
-    commit = json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000),
-                                        "operation": "WRITE"}}) + "\n"  # fmt: skip
+    commit = (
+        json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}})
+        + "\n"
+    )
     for version in range(1, files + 1):
         (log / f"{version:020d}.json").write_text(commit)
     table = DeltaTable(location)
@@ -75,8 +77,10 @@ def main(sizes: list[int]) -> None:
             def ledger(table: DeltaTable = table) -> None:
                 write_deltalake(table, ROWS, mode="append", post_commithook_properties=NO_CLEANUP)
 
-            print(f"{size:>18,} {median_ms(default):>14.1f} ms {median_ms(ledger):>12.1f} ms",
-                  flush=True)  # fmt: skip
+            print(
+                f"{size:>18,} {median_ms(default):>14.1f} ms {median_ms(ledger):>12.1f} ms",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def measure(bootstrap: str, count: int, label: str) -> None:
     admin.close()
     sent = _produce(bootstrap, topic, count)
     read = _consume(bootstrap, topic, count)
-    print(f"{label:>28}: send {sent:5.2f} s CPU ({sent / count * 1e6:4.1f} µs/record), "
-          f"read {read:5.2f} s CPU ({read / count * 1e6:4.1f} µs/record)")  # fmt: skip
+    print(
+        f"{label:>28}: send {sent:5.2f} s CPU ({sent / count * 1e6:4.1f} µs/record), "
+        f"read {read:5.2f} s CPU ({read / count * 1e6:4.1f} µs/record)"
+    )
 
 
 def main(count: int) -> None:

@@ -105,8 +105,17 @@ def library() -> Path:
     jar = CACHE / f"async-profiler-{VERSION}.jar"
     if not jar.exists():
         print(f"fetching {ARTIFACT} from Maven Central ...", file=sys.stderr)
-        subprocess.run(["mvn", "-B", "-q", "dependency:copy", f"-Dartifact={ARTIFACT}",
-                        f"-DoutputDirectory={CACHE}"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                "mvn",
+                "-B",
+                "-q",
+                "dependency:copy",
+                f"-Dartifact={ARTIFACT}",
+                f"-DoutputDirectory={CACHE}",
+            ],
+            check=True,
+        )
     with zipfile.ZipFile(jar) as archive:
         archive.extract(f"{arch}/libasyncProfiler.so", CACHE)
     return lib
@@ -171,8 +180,9 @@ def summarize(collapsed: Path) -> str:
     lines = [f"{total:,} samples", "", "| threads | share of the JVM's CPU |", "|---|---:|"]
     lines += [f"| {name} | {share(n, total)} |" for name, n in threads.most_common()]
     lines += ["", "| executor-task step | share of task CPU | of the JVM's |", "|---|---:|---:|"]
-    lines += [f"| {name} | {share(n, tasks)} | {share(n, total)} |"
-              for name, n in steps.most_common()]  # fmt: skip
+    lines += [
+        f"| {name} | {share(n, tasks)} | {share(n, total)} |" for name, n in steps.most_common()
+    ]
     lines += ["", "| across steps | share of the JVM's CPU |", "|---|---:|"]
     lines += [f"| {name} | {share(across[name], total)} |" for name, _ in ACROSS]
     return "\n".join(lines)
@@ -183,10 +193,18 @@ def main() -> None:
     parser.add_argument("--pid", type=int, help="the JVM (default: the one running SparkSubmit)")
     parser.add_argument("--seconds", type=float, default=30.0, help="how long to sample")
     parser.add_argument("--interval-ms", type=float, default=5.0, help="CPU time per sample")
-    parser.add_argument("--out", type=Path, default=Path("spark.collapsed"),
-                        help="where the raw stacks go (collapsed format)")  # fmt: skip
-    parser.add_argument("--summarize", type=Path, metavar="FILE",
-                        help="only summarize a collapsed file written before")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("spark.collapsed"),
+        help="where the raw stacks go (collapsed format)",
+    )
+    parser.add_argument(
+        "--summarize",
+        type=Path,
+        metavar="FILE",
+        help="only summarize a collapsed file written before",
+    )
     args = parser.parse_args()
     if args.summarize:
         print(summarize(args.summarize))

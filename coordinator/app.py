@@ -36,9 +36,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--config", type=Path, help="TOML configuration file (contract 4)")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set transaction_timeout=10s",
-    )  # fmt: skip
+    )
     # Crash tests only (core/failpoints.py): freeze at the N-th pass of a failpoint.
     parser.add_argument("--failpoint", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)

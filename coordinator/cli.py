@@ -43,8 +43,13 @@ def _needs_engine(name: str, missing: str) -> click.Command:
         )
 
     anything = {"ignore_unknown_options": True, "allow_extra_args": True}
-    return click.Command(name, callback=refuse, add_help_option=False, context_settings=anything,
-                         help=f"{COMMANDS[name]} (needs txcoord[engine])")  # fmt: skip
+    return click.Command(
+        name,
+        callback=refuse,
+        add_help_option=False,
+        context_settings=anything,
+        help=f"{COMMANDS[name]} (needs txcoord[engine])",
+    )
 
 
 class _Group(click.Group):
@@ -83,8 +88,12 @@ NOISY_LOGGERS = ("kafka", "py4j", "httpx", "httpcore")
 #: txcoord's own lines per micro-batch (the progress JSON, each writer's step times): one to
 #: three a second, which buried `txcoord up`'s status line. Their warnings and errors (rows
 #: dropped as late, a check published slim) always show; the lines themselves with -v.
-PER_BATCH_LOGGERS = ("txcoord.progress", "streams.coordinator_writer", "streams.ingest_job",
-                     "streams.check_publisher")  # fmt: skip
+PER_BATCH_LOGGERS = (
+    "txcoord.progress",
+    "streams.coordinator_writer",
+    "streams.ingest_job",
+    "streams.check_publisher",
+)
 
 
 def configure_logging(verbosity: int) -> None:

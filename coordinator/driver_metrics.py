@@ -66,9 +66,10 @@ class EngineCollector(Collector):
         """Yield every metric as it is now."""
         c = self.tally.snapshot()
         half = GaugeMetricFamily(
-            "rocketmq_half_messages", "Half messages not yet committed or rolled back",
+            "rocketmq_half_messages",
+            "Half messages not yet committed or rolled back",
             labels=["topic"],
-        )  # fmt: skip
+        )
         for topic, pending in c.pending_by_topic().items():
             half.add_metric([topic], pending)
         yield half
@@ -87,9 +88,10 @@ class EngineCollector(Collector):
             sum_value=c.finish_seconds_total,
         )
         yield GaugeMetricFamily(
-            "txcoord_checking_transactions", "Transactions checked and not decided yet",
+            "txcoord_checking_transactions",
+            "Transactions checked and not decided yet",
             value=c.checking,
-        )  # fmt: skip
+        )
         for name, text, value in (
             ("txcoord_check_requests", "Check requests sent", c.checks_sent),
             ("txcoord_discarded_transactions", "Transactions discarded", c.discarded),
@@ -109,16 +111,18 @@ class EngineCollector(Collector):
             "txcoord_batches", "Micro-batches run by this driver", labels=["query"]
         )
         lag = GaugeMetricFamily(
-            "txcoord_input_lag_records", "Kafka records behind the end of the input topics",
+            "txcoord_input_lag_records",
+            "Kafka records behind the end of the input topics",
             labels=["query"],
-        )  # fmt: skip
+        )
         state = GaugeMetricFamily(
             "txcoord_state_rows", "Rows held by the query's stateful operators", labels=["query"]
         )
         dropped = CounterMetricFamily(
-            "txcoord_rows_dropped_late", "Rows dropped behind the watermark (must stay 0)",
+            "txcoord_rows_dropped_late",
+            "Rows dropped behind the watermark (must stay 0)",
             labels=["query"],
-        )  # fmt: skip
+        )
         for query, last in sorted(progress.last.items()):
             duration.add_metric([query], (last.get("duration_ms") or 0) / 1000)
             batches.add_metric([query], progress.batches[query])

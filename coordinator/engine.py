@@ -91,9 +91,13 @@ class Engine:
             metrics = self.config.metrics
             self.metrics = serve_metrics(self.tally, self.progress, metrics.host, metrics.port)
         kafka = self.config.kafka
-        self.ticker = Ticker(kafka.bootstrap_servers, [kafka.half_topic, kafka.op_topic],
-                             self.config.streams.tick_interval, kafka.security,
-                             pace=self.pace).start()  # fmt: skip
+        self.ticker = Ticker(
+            kafka.bootstrap_servers,
+            [kafka.half_topic, kafka.op_topic],
+            self.config.streams.tick_interval,
+            kafka.security,
+            pace=self.pace,
+        ).start()
         with timer.step("query"):
             self.start_coordinator()
         with timer.step("first batch"):
@@ -101,8 +105,11 @@ class Engine:
         self.compactor = Compactor(
             self.spark, self.config.warehouse, self.config.streams.compact_interval
         ).start()
-        log.info("engine running: coordinator query %s; started in %s",
-                 self.coordinator and self.coordinator.id, timer.summary())  # fmt: skip
+        log.info(
+            "engine running: coordinator query %s; started in %s",
+            self.coordinator and self.coordinator.id,
+            timer.summary(),
+        )
         return self
 
     def _await_first_batch(self) -> None:
@@ -117,8 +124,10 @@ class Engine:
                 return
             time.sleep(STOP_POLL_SECONDS)
         if query is not None and query.isActive:
-            log.warning("the coordinator's first batch has run %.0f s (a backlog?); "
-                        "running meanwhile", FIRST_BATCH_WAIT)  # fmt: skip
+            log.warning(
+                "the coordinator's first batch has run %.0f s (a backlog?); running meanwhile",
+                FIRST_BATCH_WAIT,
+            )
 
     def start_coordinator(self) -> None:
         """Start the coordinator query from its checkpoint."""
@@ -188,8 +197,9 @@ def stop_quietly(
         if not query.status["isTriggerActive"]:
             break
         if (hurry is not None and hurry.is_set()) or time.monotonic() > deadline:
-            log.warning("stopping %s in the middle of a batch; the next start replays it",
-                        query.name)  # fmt: skip
+            log.warning(
+                "stopping %s in the middle of a batch; the next start replays it", query.name
+            )
             break
         if not announced:
             log.info("%s: letting the batch in flight finish", query.name)

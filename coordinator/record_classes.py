@@ -54,9 +54,10 @@ class _Commit(TransactionListener):
 def _deliver_one(spark: SparkSession, config: Config) -> None:
     """Send one committed transaction and wait until its topic table shows it."""
     producer = TransactionProducer(
-        group="record-classes", listener=_Commit(),
+        group="record-classes",
+        listener=_Commit(),
         bootstrap_servers=config.kafka.bootstrap_servers,
-    )  # fmt: skip
+    )
     producer.start()
     try:
         producer.send_message_in_transaction(Message(topic=TOPIC, body=b"classes"), arg=None)
@@ -98,22 +99,33 @@ def record(cache_dir: Path | None = None) -> list[Path]:
     finals[class_archives.SPARK_DRIVER].parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="txcoord-classes-") as tmp:
         root = Path(tmp)
-        broker = KafkaBroker(BrokerSettings(
-            root / "kafka", jar_cache_dir=cache, record_classes=news[class_archives.KAFKA_BROKER],
-        ))  # fmt: skip
+        broker = KafkaBroker(
+            BrokerSettings(
+                root / "kafka",
+                jar_cache_dir=cache,
+                record_classes=news[class_archives.KAFKA_BROKER],
+            )
+        )
         broker.start()
         try:
-            config = load_config(overrides={
-                "warehouse": str(root / "warehouse"),
-                "kafka.bootstrap_servers": broker.bootstrap_servers,
-                "streams.checkpoint_dir": str(root / "checkpoints"),
-                "metrics.port": "0",
-            })  # fmt: skip
-            spark = build_spark_session(SparkSettings(
-                app_name="txcoord-record-classes", warehouse=config.warehouse,
-                shuffle_partitions=config.spark.shuffle_partitions, driver_memory="1g",
-                jar_cache_dir=cache, record_classes=news[class_archives.SPARK_DRIVER],
-            ))  # fmt: skip
+            config = load_config(
+                overrides={
+                    "warehouse": str(root / "warehouse"),
+                    "kafka.bootstrap_servers": broker.bootstrap_servers,
+                    "streams.checkpoint_dir": str(root / "checkpoints"),
+                    "metrics.port": "0",
+                }
+            )
+            spark = build_spark_session(
+                SparkSettings(
+                    app_name="txcoord-record-classes",
+                    warehouse=config.warehouse,
+                    shuffle_partitions=config.spark.shuffle_partitions,
+                    driver_memory="1g",
+                    jar_cache_dir=cache,
+                    record_classes=news[class_archives.SPARK_DRIVER],
+                )
+            )
             try:
                 engine = Engine(spark, config).start()
                 try:
@@ -139,9 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         "(coordinator/class_archives.py); run by deploy/install.sh.",
     )
     parser.add_argument(
-        "--cache-dir", type=Path, default=None,
+        "--cache-dir",
+        type=Path,
+        default=None,
         help="the jar cache (default: .cache/jars, or TXCOORD_JAR_CACHE)",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.monotonic()

@@ -99,21 +99,27 @@ def read_totals(warehouse: str) -> Totals:
     ops = read(op_records.TABLE, ["kind"])
     checks = read(check_requests.TABLE, ["check_number"])
     return Totals(
-        finals=Counter({
-            (row["state"], row["checked"], row["topic"]): row["count_all"]
-            for row in finals.group_by(["state", "checked", "topic"], use_threads=False)
-            .aggregate([([], "count_all")]).to_pylist()
-        }),
-        halves_by_topic=Counter({
-            row["topic"]: row["count_all"]
-            for row in halves.group_by(["topic"], use_threads=False)
-            .aggregate([([], "count_all")]).to_pylist()
-        }),
+        finals=Counter(
+            {
+                (row["state"], row["checked"], row["topic"]): row["count_all"]
+                for row in finals.group_by(["state", "checked", "topic"], use_threads=False)
+                .aggregate([([], "count_all")])
+                .to_pylist()
+            }
+        ),
+        halves_by_topic=Counter(
+            {
+                row["topic"]: row["count_all"]
+                for row in halves.group_by(["topic"], use_threads=False)
+                .aggregate([([], "count_all")])
+                .to_pylist()
+            }
+        ),
         ops=pc.sum(pc.equal(ops["kind"], op_records.KIND_OP)).as_py() or 0,
         quarantined=read(quarantine.TABLE, ["source_offset"]).num_rows,
         checks=checks.num_rows,
         first_checks=pc.sum(pc.equal(checks["check_number"], 1)).as_py() or 0,
-    )  # fmt: skip
+    )
 
 
 def spark_totals(spark: SparkSession, warehouse: str) -> Totals:
@@ -124,20 +130,27 @@ def spark_totals(spark: SparkSession, warehouse: str) -> Totals:
 
     checks = read(check_requests.TABLE)
     return Totals(
-        finals=Counter({
-            (row.state, row.checked, row.topic): row["count"]
-            for row in read(transactions.TABLE)
-            .groupBy("state", (F.col("check_count") > 0).alias("checked"), "topic")
-            .count().collect()
-        }),
-        halves_by_topic=Counter({
-            row.topic: row["count"]
-            for row in read(half_messages.TABLE)
-            .where(F.col("kind") == half_messages.KIND_HALF)
-            .groupBy("topic").count().collect()
-        }),
+        finals=Counter(
+            {
+                (row.state, row.checked, row.topic): row["count"]
+                for row in read(transactions.TABLE)
+                .groupBy("state", (F.col("check_count") > 0).alias("checked"), "topic")
+                .count()
+                .collect()
+            }
+        ),
+        halves_by_topic=Counter(
+            {
+                row.topic: row["count"]
+                for row in read(half_messages.TABLE)
+                .where(F.col("kind") == half_messages.KIND_HALF)
+                .groupBy("topic")
+                .count()
+                .collect()
+            }
+        ),
         ops=read(op_records.TABLE).where(F.col("kind") == op_records.KIND_OP).count(),
         quarantined=read(quarantine.TABLE).count(),
         checks=checks.count(),
         first_checks=checks.where(F.col("check_number") == 1).count(),
-    )  # fmt: skip
+    )

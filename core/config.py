@@ -121,9 +121,12 @@ class KafkaConfig:
     def layout(self) -> TopicLayout:
         """Return which topic carries what (protocol/topics.py)."""
         return TopicLayout(
-            half=self.half_topic, op=self.op_topic, check=self.check_topic,
-            operator=self.operator_topic, per_group=self.topics_per_group,
-        )  # fmt: skip
+            half=self.half_topic,
+            op=self.op_topic,
+            check=self.check_topic,
+            operator=self.operator_topic,
+            per_group=self.topics_per_group,
+        )
 
 
 @dataclass(frozen=True)
@@ -269,11 +272,15 @@ def _problems(c: Config) -> list[str]:
         found.append("warehouse must not be empty")
     found += _rest_problems(c)
     if not -1 <= c.metrics.port <= 65535:
-        found.append(f"metrics.port must be -1 (off), 0 (any free port) or 1..65535, "
-                     f"not {c.metrics.port}")  # fmt: skip
-    topics = {"half_topic": c.kafka.half_topic, "op_topic": c.kafka.op_topic,
-              "check_topic": c.kafka.check_topic,
-              "operator_topic": c.kafka.operator_topic}  # fmt: skip
+        found.append(
+            f"metrics.port must be -1 (off), 0 (any free port) or 1..65535, not {c.metrics.port}"
+        )
+    topics = {
+        "half_topic": c.kafka.half_topic,
+        "op_topic": c.kafka.op_topic,
+        "check_topic": c.kafka.check_topic,
+        "operator_topic": c.kafka.operator_topic,
+    }
     found += [
         f"kafka.{k} {v!r} is not a valid Kafka topic name" for k, v in topics.items()
         if not _TOPIC.fullmatch(v)
@@ -426,7 +433,7 @@ def load_config(
         flat.update(_flatten(raw, str(path)))
     for name, value in (environ or {}).items():
         if name.startswith(ENV_PREFIX) and name not in ENV_NOT_CONFIGURATION:
-            key = name[len(ENV_PREFIX):].lower().replace("__", ".")  # fmt: skip
+            key = name[len(ENV_PREFIX) :].lower().replace("__", ".")
             flat[key] = (value, f"${name}")
     for key, value in (overrides or {}).items():
         flat[key] = (value, "--set")

@@ -103,8 +103,9 @@ class KafkaSecurity:
         """Return self, or raise ConfigurationError listing every problem."""
         problems = security_problems(self, os.environ if environ is None else environ)
         if problems:
-            raise ConfigurationError("invalid Kafka security settings:\n  - "
-                                     + "\n  - ".join(problems))  # fmt: skip
+            raise ConfigurationError(
+                "invalid Kafka security settings:\n  - " + "\n  - ".join(problems)
+            )
         return self
 
     def password(self, environ: Mapping[str, str] | None = None) -> Secret:
@@ -129,8 +130,11 @@ class KafkaSecurity:
                 "sasl_plain_password": self.password(environ),
             }
         if self.tls:
-            ssl = {"ssl_cafile": self.ssl_cafile, "ssl_certfile": self.ssl_certfile,
-                   "ssl_keyfile": self.ssl_keyfile}  # fmt: skip
+            ssl = {
+                "ssl_cafile": self.ssl_cafile,
+                "ssl_certfile": self.ssl_certfile,
+                "ssl_keyfile": self.ssl_keyfile,
+            }
             options |= {key: value for key, value in ssl.items() if value}
         return options
 
@@ -151,9 +155,11 @@ class KafkaSecurity:
                 "sasl.password": self.password(environ),
             }
         if self.tls:
-            ssl = {"ssl.ca.location": self.ssl_cafile,
-                   "ssl.certificate.location": self.ssl_certfile,
-                   "ssl.key.location": self.ssl_keyfile}  # fmt: skip
+            ssl = {
+                "ssl.ca.location": self.ssl_cafile,
+                "ssl.certificate.location": self.ssl_certfile,
+                "ssl.key.location": self.ssl_keyfile,
+            }
             options |= {key: value for key, value in ssl.items() if value}
         return options
 
@@ -194,13 +200,17 @@ def security_problems(security: KafkaSecurity, environ: Mapping[str, str]) -> li
     """Return every impossible security setting, each as one sentence naming its key."""
     s = security
     if s.security_protocol not in PROTOCOLS:
-        return [f"kafka.security_protocol must be one of {', '.join(PROTOCOLS)}, "
-                f"not {s.security_protocol!r}"]  # fmt: skip
+        return [
+            f"kafka.security_protocol must be one of {', '.join(PROTOCOLS)}, "
+            f"not {s.security_protocol!r}"
+        ]
     found = []
     if s.sasl:
         if s.sasl_mechanism not in MECHANISMS:
-            found.append(f"kafka.sasl_mechanism must be one of {', '.join(MECHANISMS)} with "
-                         f"{s.security_protocol}, not {s.sasl_mechanism!r}")  # fmt: skip
+            found.append(
+                f"kafka.sasl_mechanism must be one of {', '.join(MECHANISMS)} with "
+                f"{s.security_protocol}, not {s.sasl_mechanism!r}"
+            )
         if not s.sasl_username:
             found.append(f"kafka.sasl_username is required with {s.security_protocol}")
         if bool(s.sasl_password_file) == bool(s.sasl_password_env):
@@ -209,19 +219,22 @@ def security_problems(security: KafkaSecurity, environ: Mapping[str, str]) -> li
                 " and kafka.sasl_password_env (a password itself is never a setting)"
             )
         elif s.sasl_password_env and s.sasl_password_env not in environ:
-            found.append(f"kafka.sasl_password_env names ${s.sasl_password_env}, "
-                         "which is not set")  # fmt: skip
+            found.append(f"kafka.sasl_password_env names ${s.sasl_password_env}, which is not set")
     else:
         unused = [f.name for f in fields(s) if f.name.startswith("sasl_") and getattr(s, f.name)]
-        found += [f"kafka.{name} is set but {s.security_protocol} does not use SASL"
-                  for name in unused]  # fmt: skip
+        found += [
+            f"kafka.{name} is set but {s.security_protocol} does not use SASL" for name in unused
+        ]
     if not s.tls:
         unused = [f.name for f in fields(s) if f.name.startswith("ssl_") and getattr(s, f.name)]
-        found += [f"kafka.{name} is set but {s.security_protocol} does not use TLS"
-                  for name in unused]  # fmt: skip
+        found += [
+            f"kafka.{name} is set but {s.security_protocol} does not use TLS" for name in unused
+        ]
     if bool(s.ssl_certfile) != bool(s.ssl_keyfile):
-        found.append("kafka.ssl_certfile and kafka.ssl_keyfile go together (a client "
-                     "certificate needs its key)")  # fmt: skip
+        found.append(
+            "kafka.ssl_certfile and kafka.ssl_keyfile go together (a client "
+            "certificate needs its key)"
+        )
     files = ("sasl_password_file", "ssl_cafile", "ssl_certfile", "ssl_keyfile")
     for name in files:
         path = getattr(s, name)
@@ -231,8 +244,10 @@ def security_problems(security: KafkaSecurity, environ: Mapping[str, str]) -> li
 
 
 #: How kafka-python logs a refusal of the broker (Kafka error codes 58, SASL, and 31, ...).
-_REFUSAL = re.compile(r"(SaslAuthenticationFailedError|SslAuthenticationFailed|"
-                      r"UnsupportedSaslMechanism)[^\n]*")  # fmt: skip
+_REFUSAL = re.compile(
+    r"(SaslAuthenticationFailedError|SslAuthenticationFailed|"
+    r"UnsupportedSaslMechanism)[^\n]*"
+)
 
 
 class AuthenticationWatch(logging.Handler):
@@ -266,13 +281,17 @@ class AuthenticationWatch(logging.Handler):
         """Return why the login probably failed ("" when nothing points at the login)."""
         s = self.security
         if self.refusal is not None:
-            return (f"; the broker refused the SASL login as {s.sasl_username!r}: "
-                    f"authentication failed ({self.refusal})")  # fmt: skip
+            return (
+                f"; the broker refused the SASL login as {s.sasl_username!r}: "
+                f"authentication failed ({self.refusal})"
+            )
         if s.sasl and reachable(self.bootstrap_servers):
-            return (f"; the broker accepts connections but the SASL login as "
-                    f"{s.sasl_username!r} ({s.sasl_mechanism} over {s.security_protocol}) did "
-                    f"not complete: authentication failed? check the user name, the password "
-                    f"(kafka.sasl_password_file / _env) and the mechanism")  # fmt: skip
+            return (
+                f"; the broker accepts connections but the SASL login as "
+                f"{s.sasl_username!r} ({s.sasl_mechanism} over {s.security_protocol}) did "
+                f"not complete: authentication failed? check the user name, the password "
+                f"(kafka.sasl_password_file / _env) and the mechanism"
+            )
         return ""
 
     def __enter__(self) -> AuthenticationWatch:

@@ -123,9 +123,10 @@ class TopicLayout:
             return self.op
         if principal is None or (problem := principal_problem(principal)):
             raise ValueError(
-                problem or "the per-group layout needs the operator's Kafka principal "
+                problem
+                or "the per-group layout needs the operator's Kafka principal "
                 "([kafka] sasl_username) to name its operator topic"
-            )  # fmt: skip
+            )
         return f"{self.operator}.{principal}"
 
     def _of(self, shared: str, group: str) -> str:

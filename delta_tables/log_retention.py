@@ -43,8 +43,11 @@ __all__ = ["keep_log_for", "keep_log_with_spark", "keep_logs_for"]
 
 def _differing(configuration: dict[str, str], retention: timedelta) -> dict[str, str]:
     """Return the retention properties `configuration` lacks or holds other durations of."""
-    return {key: value for key, value in retention_properties(retention).items()
-            if parse_interval(configuration.get(key)) != parse_interval(value)}  # fmt: skip
+    return {
+        key: value
+        for key, value in retention_properties(retention).items()
+        if parse_interval(configuration.get(key)) != parse_interval(value)
+    }
 
 
 def keep_log_for(spark: SparkSession, location: str, retention: timedelta) -> bool:
@@ -79,5 +82,4 @@ def keep_logs_for(spark: SparkSession, warehouse: str, retention: timedelta) -> 
         names = warehouse_tables(warehouse)
     else:
         names = [spec.name for spec in SYSTEM_TABLES]
-    return [name for name in names
-            if keep_log_for(spark, table_path(warehouse, name), retention)]  # fmt: skip
+    return [name for name in names if keep_log_for(spark, table_path(warehouse, name), retention)]

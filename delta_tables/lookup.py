@@ -129,8 +129,9 @@ class TransactionLookup:
     def __init__(self, read: RowReader) -> None:
         self.read = read
 
-    def _rows(self, table: str, transaction_id: str, columns: list[str],
-              producer_group: str | None) -> list[Row]:  # fmt: skip
+    def _rows(
+        self, table: str, transaction_id: str, columns: list[str], producer_group: str | None
+    ) -> list[Row]:
         rows = self.read(table, transaction_id, columns)
         if producer_group is None:
             return rows
@@ -138,8 +139,11 @@ class TransactionLookup:
 
     def producer_groups(self, transaction_id: str) -> set[str]:
         """Return the producer groups that have a transaction `transaction_id`."""
-        tables = [(transactions.TABLE.name, _FINAL), (check_requests.TABLE.name, _CHECK),
-                  (half_messages.TABLE.name, _HALF)]  # fmt: skip
+        tables = [
+            (transactions.TABLE.name, _FINAL),
+            (check_requests.TABLE.name, _CHECK),
+            (half_messages.TABLE.name, _HALF),
+        ]
         return {
             row["producer_group"]
             for table, columns in tables
@@ -163,9 +167,12 @@ class TransactionLookup:
                 # of an end), and it is checking again.
                 return self._checking(last, resumed)
             return TransactionState(
-                **_message(last), state=last["state"], check_count=last["check_count"],
-                resolved_at=iso(last["resolved_at"]), reason=last["reason"],
-            )  # fmt: skip
+                **_message(last),
+                state=last["state"],
+                check_count=last["check_count"],
+                resolved_at=iso(last["resolved_at"]),
+                reason=last["reason"],
+            )
         if checks:
             return self._checking(checks[0], checks)
         rows = self._rows(half_messages.TABLE.name, transaction_id, _HALF, producer_group)
@@ -173,17 +180,23 @@ class TransactionLookup:
         if halves:
             first = min(halves, key=lambda r: r["stored_at"])
             return TransactionState(
-                **_message({**first, "prepared_at": first["stored_at"]}), state=State.PREPARED.name,
-                check_count=0, resolved_at=None, reason=None,
-            )  # fmt: skip
+                **_message({**first, "prepared_at": first["stored_at"]}),
+                state=State.PREPARED.name,
+                check_count=0,
+                resolved_at=None,
+                reason=None,
+            )
         return None
 
     @staticmethod
     def _checking(message: Row, checks: list[Row]) -> TransactionState:
         return TransactionState(
-            **_message(message), state=State.CHECKING.name,
-            check_count=max(c["check_number"] for c in checks), resolved_at=None, reason=None,
-        )  # fmt: skip
+            **_message(message),
+            state=State.CHECKING.name,
+            check_count=max(c["check_number"] for c in checks),
+            resolved_at=None,
+            reason=None,
+        )
 
 
 def _message(row: Row) -> dict[str, Any]:

@@ -42,8 +42,7 @@ def warehouse_tables(warehouse: str) -> list[str]:
     names = [spec.name for spec in SYSTEM_TABLES]
     topics = Path(warehouse) / "topics"
     if topics.is_dir():
-        names += sorted(f"topics/{p.name}" for p in topics.iterdir()
-                        if (p / "_delta_log").is_dir())  # fmt: skip
+        names += sorted(f"topics/{p.name}" for p in topics.iterdir() if (p / "_delta_log").is_dir())
     return [name for name in names if (Path(warehouse) / name / "_delta_log").is_dir()]
 
 
@@ -52,5 +51,7 @@ def create_system_tables(
 ) -> dict[str, str]:
     """Create every system table that does not exist yet, keeping its log for
     `log_retention`; return {name: location}."""
-    return {table.name: table.create_if_absent(spark, warehouse, log_retention)
-            for table in SYSTEM_TABLES}  # fmt: skip
+    return {
+        table.name: table.create_if_absent(spark, warehouse, log_retention)
+        for table in SYSTEM_TABLES
+    }

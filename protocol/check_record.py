@@ -59,9 +59,16 @@ class CheckRecord:
     def slim(self, reason: str, message_in: str) -> Self:
         """Return this record without the body, keys, tags and properties, saying why."""
         return replace(
-            self, body=b"", keys=(), tags=None, properties={}, omitted=OMITTED,
-            omitted_reason=reason, body_size=len(self.body), message_in=message_in,
-        )  # fmt: skip
+            self,
+            body=b"",
+            keys=(),
+            tags=None,
+            properties={},
+            omitted=OMITTED,
+            omitted_reason=reason,
+            body_size=len(self.body),
+            message_in=message_in,
+        )
 
     def to_value(self) -> dict[str, Any]:
         """Return the JSON object of the record's value (the REST long poll returns it too)."""
@@ -82,8 +89,11 @@ class CheckRecord:
         if self.body_size is not None:
             value["body_size"] = self.body_size
         if self.omitted:
-            value.update(omitted=list(self.omitted), omitted_reason=self.omitted_reason,
-                         message_in=self.message_in)  # fmt: skip
+            value.update(
+                omitted=list(self.omitted),
+                omitted_reason=self.omitted_reason,
+                message_in=self.message_in,
+            )
         return value
 
     def encode(self) -> Record:

@@ -123,8 +123,11 @@ def summary(
     aggregated = grouped.aggregate(
         [([], "count_all")] + [(name, "sum") for name in sums] + [(name, "max") for name in maxima]
     )
-    rename = {"count_all": "count", **{f"{name}_sum": name for name in sums},
-              **{f"{name}_max": name for name in maxima}}  # fmt: skip
+    rename = {
+        "count_all": "count",
+        **{f"{name}_sum": name for name in sums},
+        **{f"{name}_max": name for name in maxima},
+    }
     return [
         Row(**{rename.get(name, name): value for name, value in row.items()})
         for row in aggregated.to_pylist()

@@ -76,6 +76,9 @@ def collect_in_slices(frame: DataFrame, slices: int = FIRST_SLICES) -> pa.Table:
     table = pa.concat_tables(parts).drop_columns([ROW])
     log.warning(
         "collected a batch of %d rows (%.1f MiB) in %d slices in %.1f s",
-        table.num_rows, table.nbytes / 2**20, len(parts), time.monotonic() - started,
-    )  # fmt: skip
+        table.num_rows,
+        table.nbytes / 2**20,
+        len(parts),
+        time.monotonic() - started,
+    )
     return table

@@ -43,11 +43,13 @@ if TYPE_CHECKING:
 __all__ = ["BatchGate", "BatchStopped", "is_interruption"]
 
 #: The JVM exceptions that mean "this thread was interrupted" (Spark's IO_EXCEPTION_NAMES).
-INTERRUPTIONS = frozenset({
-    "java.lang.InterruptedException",
-    "java.io.InterruptedIOException",
-    "java.nio.channels.ClosedByInterruptException",
-})  # fmt: skip
+INTERRUPTIONS = frozenset(
+    {
+        "java.lang.InterruptedException",
+        "java.io.InterruptedIOException",
+        "java.nio.channels.ClosedByInterruptException",
+    }
+)
 #: How long one parked sleep lasts; the stop's interrupt ends it at once.
 PARK_MILLIS = 60_000
 #: Causes followed when looking for an interruption inside a JVM exception.

@@ -92,9 +92,13 @@ class CheckPublisher:
             if alone_large:
                 error = alone_large[0][2]
                 reason = f"Kafka refused the {len(record[1])}-byte check record: {error}"
-                log.warning("check %s of %s/%s published without its message: %s",
-                            row["check_number"], row["producer_group"], row["transaction_id"],
-                            reason)  # fmt: skip
+                log.warning(
+                    "check %s of %s/%s published without its message: %s",
+                    row["check_number"],
+                    row["producer_group"],
+                    row["transaction_id"],
+                    reason,
+                )
                 slim_large, slim_failed = self._send_all([(row, slim_check_record(row, reason))])
                 for _, _, error in slim_large + slim_failed:
                     raise error
@@ -111,8 +115,9 @@ class CheckPublisher:
             return [], []
         topics = [self._check_topic(row["producer_group"]) for row, _ in records]
         client = self._connected()
-        outcomes = send_each(client, topics, [record for _, record in records],
-                             ACK_TIMEOUT_SECONDS + 5)  # fmt: skip
+        outcomes = send_each(
+            client, topics, [record for _, record in records], ACK_TIMEOUT_SECONDS + 5
+        )
         if client.broken:
             self.close()
         too_large: Failures = []
@@ -144,11 +149,19 @@ class CheckPublisher:
         """Return the producer, connecting one first if there is none."""
         if self._client is None:
             kafka = self.config.kafka
-            self._client = connect(durable_config(
-                kafka.bootstrap_servers, kafka.security, client_id="txcoord-coordinator-checks",
-                # A check carries a body of up to max_message_size (streams/check_topic.py).
-                max_record_bytes=check_topic_max_bytes(self.config.max_message_size),
-                ack_timeout_ms=ACK_TIMEOUT_SECONDS * 1000, linger_ms=5,
-            ), kafka.security, name="coordinator-checks", log=log,
-               timeout_ms=CONNECT_TIMEOUT_MS)  # fmt: skip
+            self._client = connect(
+                durable_config(
+                    kafka.bootstrap_servers,
+                    kafka.security,
+                    client_id="txcoord-coordinator-checks",
+                    # A check carries a body of up to max_message_size (streams/check_topic.py).
+                    max_record_bytes=check_topic_max_bytes(self.config.max_message_size),
+                    ack_timeout_ms=ACK_TIMEOUT_SECONDS * 1000,
+                    linger_ms=5,
+                ),
+                kafka.security,
+                name="coordinator-checks",
+                log=log,
+                timeout_ms=CONNECT_TIMEOUT_MS,
+            )
         return self._client

@@ -67,12 +67,19 @@ def _check(row: Any) -> CheckRecord:
     `row` is a Spark Row, or any mapping by name, with the stage's column names.
     """
     return CheckRecord(
-        transaction_id=row["transaction_id"], msg_id=row["msg_id"],
-        producer_group=row["producer_group"], topic=row["topic"], queue_id=row["queue_id"],
-        body=bytes(row["body"] or b""), keys=tuple(row["keys"] or []), tags=row["tags"],
-        properties=dict(row["properties"] or {}), check_number=row["check_number"],
-        prepared_at_ms=row["prepared_ms"], requested_at_ms=row["at_ms"],
-    )  # fmt: skip
+        transaction_id=row["transaction_id"],
+        msg_id=row["msg_id"],
+        producer_group=row["producer_group"],
+        topic=row["topic"],
+        queue_id=row["queue_id"],
+        body=bytes(row["body"] or b""),
+        keys=tuple(row["keys"] or []),
+        tags=row["tags"],
+        properties=dict(row["properties"] or {}),
+        check_number=row["check_number"],
+        prepared_at_ms=row["prepared_ms"],
+        requested_at_ms=row["at_ms"],
+    )
 
 
 def check_record(row: Any) -> Record:
@@ -92,8 +99,13 @@ def publishable_record(row: Any, limit: int) -> Record:
     if size <= limit:
         return record
     reason = f"the check record is {size} bytes, more than the check topic's {limit}"
-    log.warning("check %s of %s/%s published without its message: %s", row["check_number"],
-                row["producer_group"], row["transaction_id"], reason)  # fmt: skip
+    log.warning(
+        "check %s of %s/%s published without its message: %s",
+        row["check_number"],
+        row["producer_group"],
+        row["transaction_id"],
+        reason,
+    )
     return slim_check_record(row, reason)
 
 

@@ -87,8 +87,7 @@ class Compactor:
     def start(self) -> Compactor:
         """Start compacting every `interval` (not at all for an interval of 0)."""
         if self.interval > timedelta(0):
-            self._thread = threading.Thread(target=self._run, name="txcoord-compactor",
-                                            daemon=True)  # fmt: skip
+            self._thread = threading.Thread(target=self._run, name="txcoord-compactor", daemon=True)
             self._thread.start()
         return self
 

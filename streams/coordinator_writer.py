@@ -74,8 +74,17 @@ from streams.tick_pace import TickPace
 
 log = logging.getLogger(__name__)
 
-MESSAGE_COLUMNS = ["transaction_id", "msg_id", "producer_group", "topic", "queue_id", "body",
-                   "keys", "tags", "properties"]  # fmt: skip
+MESSAGE_COLUMNS = [
+    "transaction_id",
+    "msg_id",
+    "producer_group",
+    "topic",
+    "queue_id",
+    "body",
+    "keys",
+    "tags",
+    "properties",
+]
 
 __all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check topic's codec
 
@@ -84,8 +93,9 @@ def _summary(out: pa.Table) -> list[Row]:
     """Return what a batch holds, grouped: kinds and states, first checks and checked ends,
     deliveries per queue, finish-time buckets, and the landing's census."""
     delivered_or_not = pa.array([State.COMMITTED.name, State.ROLLED_BACK.name])
-    finished = pc.and_(pc.equal(out["kind"], Kind.FINAL.value),
-                       pc.is_in(out["state"], delivered_or_not))  # fmt: skip
+    finished = pc.and_(
+        pc.equal(out["kind"], Kind.FINAL.value), pc.is_in(out["state"], delivered_or_not)
+    )
     spent = pc.divide(pc.subtract(out["at_ms"], out["prepared_ms"]).cast(pa.float64()), 1000.0)
     seconds = pc.if_else(pc.fill_null(finished, False), spent, None)
     # FINISH_BUCKETS_S's index of the first bound at or above the seconds (last: +Inf).
@@ -102,8 +112,9 @@ def _summary(out: pa.Table) -> list[Row]:
         "bucket": bucket,
         **census_keys(out, RAW_PREFIX),
     }
-    return summary(out, keys, {"seconds": seconds},
-                   {"immunity": out[RAW_PREFIX + "check_immunity_seconds"]})  # fmt: skip
+    return summary(
+        out, keys, {"seconds": seconds}, {"immunity": out[RAW_PREFIX + "check_immunity_seconds"]}
+    )
 
 
 class CoordinatorBatchWriter:
@@ -146,8 +157,13 @@ class CoordinatorBatchWriter:
         check due then would go out late).
         """
         timer = StepTimer()
-        tables = [check_requests.TABLE, discarded.TABLE, op_verdicts.TABLE, queue_offsets.TABLE,
-                  transactions.TABLE]  # fmt: skip
+        tables = [
+            check_requests.TABLE,
+            discarded.TABLE,
+            op_verdicts.TABLE,
+            queue_offsets.TABLE,
+            transactions.TABLE,
+        ]
         steps: list[Step] = [
             (spec.name, functools.partial(self.ledger.prime, spark, spec.path(self.warehouse)))
             for spec in tables
@@ -156,9 +172,11 @@ class CoordinatorBatchWriter:
         steps.append(("check producer", self.checks.connect))
         steps.append(("warm-up", functools.partial(self._warm_up, spark)))
         # Topic tables that exist need no creating (a first delivery would otherwise ask).
-        self._topic_tables.update(name.removeprefix("topics/")
-                                  for name in warehouse_tables(self.warehouse)
-                                  if name.startswith("topics/"))  # fmt: skip
+        self._topic_tables.update(
+            name.removeprefix("topics/")
+            for name in warehouse_tables(self.warehouse)
+            if name.startswith("topics/")
+        )
         if self.lander is not None:
             steps += self.lander.prepare_steps(spark)
         run_steps(spark, steps, timer)
@@ -207,9 +225,14 @@ class CoordinatorBatchWriter:
         if any(bad or not tick for _, bad, tick, _ in census):
             if self.lander is None:
                 raise ValueError("a batch with ingress records to land, and no lander")
-            steps.append(("land", functools.partial(
-                self.lander.land_rows, spark, landed_records(out), batch_id, census
-            )))  # fmt: skip
+            steps.append(
+                (
+                    "land",
+                    functools.partial(
+                        self.lander.land_rows, spark, landed_records(out), batch_id, census
+                    ),
+                )
+            )
         # How many messages each (topic, queue) receives in this batch.
         delivered: Counter[tuple[str, int]] = Counter()
         for row in summary:
@@ -229,10 +252,21 @@ class CoordinatorBatchWriter:
             kinds = [kind for kind in chain if kind in present]
             if kinds:
                 name = "+".join(kind.value.lower() for kind in kinds)
-                steps.append((name, functools.partial(
-                    self._write_in_order, spark, out, kinds, writers, batch_id, timer=timer,
-                    delivered=delivered,
-                )))  # fmt: skip
+                steps.append(
+                    (
+                        name,
+                        functools.partial(
+                            self._write_in_order,
+                            spark,
+                            out,
+                            kinds,
+                            writers,
+                            batch_id,
+                            timer=timer,
+                            delivered=delivered,
+                        ),
+                    )
+                )
         if steps:
             run_steps(spark, steps, timer)
         failpoint("coordinator.after_batch")
@@ -271,14 +305,26 @@ class CoordinatorBatchWriter:
         """
         if kinds[0] is Kind.DELIVER:
             with timer.step("deliver"):
-                offsets = self._deliver(spark, of_kind(out, Kind.DELIVER.value), batch_id,
-                                        delivered)  # fmt: skip
+                offsets = self._deliver(
+                    spark, of_kind(out, Kind.DELIVER.value), batch_id, delivered
+                )
             steps: list[Step] = [("queue offsets", offsets)]
             if rest := kinds[1:]:
-                steps.append(("+".join(kind.value.lower() for kind in rest), functools.partial(
-                    self._write_in_order, spark, out, rest, writers, batch_id, timer=timer,
-                    delivered=delivered,
-                )))  # fmt: skip
+                steps.append(
+                    (
+                        "+".join(kind.value.lower() for kind in rest),
+                        functools.partial(
+                            self._write_in_order,
+                            spark,
+                            out,
+                            rest,
+                            writers,
+                            batch_id,
+                            timer=timer,
+                            delivered=delivered,
+                        ),
+                    )
+                )
             run_steps(spark, steps, timer)
             return
         for kind in kinds:
@@ -287,8 +333,11 @@ class CoordinatorBatchWriter:
 
     def _count(self, counts: dict[tuple[str, str | None, bool | None], int]) -> None:
         def total(kind: Kind, state: str | None = None, first: bool | None = None) -> int:
-            return sum(n for (k, s, f), n in counts.items()
-                       if k == kind and state in (None, s) and first in (None, f))  # fmt: skip
+            return sum(
+                n
+                for (k, s, f), n in counts.items()
+                if k == kind and state in (None, s) and first in (None, f)
+            )
 
         self.tally.add(
             committed=total(Kind.FINAL, State.COMMITTED.name),
@@ -344,11 +393,17 @@ class CoordinatorBatchWriter:
         # Each queue's messages from its next offset on, in commit order (op store time,
         # then op id).
         numbered = number_in_queues(rows, before, ["op_stored_ms", "op_id"])
-        delivered = project(numbered, topics.SCHEMA, {
-            "prepared_at": timestamps(numbered["prepared_ms"]),
-            "committed_at": timestamps(numbered["op_stored_ms"]),
-            "delivered_at": timestamps(numbered["at_ms"]), "batch_id": batch_id,
-        }, renamed={"commit_op_id": "op_id"})  # fmt: skip
+        delivered = project(
+            numbered,
+            topics.SCHEMA,
+            {
+                "prepared_at": timestamps(numbered["prepared_ms"]),
+                "committed_at": timestamps(numbered["op_stored_ms"]),
+                "delivered_at": timestamps(numbered["at_ms"]),
+                "batch_id": batch_id,
+            },
+            renamed={"commit_op_id": "op_id"},
+        )
         for name in names:
             location = topics.table(name).path(self.warehouse)
             self.ledger.append(of_kind(delivered, name, "topic"), location, batch_id, spark)
@@ -358,10 +413,12 @@ class CoordinatorBatchWriter:
 
         def write_offsets() -> None:
             updated = pa.Table.from_pylist(
-                [{"topic": topic, "queue_id": queue, "next_offset": offset, "batch_id": batch_id}
-                 for (topic, queue), offset in sorted(moved.items())],
+                [
+                    {"topic": topic, "queue_id": queue, "next_offset": offset, "batch_id": batch_id}
+                    for (topic, queue), offset in sorted(moved.items())
+                ],
                 schema=arrow_schema(queue_offsets.SCHEMA),
-            )  # fmt: skip
+            )
             wrote = self.ledger.append(updated, offsets_path, batch_id, spark)
             failpoint("coordinator.after_queue_offsets")
             # A replayed batch whose offsets were already written read them *after* itself:
@@ -372,45 +429,67 @@ class CoordinatorBatchWriter:
 
     # -- checks --------------------------------------------------------------------------
     def _check(self, spark: SparkSession, rows: pa.Table, batch_id: int, timer: StepTimer) -> None:
-        requests = project(rows, check_requests.SCHEMA, {
-            "prepared_at": timestamps(rows["prepared_ms"]),
-            "requested_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
-        })  # fmt: skip
+        requests = project(
+            rows,
+            check_requests.SCHEMA,
+            {
+                "prepared_at": timestamps(rows["prepared_ms"]),
+                "requested_at": timestamps(rows["at_ms"]),
+                "batch_id": batch_id,
+            },
+        )
 
         def record() -> None:
-            self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id,
-                               spark)  # fmt: skip
+            self.ledger.append(requests, check_requests.TABLE.path(self.warehouse), batch_id, spark)
             failpoint("coordinator.after_check_requests")
 
         # Side by side: a check goes out as soon as it can, and both are written again
         # when the batch is replayed (the check topic at least once).
-        run_steps(spark, [("check requests", record),
-                          ("check topic", lambda: self.checks.send(rows, batch_id))],
-                  timer)  # fmt: skip
+        run_steps(
+            spark,
+            [("check requests", record), ("check topic", lambda: self.checks.send(rows, batch_id))],
+            timer,
+        )
 
     # -- outcomes ------------------------------------------------------------------------
     def _finals(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
-        finals = project(rows, transactions.SCHEMA, {
-            "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
-            "prepared_at": timestamps(rows["prepared_ms"]),
-            "resolved_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
-        })  # fmt: skip
+        finals = project(
+            rows,
+            transactions.SCHEMA,
+            {
+                "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
+                "prepared_at": timestamps(rows["prepared_ms"]),
+                "resolved_at": timestamps(rows["at_ms"]),
+                "batch_id": batch_id,
+            },
+        )
         self.ledger.append(finals, transactions.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_transactions")
 
     def _discards(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
-        gone = project(rows, discarded.SCHEMA, {
-            "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
-            "prepared_at": timestamps(rows["prepared_ms"]),
-            "discarded_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
-        })  # fmt: skip
+        gone = project(
+            rows,
+            discarded.SCHEMA,
+            {
+                "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
+                "prepared_at": timestamps(rows["prepared_ms"]),
+                "discarded_at": timestamps(rows["at_ms"]),
+                "batch_id": batch_id,
+            },
+        )
         self.ledger.append(gone, discarded.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_discarded")
 
     def _verdicts(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
-        verdicts = project(rows, op_verdicts.SCHEMA, {
-            "stored_at": timestamps(rows["op_stored_ms"]),
-            "recorded_at": timestamps(rows["at_ms"]), "batch_id": batch_id,
-        }, renamed={"producer_group": "op_producer_group"})  # fmt: skip
+        verdicts = project(
+            rows,
+            op_verdicts.SCHEMA,
+            {
+                "stored_at": timestamps(rows["op_stored_ms"]),
+                "recorded_at": timestamps(rows["at_ms"]),
+                "batch_id": batch_id,
+            },
+            renamed={"producer_group": "op_producer_group"},
+        )
         self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_op_verdicts")

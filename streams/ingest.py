@@ -112,9 +112,12 @@ def _with_heartbeat(
     newest = ticks.take(pc.sort_indices(ticks, order)[:1])
     kept = {"stored_at", "ingested_at", *_POSITION}
     blank = {field.name: None for field in schema if field.name not in kept}
-    beat = project(newest, schema, {**blank, "kind": tick_kind,
-                                    "transaction_id": half_messages.HEARTBEAT_ID},
-                   renamed=_POSITION)  # fmt: skip
+    beat = project(
+        newest,
+        schema,
+        {**blank, "kind": tick_kind, "transaction_id": half_messages.HEARTBEAT_ID},
+        renamed=_POSITION,
+    )
     return pa.concat_tables([rows, beat])
 
 
@@ -127,16 +130,20 @@ def half_rows(classified: pa.Table) -> pa.Table:
         {"kind": half_messages.KIND_HALF},
         renamed={**_POSITION, "body": "value"},
     )
-    return _with_heartbeat(rows, classified, KIND_HALF, half_messages.SCHEMA,
-                           half_messages.KIND_TICK)  # fmt: skip
+    return _with_heartbeat(
+        rows, classified, KIND_HALF, half_messages.SCHEMA, half_messages.KIND_TICK
+    )
 
 
 def op_rows(classified: pa.Table) -> pa.Table:
     """Return the valid op records and the newest op heartbeat, as rows of
     `system/op_records` (`classified`: `classify`'s columns, as Arrow)."""
-    rows = project(_landed(classified, KIND_OP, tick=False), op_records.SCHEMA,
-                   {"kind": op_records.KIND_OP},
-                   renamed={**_POSITION, "operator": "who", "reason": "reason_text"})  # fmt: skip
+    rows = project(
+        _landed(classified, KIND_OP, tick=False),
+        op_records.SCHEMA,
+        {"kind": op_records.KIND_OP},
+        renamed={**_POSITION, "operator": "who", "reason": "reason_text"},
+    )
     return _with_heartbeat(rows, classified, KIND_OP, op_records.SCHEMA, op_records.KIND_TICK)
 
 

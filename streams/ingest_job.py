@@ -133,10 +133,13 @@ class IngestBatchWriter:
             ops=counts.get((KIND_OP, False, False), 0),
             quarantined=sum(n for (_, bad, _), n in counts.items() if bad),
         )
-        self.tally.add_by_topic(halves={
-            real: n for (source, bad, tick, real), n in by_topic.items()
-            if source == KIND_HALF and not bad and not tick and real
-        })  # fmt: skip
+        self.tally.add_by_topic(
+            halves={
+                real: n
+                for (source, bad, tick, real), n in by_topic.items()
+                if source == KIND_HALF and not bad and not tick and real
+            }
+        )
         log.info("ingest batch %d: %s", batch_id, timer.summary())
 
     def prepare_steps(self, spark: SparkSession) -> list[Step]:
@@ -180,8 +183,12 @@ def census_of(rows: list[Row], prefix: str = "") -> Census:
     """Return the `census` of rows grouped by `census_keys(prefix)` with a "count"."""
     found: Census = {}
     for row in rows:
-        key = (row[prefix + "ingress_kind"], row[prefix + "bad"], row[prefix + "is_tick"],
-               row[prefix + "topic"])  # fmt: skip
+        key = (
+            row[prefix + "ingress_kind"],
+            row[prefix + "bad"],
+            row[prefix + "is_tick"],
+            row[prefix + "topic"],
+        )
         found[key] = found.get(key, 0) + row["count"]
     return found
 

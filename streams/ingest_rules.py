@@ -49,17 +49,50 @@ KIND_HALF, KIND_OP = "half", "op"
 
 #: The parsed columns, in order (`reference_parse` and streams/ingest.py's `parse`).
 PARSED_COLUMNS = (
-    "key", "value", "headers", "source_topic", "source_partition", "source_offset",
-    "stored_at", "timestamp_type", "transaction_id", "producer_group", "topic", "tags", "op",
-    "operator", "reason_text", "ingress_kind", "reason", "is_tick", "queue_id", "msg_id",
-    "keys", "properties", "check_immunity_seconds", "born_at", "from_check", "who", "op_id",
-)  # fmt: skip
+    "key",
+    "value",
+    "headers",
+    "source_topic",
+    "source_partition",
+    "source_offset",
+    "stored_at",
+    "timestamp_type",
+    "transaction_id",
+    "producer_group",
+    "topic",
+    "tags",
+    "op",
+    "operator",
+    "reason_text",
+    "ingress_kind",
+    "reason",
+    "is_tick",
+    "queue_id",
+    "msg_id",
+    "keys",
+    "properties",
+    "check_immunity_seconds",
+    "born_at",
+    "from_check",
+    "who",
+    "op_id",
+)
 
 #: The txcoord.* headers whose values are text: one that is not valid UTF-8 is a reason.
 TEXT_HEADERS = (
-    fmt.KIND, fmt.PRODUCER_GROUP, fmt.TOPIC, fmt.QUEUE_ID, fmt.KEYS, fmt.TAGS,
-    fmt.CHECK_IMMUNITY_SECONDS, fmt.BORN_AT, fmt.OP, fmt.FROM_CHECK, fmt.OPERATOR, fmt.REASON,
-)  # fmt: skip
+    fmt.KIND,
+    fmt.PRODUCER_GROUP,
+    fmt.TOPIC,
+    fmt.QUEUE_ID,
+    fmt.KEYS,
+    fmt.TAGS,
+    fmt.CHECK_IMMUNITY_SECONDS,
+    fmt.BORN_AT,
+    fmt.OP,
+    fmt.FROM_CHECK,
+    fmt.OPERATOR,
+    fmt.REASON,
+)
 
 
 def messages(rules: IngestRules) -> dict[str, str]:
@@ -224,10 +257,9 @@ def _source_columns(layout: TopicLayout) -> tuple[Column, ...]:
     def under(prefix: str) -> Column:
         return source.startswith(prefix + ".") if layout.per_group else F.lit(False)
 
-    kind = (
-        F.when((source == layout.half) | under(layout.half), F.lit(KIND_HALF))
-        .when((source == layout.op) | under(layout.op) | under(layout.operator), F.lit(KIND_OP))
-    )  # fmt: skip
+    kind = F.when((source == layout.half) | under(layout.half), F.lit(KIND_HALF)).when(
+        (source == layout.op) | under(layout.op) | under(layout.operator), F.lit(KIND_OP)
+    )
     group = F.when(under(layout.half), suffix(layout.half)).when(
         under(layout.op), suffix(layout.op)
     )
@@ -326,9 +358,10 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
     born_at = F.when(F.col("_born_at").rlike(r"^[0-9]{1,18}\z"), F.col("_born_at").cast("bigint"))
     born_at_ok = born_at.isNotNull() & (born_at <= fmt.MAX_BORN_AT_MS)
     header_bytes = F.aggregate(
-        F.col("_headers"), F.lit(0).cast("bigint"),
+        F.col("_headers"),
+        F.lit(0).cast("bigint"),
         lambda total, h: total + F.octet_length(h.key) + F.coalesce(F.length(h.value), F.lit(0)),
-    )  # fmt: skip
+    )
     budget_bytes = F.aggregate(
         F.filter(
             F.col("_headers"),

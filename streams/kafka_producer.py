@@ -145,8 +145,9 @@ class Client:
         self.auth_error: str | None = None
         self.name = name
         self._log = log
-        self.producer = Producer({**config, "error_cb": self._on_error,
-                                  "logger": log.getChild("librdkafka")})  # fmt: skip
+        self.producer = Producer(
+            {**config, "error_cb": self._on_error, "logger": log.getChild("librdkafka")}
+        )
         self._closing = threading.Event()
         self._poller = threading.Thread(target=self._poll, name=name, daemon=True)
 
@@ -197,7 +198,7 @@ def connect(
             raise KafkaUnavailableError(
                 f"Kafka at {servers} cannot be reached: no bootstrap server accepted a "
                 f"connection within {timeout_ms / 1000:.0f} s"
-            )  # fmt: skip
+            )
         time.sleep(0.2)
     client = Client(config, name=name, log=log)
     while True:
@@ -238,17 +239,19 @@ def produce(
     while True:
         try:
             client.producer.produce(
-                topic, value=value, key=key,
+                topic,
+                value=value,
+                key=key,
                 headers=headers,  # type: ignore[arg-type]  # (list invariance)
                 on_delivery=functools.partial(call.delivered, index),
-            )  # fmt: skip
+            )
             return None
         except BufferError:  # the local queue is full: wait for deliveries to drain it
             if time.monotonic() >= deadline:
                 return KafkaUnavailableError(
                     f"Kafka did not take the write to {topic} within "
                     f"{MAX_BLOCK_SECONDS:.0f} s: the producer's queue stayed full"
-                )  # fmt: skip
+                )
             time.sleep(0.01)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]

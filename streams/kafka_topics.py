@@ -30,9 +30,11 @@ def admin_client(
 ) -> Iterator[Any]:
     """Yield a connected admin client and close it afterwards."""
     admin = KafkaAdminClient(
-        bootstrap_servers=bootstrap_servers, client_id=client_id, request_timeout_ms=15000,
+        bootstrap_servers=bootstrap_servers,
+        client_id=client_id,
+        request_timeout_ms=15000,
         **kafka_python_options(security),
-    )  # fmt: skip
+    )
     try:
         yield admin
     finally:
@@ -67,9 +69,13 @@ def ensure_configured_topic(kafka: KafkaConfig, name: str, config: Mapping[str, 
     """Create topic `name` of the product unless it exists, replicated as `[kafka]` says."""
     settings = {"min.insync.replicas": str(kafka.min_insync_replicas), **config}
     return ensure_topic(
-        kafka.bootstrap_servers, name, kafka.partitions, settings,
-        security=kafka.security, replication_factor=kafka.replication_factor,
-    )  # fmt: skip
+        kafka.bootstrap_servers,
+        name,
+        kafka.partitions,
+        settings,
+        security=kafka.security,
+        replication_factor=kafka.replication_factor,
+    )
 
 
 def delete_topic(bootstrap_servers: str, name: str, security: KafkaSecurity | None = None) -> bool:

@@ -228,9 +228,15 @@ def _verdict(op: Op, verdict: str, wall_ms: int, detail: str | None = None) -> E
 def _final(s: TxState, wall_ms: int, reason: str, op: Op | None = None) -> Emit:
     assert s.half is not None and s.state is not None
     return Emit(
-        Kind.FINAL, s.half.transaction_id, wall_ms, half=s.half, state=s.state, reason=reason,
-        check_count=s.check_count, deciding_op_id=op.op_id if op else s.deciding_op_id,
-    )  # fmt: skip
+        Kind.FINAL,
+        s.half.transaction_id,
+        wall_ms,
+        half=s.half,
+        state=s.state,
+        reason=reason,
+        check_count=s.check_count,
+        deciding_op_id=op.op_id if op else s.deciding_op_id,
+    )
 
 
 def _forget_at(s: TxState, now_ms: int, rules: Rules) -> int:
@@ -394,9 +400,11 @@ def _fire(s: TxState, now_ms: int, rules: Rules, wall: int) -> Step:
     outcome = apply(s.state, Event.CHECK_DUE)
     # The next check is due an interval after this one is sent (never before the watermark).
     s = replace(
-        s, state=outcome.state, check_count=s.check_count + 1,
+        s,
+        state=outcome.state,
+        check_count=s.check_count + 1,
         timer_ms=_live_timer(half, max(wall, now_ms) + rules.check_interval_ms, rules),
-    )  # fmt: skip
+    )
     check = Emit(Kind.CHECK, half.transaction_id, wall, half=half, check_number=s.check_count)
     return Step(s, [check])
 
@@ -409,9 +417,13 @@ def _discard(
     outcome = apply(s.state, event)
     s = replace(s, state=outcome.state)
     discard = Emit(
-        Kind.DISCARD, half.transaction_id, wall_ms, half=half, reason=reason,
+        Kind.DISCARD,
+        half.transaction_id,
+        wall_ms,
+        half=half,
+        reason=reason,
         check_count=s.check_count,
-    )  # fmt: skip
+    )
     emits = [discard, _final(s, wall_ms, reason)]
     # Expired: the timer that forgets it is already due, so nothing is kept beyond this
     # call (`on_input` may still judge a later op of the same batch as LATE with it).

@@ -70,8 +70,12 @@ class ProgressLog(ProgressListener):
             self.last[name] = line
         log.info("%s", json.dumps(line, separators=(",", ":")))
         if line["dropped_late"]:
-            log.error("query %s batch %s dropped %d row(s) as late",
-                      name, line["batch"], line["dropped_late"])  # fmt: skip
+            log.error(
+                "query %s batch %s dropped %d row(s) as late",
+                name,
+                line["batch"],
+                line["dropped_late"],
+            )
 
     def dropped_late(self, query: str) -> int:
         """Return the rows query `query` dropped as late since this listener was added."""

@@ -69,9 +69,10 @@ class Counts:
     def copy(self) -> Counts:
         """Return an independent copy."""
         return replace(
-            self, halves_by_topic=Counter(self.halves_by_topic),
+            self,
+            halves_by_topic=Counter(self.halves_by_topic),
             finals_by_topic=Counter(self.finals_by_topic),
-        )  # fmt: skip
+        )
 
 
 @dataclass

@@ -102,9 +102,13 @@ class Ticker:
                 raise KafkaError(f"no partitions known for topic {topic!r}")
             for partition in sorted(partitions):
                 futures.append(
-                    producer.send(topic, value=b"", partition=partition,
-                                  headers=[(fmt.KIND, fmt.KIND_TICK.encode())])
-                )  # fmt: skip
+                    producer.send(
+                        topic,
+                        value=b"",
+                        partition=partition,
+                        headers=[(fmt.KIND, fmt.KIND_TICK.encode())],
+                    )
+                )
         producer.flush(timeout=max(self.interval * 5, 10))
         for future in futures:
             future.get(timeout=0)
@@ -120,10 +124,12 @@ class Ticker:
     def _connect(self) -> KafkaProducer:
         """Return a producer that already knows every topic's partitions."""
         producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
+            bootstrap_servers=self.bootstrap_servers,
+            acks="all",
+            linger_ms=0,
             max_block_ms=int(max(self.interval * 5, 10) * 1000),
             **kafka_python_options(self.security),
-        )  # fmt: skip
+        )
         try:
             for topic in self.topics:
                 producer.partitions_for(topic)
@@ -142,8 +148,9 @@ class Ticker:
         try:
             producer = self._connect()
         except Exception as exc:
-            log.warning("heartbeat producer not connected yet (%s); trying again at the first "
-                        "tick", exc)  # fmt: skip
+            log.warning(
+                "heartbeat producer not connected yet (%s); trying again at the first tick", exc
+            )
         while not self._stop.wait(until_next_tick(time.time(), self.interval)):
             if not self._due(last_sent):
                 continue

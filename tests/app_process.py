@@ -53,9 +53,12 @@ class AppProcess:
             *app_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.output: list[str] = []
         self._lines: queue.Queue[str] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)

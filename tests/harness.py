@@ -43,9 +43,10 @@ class Producer:
     def __init__(self, config: Config, **options: Any) -> None:
         self.config = config
         self.kafka = KafkaProducer(
-            bootstrap_servers=config.kafka.bootstrap_servers, acks="all",
+            bootstrap_servers=config.kafka.bootstrap_servers,
+            acks="all",
             **{**kafka_python_options(), **options},
-        )  # fmt: skip
+        )
 
     def half(
         self,
@@ -60,8 +61,11 @@ class Producer:
         tags: str | None = None,
     ) -> Any:
         """Send one half message; return the send's future."""
-        headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.TOPIC, topic.encode()),
-                   (fmt.KEYS, json.dumps([tx]).encode())]  # fmt: skip
+        headers = [
+            (fmt.PRODUCER_GROUP, group.encode()),
+            (fmt.TOPIC, topic.encode()),
+            (fmt.KEYS, json.dumps([tx]).encode()),
+        ]
         if queue_id is not None:
             headers.append((fmt.QUEUE_ID, str(queue_id).encode()))
         if immunity is not None:
@@ -71,13 +75,17 @@ class Producer:
         for name, text in (properties or {}).items():
             headers.append((f"{fmt.PROPERTY_PREFIX}{name}", text.encode()))
         value = body if body is not None else f"body-{tx}".encode()
-        return self.kafka.send(self.config.kafka.half_topic, key=tx.encode(), value=value,
-                               headers=headers)  # fmt: skip
+        return self.kafka.send(
+            self.config.kafka.half_topic, key=tx.encode(), value=value, headers=headers
+        )
 
     def op(self, tx: str, op: str, *, group: str = GROUP, from_check: bool = False) -> Any:
         """Send one op record; return the send's future."""
-        headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.OP, op.encode()),
-                   (fmt.FROM_CHECK, b"true" if from_check else b"false")]  # fmt: skip
+        headers = [
+            (fmt.PRODUCER_GROUP, group.encode()),
+            (fmt.OP, op.encode()),
+            (fmt.FROM_CHECK, b"true" if from_check else b"false"),
+        ]
         return self.kafka.send(self.config.kafka.op_topic, key=tx.encode(), headers=headers)
 
     def flush(self) -> None:
@@ -132,9 +140,13 @@ class Responder:
         # Partitions assigned, not a consumer group: each responder reads the check topic
         # from the start, like a new group.
         topic = self.config.kafka.check_topic
-        consumer = KafkaConsumer(bootstrap_servers=self.config.kafka.bootstrap_servers,
-                                 auto_offset_reset="earliest", enable_auto_commit=False,
-                                 consumer_timeout_ms=500, **kafka_python_options())  # fmt: skip
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.config.kafka.bootstrap_servers,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=500,
+            **kafka_python_options(),
+        )
         partitions = None
         while partitions is None and not self._stop.is_set():
             consumer.topics()  # refreshes the metadata
@@ -241,8 +253,10 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 def warm(engine: Engine, batches: int = 3) -> None:
     """Wait until the query has run a few batches (startup is not what is measured)."""
     wait_for(
-        lambda: engine.progress.batches[QUERY_NAME] >= batches, 240, "the query to start",
-    )  # fmt: skip
+        lambda: engine.progress.batches[QUERY_NAME] >= batches,
+        240,
+        "the query to start",
+    )
 
 
 def watermark_past(line: dict[str, Any] | None, moment: float) -> bool:
@@ -274,5 +288,8 @@ def wait_past(engine: Engine, moment: float, timeout: float, what: str) -> None:
     would emit for store times up to `moment` is in the tables. Pass the time a wrongly late
     emission would be due (e.g. now + the check interval), then assert.
     """
-    wait_for(lambda: watermark_past(engine.progress.last.get(QUERY_NAME), moment), timeout,
-             f"the coordinator's watermark to pass {what}")  # fmt: skip
+    wait_for(
+        lambda: watermark_past(engine.progress.last.get(QUERY_NAME), moment),
+        timeout,
+        f"the coordinator's watermark to pass {what}",
+    )

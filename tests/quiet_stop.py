@@ -10,9 +10,13 @@ from __future__ import annotations
 #: traceback, an interrupted py4j call, an ERROR line from Spark, py4j or txcoord, and
 #: Spark's warning that a stopped query had no job to cancel (expected, so filtered).
 NOISE = (
-    "StackOverflowError", "Traceback", "InterruptedException", " ERROR ", "Exception in thread",
+    "StackOverflowError",
+    "Traceback",
+    "InterruptedException",
+    " ERROR ",
+    "Exception in thread",
     "Cannot find active jobs",
-)  # fmt: skip
+)
 
 
 def noise_in(output: str) -> list[str]:

@@ -71,27 +71,52 @@ class StandaloneCluster:
 
     def _start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._spawn("master", "org.apache.spark.deploy.master.Master",
-                    "--host", HOST, "--port", str(self.port),
-                    "--webui-port", str(self.webui_port))  # fmt: skip
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.webui_port),
+        )
         self._wait_for(lambda status: status.get("status") == "ALIVE", "the master")
-        self._spawn("worker", "org.apache.spark.deploy.worker.Worker", self.master_url,
-                    "--host", HOST, "--cores", str(self.cores), "--memory", self.memory,
-                    "--webui-port", str(free_port()),
-                    "--work-dir", str(self.work_dir / "worker"))  # fmt: skip
+        self._spawn(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.master_url,
+            "--host",
+            HOST,
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            str(self.work_dir / "worker"),
+        )
         self._wait_for(
             lambda status: any(w["state"] == "ALIVE" for w in status.get("workers", [])),
             "the worker to register",
         )
 
     def _spawn(self, name: str, main_class: str, *args: str) -> None:
-        env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": HOST,
-               "SPARK_DAEMON_MEMORY": "512m"}  # fmt: skip
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(SPARK_HOME),
+            "SPARK_LOCAL_IP": HOST,
+            "SPARK_DAEMON_MEMORY": "512m",
+        }
         with (self.work_dir / f"{name}.log").open("wb") as log:
             self.processes[name] = subprocess.Popen(
                 [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )  # fmt: skip
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
 
     def _wait_for(
         self, ready: Callable[[dict[str, Any]], bool], what: str, timeout: float = 120
@@ -123,8 +148,9 @@ class StandaloneCluster:
     def executor_logs(self) -> dict[str, str]:
         """Return each executor's stderr ("app-…/0" -> text) from the worker's folder."""
         logs = sorted((self.work_dir / "worker").glob("app-*/*/stderr"))
-        return {str(p.parent.relative_to(p.parents[2])): p.read_text(errors="replace")
-                for p in logs}  # fmt: skip
+        return {
+            str(p.parent.relative_to(p.parents[2])): p.read_text(errors="replace") for p in logs
+        }
 
     def _stop(self, print_logs: bool) -> None:
         for process in reversed(self.processes.values()):  # the worker (and executors) first

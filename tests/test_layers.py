@@ -240,8 +240,9 @@ def public_names(package: Path) -> list[str] | None:
 
 def packages() -> dict[str, Path]:
     """Return every package (a folder with an __init__.py) by dotted name."""
-    return {name: path.parent for name, path in module_files().items()
-            if path.name == "__init__.py"}  # fmt: skip
+    return {
+        name: path.parent for name, path in module_files().items() if path.name == "__init__.py"
+    }
 
 
 def test_every_package_marks_its_public_surface() -> None:
@@ -253,8 +254,12 @@ def test_every_package_marks_its_public_surface() -> None:
             wrong.append(f"{folder.relative_to(ROOT)}/__init__.py: no __all__")
             continue
         tree = ast.parse((folder / "__init__.py").read_text())
-        bound = {alias.asname or alias.name for node in tree.body
-                 if isinstance(node, ast.ImportFrom) for alias in node.names}  # fmt: skip
+        bound = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
         for entry in listed:
             if entry not in bound and f"{name}.{entry}" not in module_files():
                 wrong.append(f"{folder.relative_to(ROOT)}/__init__.py: {entry!r} is not there")

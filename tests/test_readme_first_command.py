@@ -66,10 +66,16 @@ def curl_commands() -> list[str]:
 
 def fresh_copy(destination: Path) -> Path:
     """Copy the checkout's files (tracked and untracked, not ignored) into `destination`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=PROJECT_ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = PROJECT_ROOT / name
         if source.is_file() and not source.is_symlink():
@@ -98,9 +104,15 @@ class Terminal:
 
     def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            command, shell=True, cwd=cwd, env=env, text=True, start_new_session=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            command,
+            shell=True,
+            cwd=cwd,
+            env=env,
+            text=True,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -147,15 +159,26 @@ class Terminal:
 
 def install_checkout() -> None:
     """Run the checkout's install step, so that the copy's finds everything up to date."""
-    done = subprocess.run(["bash", "deploy/install.sh"], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=1200, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "deploy/install.sh"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert done.returncode == 0, f"the checkout's install failed:\n{done.stdout}{done.stderr}"
 
 
 def installed_anything(output: list[str]) -> list[str]:
     """Return the copy's install lines that did something (all should say "up to date")."""
-    return [line for line in output if line.startswith("[install]")
-            and "up to date" not in line and line.strip() != "[install] ready"]  # fmt: skip
+    return [
+        line
+        for line in output
+        if line.startswith("[install]")
+        and "up to date" not in line
+        and line.strip() != "[install] ready"
+    ]
 
 
 def shell(command: str, cwd: Path) -> str:

@@ -67,9 +67,10 @@ class Up:
             if match := re.search(pattern, line):
                 return match
         self.stop(signal.SIGKILL)
-        raise AssertionError(f"`txcoord up` never printed {pattern!r} within {timeout:.0f} s "
-                             f"(exit code {self.process.returncode}):\n"
-                             + "".join(self.output[-40:]))  # fmt: skip
+        raise AssertionError(
+            f"`txcoord up` never printed {pattern!r} within {timeout:.0f} s "
+            f"(exit code {self.process.returncode}):\n" + "".join(self.output[-40:])
+        )
 
     def stop(self, signum: int, group: bool = True) -> int:
         """Send `signum` to the whole group (a terminal's Ctrl-C) or to txcoord only (kill)."""

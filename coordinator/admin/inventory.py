@@ -185,12 +185,18 @@ def history(warehouse: str, state: TransactionState) -> list[Event]:
 
     for row in read(half_messages.TABLE.name, _HISTORY_COLUMNS[half_messages.TABLE.name]):
         if row["kind"] == half_messages.KIND_HALF:
-            add(row["stored_at"], half_messages.TABLE.name,
+            add(
+                row["stored_at"],
+                half_messages.TABLE.name,
                 f"half {row['msg_id']} for {row['topic']}/{row['queue_id']} "
-                f"from group {row['producer_group']}")  # fmt: skip
+                f"from group {row['producer_group']}",
+            )
     for row in read(op_records.TABLE.name, _HISTORY_COLUMNS[op_records.TABLE.name]):
-        who = f" by operator {row['operator']} ({row['reason'] or 'no reason'})" if row[
-            "operator"] else ""  # fmt: skip
+        who = (
+            f" by operator {row['operator']} ({row['reason'] or 'no reason'})"
+            if row["operator"]
+            else ""
+        )
         answer = " answering a check" if row["from_check"] else ""
         what = f"{row['op']} {row['op_id']} from group {row['producer_group']}{answer}{who}"
         add(row["stored_at"], op_records.TABLE.name, what)
@@ -198,11 +204,17 @@ def history(warehouse: str, state: TransactionState) -> list[Event]:
         add(row["requested_at"], check_requests.TABLE.name, f"check #{row['check_number']} sent")
     for row in read(op_verdicts.TABLE.name, _HISTORY_COLUMNS[op_verdicts.TABLE.name]):
         detail = f": {row['detail']}" if row["detail"] else ""
-        add(row["recorded_at"], op_verdicts.TABLE.name,
-            f"{row['op']} {row['op_id']} judged {row['verdict']}{detail}")  # fmt: skip
+        add(
+            row["recorded_at"],
+            op_verdicts.TABLE.name,
+            f"{row['op']} {row['op_id']} judged {row['verdict']}{detail}",
+        )
     for row in read(transactions.TABLE.name, _HISTORY_COLUMNS[transactions.TABLE.name]):
-        add(row["resolved_at"], transactions.TABLE.name,
-            f"{row['state']} (reason {row['reason']}, {row['check_count']} check(s))")  # fmt: skip
+        add(
+            row["resolved_at"],
+            transactions.TABLE.name,
+            f"{row['state']} (reason {row['reason']}, {row['check_count']} check(s))",
+        )
     if state.topic:
         name = topics.table(state.topic).name
         for row in read(name, _HISTORY_COLUMNS["topics"]):

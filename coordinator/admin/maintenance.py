@@ -195,6 +195,11 @@ class Maintenance:
             elif vacuum and refusal is not None:
                 notes.append(refusal)
             yield TableReport(
-                name, compact, before, self._files(name), _hours(retention or timedelta(0)),
-                vacuumed, "; ".join(notes),
-            )  # fmt: skip
+                name,
+                compact,
+                before,
+                self._files(name),
+                _hours(retention or timedelta(0)),
+                vacuumed,
+                "; ".join(notes),
+            )

@@ -90,16 +90,23 @@ def send_operator_op(
     if problem is not None or state.producer_group is None:
         raise OperatorOpRefusedError(problem or "no producer group")
     headers = op_headers(
-        state.producer_group, op, from_check=False, born_at_ms=time.time_ns() // 1_000_000,
-        operator=operator, reason=reason,
-    )  # fmt: skip
+        state.producer_group,
+        op,
+        from_check=False,
+        born_at_ms=time.time_ns() // 1_000_000,
+        operator=operator,
+        reason=reason,
+    )
     watch = AuthenticationWatch(bootstrap_servers, security)
     try:
         with watch:
             producer = KafkaProducer(
-                bootstrap_servers=bootstrap_servers, acks="all", max_block_ms=15_000,
-                request_timeout_ms=15_000, **kafka_python_options(security),
-            )  # fmt: skip
+                bootstrap_servers=bootstrap_servers,
+                acks="all",
+                max_block_ms=15_000,
+                request_timeout_ms=15_000,
+                **kafka_python_options(security),
+            )
     except KafkaError as exc:
         raise KafkaUnavailableError(
             f"cannot reach Kafka at {bootstrap_servers}: {exc}{watch.hint}"

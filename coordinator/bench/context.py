@@ -92,8 +92,15 @@ class BenchSettings:
             raise ValueError(
                 "warmup, warmup_max_seconds, idle_seconds and rest_seconds must not be negative"
             )
-        for name in ("window", "batch", "peer_producers", "java_peer_records", "java_peer_batch",
-                     "ceiling_records", "ceiling_repeats"):  # fmt: skip
+        for name in (
+            "window",
+            "batch",
+            "peer_producers",
+            "java_peer_records",
+            "java_peer_batch",
+            "ceiling_records",
+            "ceiling_repeats",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
 

@@ -73,8 +73,9 @@ def parse_total(stdout: str) -> dict[str, float]:
     if not found:
         raise ValueError(f"no ProducerPerformance summary line in its output:\n{stdout[-2000:]}")
     fields = dict(zip(_TOTAL.groupindex, found[-1], strict=True))
-    return {name: (int(value) if name == "records" else float(value))
-            for name, value in fields.items()}  # fmt: skip
+    return {
+        name: (int(value) if name == "records" else float(value)) for name, value in fields.items()
+    }
 
 
 def classpath(jar_cache: Path | None) -> str:
@@ -180,9 +181,15 @@ def _producer(total: dict[str, float], transactions: int, cpu: float, rss: int) 
 
 
 def run_shape(
-    bootstrap: str, run: str, shape: Shape, *, producers: int, work_dir: Path,
-    jar_cache: Path | None, timeout: float = 900.0,
-) -> dict[str, Any]:  # fmt: skip
+    bootstrap: str,
+    run: str,
+    shape: Shape,
+    *,
+    producers: int,
+    work_dir: Path,
+    jar_cache: Path | None,
+    timeout: float = 900.0,
+) -> dict[str, Any]:
     """Run `producers` tools side by side in `shape`; return their sums and each one's figures."""
     java = shutil.which("java")
     if java is None:
@@ -214,8 +221,9 @@ def run_shape(
             raise RuntimeError(f"{TOOL} exited with {code}:\n{text[-3000:]}")
         total = parse_total(text)
         if total["records"] != shape.records:  # a failed send is printed, not counted
-            raise RuntimeError(f"{TOOL}: {total['records']} of {shape.records} records acked:\n"
-                               f"{text[-3000:]}")  # fmt: skip
+            raise RuntimeError(
+                f"{TOOL}: {total['records']} of {shape.records} records acked:\n{text[-3000:]}"
+            )
         transactions = count_transactions(bootstrap, topic, int(total["records"]))
         each.append(_producer(total, transactions, cpu, rss))
     return _sums(shape, each)
@@ -261,17 +269,24 @@ def _run_shape_once_more(bootstrap: str, run: str, shape: Shape, **common: Any) 
         if FENCED not in str(exc):
             raise
         log.warning("%s failed with %s; running the %s shape once more", TOOL, FENCED, shape.name)
-        return {**run_shape(bootstrap, f"{run}-again", shape, **common),
-                "retried": f"the first run failed: {FENCED}"}  # fmt: skip
+        return {
+            **run_shape(bootstrap, f"{run}-again", shape, **common),
+            "retried": f"the first run failed: {FENCED}",
+        }
 
 
 def run_java_peer(
-    bootstrap: str, run: str, *, producers: int, records: int, batch: int, work_dir: Path,
+    bootstrap: str,
+    run: str,
+    *,
+    producers: int,
+    records: int,
+    batch: int,
+    work_dir: Path,
     jar_cache: Path | None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Measure ProducerPerformance in the short shape, then the batch shape."""
-    common: dict[str, Any] = {"producers": producers, "work_dir": work_dir,
-                              "jar_cache": jar_cache}  # fmt: skip
+    common: dict[str, Any] = {"producers": producers, "work_dir": work_dir, "jar_cache": jar_cache}
     short = _run_shape_once_more(bootstrap, run, Shape(SHAPES[0], records, 1), **common)
     duration = batch_duration_ms(short["records_per_tx"] or 1.0, batch)
     per_producer = max(-(-short["transactions"] // producers), 1)  # ceil

@@ -64,15 +64,17 @@ class KafkaDriver:
         # the poller is still running the last callbacks).
         self._outstanding = 0
         self._settled = threading.Condition()
-        self._producer = Producer({
-            "bootstrap.servers": bootstrap_servers,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "batch.size": 256 * 1024,
-            "message.max.bytes": 4 * 1024 * 1024,
-            "queue.buffering.max.messages": 1_000_000,
-        })  # fmt: skip
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "batch.size": 256 * 1024,
+                "message.max.bytes": 4 * 1024 * 1024,
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
         # Delivery callbacks run in whichever thread polls: this one polls all the time, so
         # an acknowledgement is timed when it arrives, not when a sender next waits.
         self._closing = threading.Event()
@@ -116,10 +118,13 @@ class KafkaDriver:
         born = now_ms()
         for transaction_id, kind in batch:
             headers = half_headers(
-                self.group, self.topic, born, keys=[transaction_id],
+                self.group,
+                self.topic,
+                born,
+                keys=[transaction_id],
                 properties=self._properties(kind, transaction_id),
                 check_immunity_seconds=self.immunity_seconds,
-            )  # fmt: skip
+            )
             self._produce(self.half_topic, transaction_id, self.body, headers, self.half_acks)
         self._wait()
         if not ops:
@@ -152,8 +157,9 @@ class KafkaDriver:
         deadline = time.monotonic() + ACK_TIMEOUT
         self._producer.flush(ACK_TIMEOUT)
         with self._settled:
-            if not self._settled.wait_for(lambda: self._outstanding == 0,
-                                          max(0.0, deadline - time.monotonic())):  # fmt: skip
+            if not self._settled.wait_for(
+                lambda: self._outstanding == 0, max(0.0, deadline - time.monotonic())
+            ):
                 raise RuntimeError(f"a record was not acknowledged within {ACK_TIMEOUT:.0f} s")
         if self.errors:
             raise RuntimeError(f"Kafka refused {len(self.errors)} record(s): {self.errors[:3]}")

@@ -95,8 +95,9 @@ def _java_peer(java: dict[str, Any]) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for shape, s in java["shapes"].items():
-        latency = " / ".join(_n(s["latency_ms"][k], 1) for k in
-                             ("avg", "p50", "p95", "p99", "p99_9", "max"))  # fmt: skip
+        latency = " / ".join(
+            _n(s["latency_ms"][k], 1) for k in ("avg", "p50", "p95", "p99", "p99_9", "max")
+        )
         lines.append(
             f"| {shape} | {s['transaction_duration_ms']} | {_n(s['transactions'])} | "
             f"{_n(s['records_per_tx'], 1)} | **{_n(s['tx_per_s'], 1)}** | "
@@ -169,8 +170,9 @@ def _time(result: dict[str, Any]) -> list[str]:
         "| phase | query | batches (with rows) | batch ms p50 / p95 | busy | phase shares |",
         "|---|---|---:|---:|---:|---|",
     ]
-    phases = [(f"{path} path", p["where_time_went"]) for path, p in
-              (result.get("paths") or {}).items()]  # fmt: skip
+    phases = [
+        (f"{path} path", p["where_time_went"]) for path, p in (result.get("paths") or {}).items()
+    ]
     for key, name in (("resting", "resting engine"), ("idle", "idle engine")):
         if result.get(key):
             phases.insert(0, (name, result[key]["where_time_went"]))
@@ -197,8 +199,10 @@ def _commits(result: dict[str, Any]) -> list[str]:
     tables = ", ".join(
         f"{table} {n:,} ({n / seconds:.2f}/s)" for table, n in commits["tables"].items()
     )
-    return ["", f"Delta commits over the engine's {seconds:.0f} s (warm-up, idle, both paths): "
-            f"{tables}."]  # fmt: skip
+    return [
+        "",
+        f"Delta commits over the engine's {seconds:.0f} s (warm-up, idle, both paths): {tables}.",
+    ]
 
 
 def _resources(result: dict[str, Any]) -> list[str]:

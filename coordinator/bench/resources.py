@@ -149,8 +149,11 @@ class Processes:
     def usage(self) -> dict[str, Usage]:
         """Return the counters of every named group, now (MACHINE: every process, CPU only)."""
         found: dict[str, Usage] = {MACHINE: Usage(round(machine_busy_seconds(), 2), 0, 0)}
-        for name, pid in ((BROKER, self.broker_pid), (SPARK, self.spark_pid),
-                          (BENCH, self.own_pid)):  # fmt: skip
+        for name, pid in (
+            (BROKER, self.broker_pid),
+            (SPARK, self.spark_pid),
+            (BENCH, self.own_pid),
+        ):
             if pid is None or (stat := _stat(pid)) is None:
                 continue
             rss, hwm = memory(pid)

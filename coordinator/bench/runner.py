@@ -309,26 +309,36 @@ class Bench:
             self.reporter.phase("ceiling: raw Kafka -> Delta", None)
             with self._measure("ceiling"):
                 found["ceiling"] = run_ceiling(
-                    spark, bootstrap, f"bench.ceiling.{self.stamp}",
-                    records=settings.ceiling_records, repeats=settings.ceiling_repeats,
+                    spark,
+                    bootstrap,
+                    f"bench.ceiling.{self.stamp}",
+                    records=settings.ceiling_records,
+                    repeats=settings.ceiling_repeats,
                     work_dir=work_dir / "ceiling",
-                )  # fmt: skip
+                )
         if settings.peer:
             self.reporter.phase("peer: Kafka transactions", settings.peer_seconds)
             with self._measure("peer"):
                 found["peer"] = run_peer(
-                    bootstrap, f"bench.peer.{self.stamp}", self.stamp,
-                    producers=settings.peer_producers, seconds=settings.peer_seconds,
+                    bootstrap,
+                    f"bench.peer.{self.stamp}",
+                    self.stamp,
+                    producers=settings.peer_producers,
+                    seconds=settings.peer_seconds,
                     work_dir=work_dir,
-                )  # fmt: skip
+                )
         if settings.java_peer:
             self.reporter.phase("java peer: ProducerPerformance, transactional", None)
             with self._measure("java peer"):
                 found["java_peer"] = run_java_peer(
-                    bootstrap, self.stamp, producers=settings.peer_producers,
-                    records=settings.java_peer_records, batch=settings.java_peer_batch,
-                    work_dir=work_dir / "java-peer", jar_cache=jar_cache_dir(self.environ),
-                )  # fmt: skip
+                    bootstrap,
+                    self.stamp,
+                    producers=settings.peer_producers,
+                    records=settings.java_peer_records,
+                    batch=settings.java_peer_batch,
+                    work_dir=work_dir / "java-peer",
+                    jar_cache=jar_cache_dir(self.environ),
+                )
         return found
 
     def _resources(self, result: dict[str, Any]) -> dict[str, Any]:

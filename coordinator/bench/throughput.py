@@ -209,9 +209,17 @@ def warm_up(context: PhaseContext) -> dict[str, Any]:
     run = f"w{context.stamp}"
     longest = settings.warmup_max_seconds
     sizing: dict[str, Any] = {"duration": longest} if longest > 0 else {"count": settings.warmup}
-    plan = plan_for(context, "kafka", run, group="bench-warmup", topic="BenchWarmup",
-                    mix=settings.mix, window=settings.window, batch=settings.batch,
-                    **sizing)  # fmt: skip
+    plan = plan_for(
+        context,
+        "kafka",
+        run,
+        group="bench-warmup",
+        topic="BenchWarmup",
+        mix=settings.mix,
+        window=settings.window,
+        batch=settings.batch,
+        **sizing,
+    )
     context.reporter.phase("warm-up", None if longest > 0 else settings.warmup)
     settling = Settling()
     started = time.time()
@@ -224,8 +232,13 @@ def warm_up(context: PhaseContext) -> dict[str, Any]:
         settling.observe(time.monotonic(), compiled)
         return decided >= settings.warmup and settling.settled()
 
-    driven = drive(LoadProcess(plan), context, decisions_since(context), "warm-up",
-                   enough=warm if longest > 0 else None)  # fmt: skip
+    driven = drive(
+        LoadProcess(plan),
+        context,
+        decisions_since(context),
+        "warm-up",
+        enough=warm if longest > 0 else None,
+    )
     decided = driven.series[-1][2] if driven.series else 0
     share = settling.recent_share()
     return {

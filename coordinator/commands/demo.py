@@ -63,17 +63,32 @@ def _state(client: httpx.Client, tx: str) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--endpoint", default="http://127.0.0.1:8080", show_default=True,
-              help="REST ingress of a running `txcoord up`.")  # fmt: skip
+@click.option(
+    "--endpoint",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="REST ingress of a running `txcoord up`.",
+)
 @click.option("--token", envvar="TXCOORD_DEMO_TOKEN", help="Bearer token of the group, if any.")
 @click.option("--group", default="demo", show_default=True, help="Producer group.")
 @click.option("--topic", default="DemoOrders", show_default=True, help="Real topic.")
-@click.option("--each", type=click.IntRange(1, 1000), default=3, show_default=True,
-              help="Transactions of each kind.")  # fmt: skip
-@click.option("--wait", type=click.FloatRange(1, 3600), default=120, show_default=True,
-              help="Seconds to wait for the decidable ones.")  # fmt: skip
-def demo(*, endpoint: str, token: str | None, group: str, topic: str, each: int,
-         wait: float) -> None:  # fmt: skip
+@click.option(
+    "--each",
+    type=click.IntRange(1, 1000),
+    default=3,
+    show_default=True,
+    help="Transactions of each kind.",
+)
+@click.option(
+    "--wait",
+    type=click.FloatRange(1, 3600),
+    default=120,
+    show_default=True,
+    help="Seconds to wait for the decidable ones.",
+)
+def demo(
+    *, endpoint: str, token: str | None, group: str, topic: str, each: int, wait: float
+) -> None:
     """Send sample transactions through the SDK and print how each one ended."""
     console = Console()
     producer = TransactionProducer(group, DemoListener(), endpoint=endpoint, token=token)
@@ -82,10 +97,12 @@ def demo(*, endpoint: str, token: str | None, group: str, topic: str, each: int,
         for kind in KINDS:
             for n in range(each):
                 message = Message(
-                    topic=topic, body=f"{kind} #{n}".encode(), keys=[f"demo-{n}"],
+                    topic=topic,
+                    body=f"{kind} #{n}".encode(),
+                    keys=[f"demo-{n}"],
                     properties={"demo.kind": kind},
                     transaction_id=f"demo-{kind}-{n}-{uuid.uuid4().hex[:8]}",
-                )  # fmt: skip
+                )
                 result = producer.send_message_in_transaction(message)
                 sent.append((kind, result.transaction_id))
         console.print(f"sent {len(sent)} transactions to {endpoint}; waiting for outcomes...")
@@ -104,8 +121,16 @@ def demo(*, endpoint: str, token: str | None, group: str, topic: str, each: int,
         table.add_column(column)
     for kind, tx in sent:
         state = states.get(tx, {})
-        table.add_row(kind, tx, str(state.get("state")), str(state.get("check_count", 0)),
-                      str(state.get("reason") or ""))  # fmt: skip
+        table.add_row(
+            kind,
+            tx,
+            str(state.get("state")),
+            str(state.get("check_count", 0)),
+            str(state.get("reason") or ""),
+        )
     console.print(table)
-    console.print("never-answers transactions stay CHECKING until transaction_check_max checks "
-                  "went unanswered, then become DISCARDED.", style="dim")  # fmt: skip
+    console.print(
+        "never-answers transactions stay CHECKING until transaction_check_max checks "
+        "went unanswered, then become DISCARDED.",
+        style="dim",
+    )

@@ -17,12 +17,23 @@ from core.config import load_config, parse_overrides
 
 @click.command()
 @configuration_options("its warehouse and checkpoint folder are used")
-@click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
-              help="Root folder of the Delta tables (default: the configuration's).")  # fmt: skip
-@click.option("--optimize/--no-optimize", default=True, show_default=True,
-              help="Compact small files (OPTIMIZE).")  # fmt: skip
-@click.option("--vacuum/--no-vacuum", default=True, show_default=True,
-              help="Delete files no version within the retention needs (VACUUM).")  # fmt: skip
+@click.option(
+    "--warehouse",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Root folder of the Delta tables (default: the configuration's).",
+)
+@click.option(
+    "--optimize/--no-optimize",
+    default=True,
+    show_default=True,
+    help="Compact small files (OPTIMIZE).",
+)
+@click.option(
+    "--vacuum/--no-vacuum",
+    default=True,
+    show_default=True,
+    help="Delete files no version within the retention needs (VACUUM).",
+)
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 def maintain(
     *,
@@ -58,9 +69,13 @@ def maintain(
             report.add_column(column)
         for done in Maintenance(spark, config).run(optimize, vacuum, progress=console.print):
             report.add_row(
-                done.name, str(done.files_before), str(done.files_after),
-                "yes" if done.vacuumed else "no", f"{done.retention_hours} h", done.note,
-            )  # fmt: skip
+                done.name,
+                str(done.files_before),
+                str(done.files_after),
+                "yes" if done.vacuumed else "no",
+                f"{done.retention_hours} h",
+                done.note,
+            )
         console.print(report)
     finally:
         spark.stop()

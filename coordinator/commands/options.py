@@ -14,13 +14,17 @@ def configuration_options(uses: str) -> Callable[[Any], Any]:
 
     def decorate(command: Any) -> Any:
         command = click.option(
-            "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+            "--set",
+            "overrides",
+            multiple=True,
+            metavar="KEY=VALUE",
             help="Override one configuration key (repeatable).",
-        )(command)  # fmt: skip
+        )(command)
         return click.option(
-            "--config", "config_file",
+            "--config",
+            "config_file",
             type=click.Path(dir_okay=False, exists=True, path_type=Path),
             help=f"TOML configuration file ({uses}).",
-        )(command)  # fmt: skip
+        )(command)
 
     return decorate

@@ -34,12 +34,20 @@ def _group_of(value: str) -> tuple[str, str | None]:
 
 @click.command()
 @configuration_options("its [kafka] cluster, credentials and topic names")
-@click.option("--group", "groups", multiple=True, metavar="GROUP[=PRINCIPAL]",
-              help="A producer group, and the SASL user its producers log in as (for its "
-                   "ACLs; repeatable).")  # fmt: skip
-@click.option("--operator", "operators", multiple=True, metavar="PRINCIPAL",
-              help="An operator's SASL user: its own operator topic and its ACL "
-                   "(repeatable).")  # fmt: skip
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    metavar="GROUP[=PRINCIPAL]",
+    help="A producer group, and the SASL user its producers log in as (for its ACLs; repeatable).",
+)
+@click.option(
+    "--operator",
+    "operators",
+    multiple=True,
+    metavar="PRINCIPAL",
+    help="An operator's SASL user: its own operator topic and its ACL (repeatable).",
+)
 def provision(
     *,
     config_file: Path | None,

@@ -118,9 +118,14 @@ def _print_table(states: list[TransactionState], title: str) -> None:
         table.add_column(column)
     for s in states:
         table.add_row(
-            s.transaction_id, s.producer_group, f"{s.topic}/{s.queue_id}", s.state,
-            str(s.check_count), _age(inventory.age_seconds(s, now)), s.reason or "",
-        )  # fmt: skip
+            s.transaction_id,
+            s.producer_group,
+            f"{s.topic}/{s.queue_id}",
+            s.state,
+            str(s.check_count),
+            _age(inventory.age_seconds(s, now)),
+            s.reason or "",
+        )
     console.print(table)
 
 
@@ -148,11 +153,21 @@ def transactions() -> None:
 
 @transactions.command("list")
 @_where
-@click.option("--state", "states", multiple=True, type=click.Choice(STATES),
-              help="Only transactions in this state (repeatable).")  # fmt: skip
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(STATES),
+    help="Only transactions in this state (repeatable).",
+)
 @click.option("--group", help="Only this producer group's transactions.")
-@click.option("--limit", type=click.IntRange(1), default=100, show_default=True,
-              help="Show the newest this many.")  # fmt: skip
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="Show the newest this many.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_(
     *, states: tuple[str, ...], group: str | None, limit: int, as_json: bool, **where: Any
@@ -167,8 +182,12 @@ def list_(
 
 @transactions.command("find-hanging")
 @_where
-@click.option("--older-than", default="1m", show_default=True,
-              help="Age since the half was stored that counts as hanging: 30s, 5m.")  # fmt: skip
+@click.option(
+    "--older-than",
+    default="1m",
+    show_default=True,
+    help="Age since the half was stored that counts as hanging: 30s, 5m.",
+)
 @click.option("--group", help="Only this producer group's transactions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def find_hanging(*, older_than: str, group: str | None, as_json: bool, **where: Any) -> None:
@@ -183,9 +202,10 @@ def find_hanging(*, older_than: str, group: str | None, as_json: bool, **where: 
 
 
 _GROUP_OF_ONE = click.option(
-    "--group", "producer_group",
+    "--group",
+    "producer_group",
     help="The transaction's producer group (needed when several groups use the id).",
-)  # fmt: skip
+)
 
 
 def _found(target: Target, transaction_id: str, group: str | None) -> inventory.Description:
@@ -214,8 +234,9 @@ def describe(
     target = _target(**where)
     found = _found(target, transaction_id, producer_group)
     if as_json:
-        history = [{"at": e.at.isoformat(), "table": e.table, "what": e.what}
-                   for e in found.history]  # fmt: skip
+        history = [
+            {"at": e.at.isoformat(), "table": e.table, "what": e.what} for e in found.history
+        ]
         click.echo(json.dumps({**_as_json(found.state), "history": history}, indent=2))
         return
     s = found.state
@@ -236,22 +257,41 @@ def _operator_command(op: str, summary: str) -> click.Command:
     @click.argument("transaction_id")
     @_GROUP_OF_ONE
     @click.option("--reason", required=True, help="Why (recorded with the op).")
-    @click.option("--operator", default=getpass.getuser, show_default="your user name",
-                  help="Who (recorded with the op). On a secured deployment the recorded "
-                       "who is your Kafka principal, this beside it as display name.")  # fmt: skip
-    @click.option("--wait", "wait_seconds", type=click.FloatRange(0), default=60.0,
-                  show_default=True,
-                  help="Seconds to wait for the coordinator's verdict; 0: only send.")  # fmt: skip
+    @click.option(
+        "--operator",
+        default=getpass.getuser,
+        show_default="your user name",
+        help="Who (recorded with the op). On a secured deployment the recorded "
+        "who is your Kafka principal, this beside it as display name.",
+    )
+    @click.option(
+        "--wait",
+        "wait_seconds",
+        type=click.FloatRange(0),
+        default=60.0,
+        show_default=True,
+        help="Seconds to wait for the coordinator's verdict; 0: only send.",
+    )
     def command(
-        *, transaction_id: str, producer_group: str | None, reason: str, operator: str,
-        wait_seconds: float, **where: Any,
-    ) -> None:  # fmt: skip
+        *,
+        transaction_id: str,
+        producer_group: str | None,
+        reason: str,
+        operator: str,
+        wait_seconds: float,
+        **where: Any,
+    ) -> None:
         target = _target(**where)
         found = _found(target, transaction_id, producer_group)
         sent = send_operator_op(
-            target.bootstrap_servers, target.op_topic, found.state, op, security=target.security,
-            operator=operator, reason=reason,
-        )  # fmt: skip
+            target.bootstrap_servers,
+            target.op_topic,
+            found.state,
+            op,
+            security=target.security,
+            operator=operator,
+            reason=reason,
+        )
         click.echo(f"{op} {sent.op_id} for {transaction_id} stored in {target.op_topic}")
         if wait_seconds > 0:
             _await_verdict(target, found.state, sent.op_id, wait_seconds)

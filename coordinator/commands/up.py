@@ -72,14 +72,18 @@ def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
 
 @click.command()
 @click.option(
-    "--config", "config_file",
+    "--config",
+    "config_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="TOML configuration file (see deploy/txcoord.example.toml).",
-)  # fmt: skip
+)
 @click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Override one configuration key, e.g. --set transaction_timeout=10s (repeatable).",
-)  # fmt: skip
+)
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -93,14 +97,16 @@ def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
     help="Root folder of every Delta table (default: the configuration's, ./warehouse).",
 )
 @click.option(
-    "--port", type=click.IntRange(1, 65535),
+    "--port",
+    type=click.IntRange(1, 65535),
     help="REST ingress port on 127.0.0.1 (default: the configuration's, 8080).",
-)  # fmt: skip
+)
 @click.option(
-    "--auth-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    "--auth-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="Auth file: REST tokens ([[token]]) and, with a [kafka] part, the broker's SASL "
     "principals and ACLs; without one everything runs open, on 127.0.0.1 only.",
-)  # fmt: skip
+)
 @click.option("--no-rest", is_flag=True, help="Run without the REST ingress.")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option(

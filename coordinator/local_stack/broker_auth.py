@@ -202,8 +202,7 @@ def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
     for group in auth.groups:
         if problem := group_topic_problem(group, layout):
             raise ConfigurationError(f"auth file [[kafka.group]] {group!r}: {problem}")
-    wanted = grants(layout, {g: who.name for g, who in auth.groups.items()},
-                    (auth.operator.name,))  # fmt: skip
+    wanted = grants(layout, {g: who.name for g, who in auth.groups.items()}, (auth.operator.name,))
     return [
         ACL(f"User:{g.principal}", "*", ACLOperation[g.operation], ACLPermissionType.ALLOW,
             ResourcePattern(ResourceType[g.resource], g.name, ACLResourcePatternType.LITERAL))

@@ -47,10 +47,12 @@ def check_kafka(bootstrap_servers: str, security: KafkaSecurity | None = None) -
     try:
         with admin_client(bootstrap_servers, "txcoord-health", security) as admin:
             cluster: Any = admin.describe_cluster()
-        ensure_topic(bootstrap_servers, HEALTH_TOPIC, 1, {"retention.ms": "3600000"},
-                     security=security)  # fmt: skip
-        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all",
-                                 **kafka_python_options(security))  # fmt: skip
+        ensure_topic(
+            bootstrap_servers, HEALTH_TOPIC, 1, {"retention.ms": "3600000"}, security=security
+        )
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap_servers, acks="all", **kafka_python_options(security)
+        )
         try:
             producer.send(HEALTH_TOPIC, value=b"ping").get(timeout=15)
         finally:

@@ -118,10 +118,13 @@ class LocalStack:
         secured = self.settings.broker_auth is not None
         self.config = replace(
             self.config,
-            kafka=replace(self.config.kafka, bootstrap_servers=self.broker.bootstrap_servers,
-                          topics_per_group=secured or self.config.kafka.topics_per_group,
-                          **asdict(security)),
-        )  # fmt: skip
+            kafka=replace(
+                self.config.kafka,
+                bootstrap_servers=self.broker.bootstrap_servers,
+                topics_per_group=secured or self.config.kafka.topics_per_group,
+                **asdict(security),
+            ),
+        )
         if self.settings.broker_auth is not None:
             apply_auth(self.broker.bootstrap_servers, self.settings.broker_auth, self.config)
         log.info("starting spark (%s)", self.settings.master)
@@ -136,17 +139,20 @@ class LocalStack:
             )
         )
         spark = check_spark(
-            self.spark, self.settings.state_dir / "health", self.broker.bootstrap_servers,
+            self.spark,
+            self.settings.state_dir / "health",
+            self.broker.bootstrap_servers,
             security,
-        )  # fmt: skip
+        )
         if not spark.healthy:
             raise StackError(str(spark))
         log.info("starting the coordinator stream")
         started = time.monotonic()
         self.engine = Engine(self.spark, self.config).start()
         metrics = f"; metrics at {self.engine.metrics_url}" if self.engine.metrics_url else ""
-        streams = Health("streams", True, f"coordinator running{metrics}",
-                         time.monotonic() - started)  # fmt: skip
+        streams = Health(
+            "streams", True, f"coordinator running{metrics}", time.monotonic() - started
+        )
         healths = [kafka, spark, streams]
         if self.rest_server is not None:
             healths.append(self._start_rest(self.rest_server))

@@ -20,9 +20,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--config", type=Path, help="TOML configuration file (contract 4)")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set rest.port=8081",
-    )  # fmt: skip
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     return parser.parse_args(argv)
 

@@ -59,23 +59,29 @@ def create_app(
     if auth.open_mode:
         log.warning(
             "REST ingress in open mode (rest.auth_file is empty): every caller may act for "
-            "every producer group; it listens on loopback (%s) only", config.rest.host,
-        )  # fmt: skip
+            "every producer group; it listens on loopback (%s) only",
+            config.rest.host,
+        )
     services = Services(
         config=config,
         auth=auth,
-        writer=writer or KafkaWriter(
-            config.kafka.bootstrap_servers, config.kafka.layout,
-            max_message_size=config.max_message_size, security=config.kafka.security,
+        writer=writer
+        or KafkaWriter(
+            config.kafka.bootstrap_servers,
+            config.kafka.layout,
+            max_message_size=config.max_message_size,
+            security=config.kafka.security,
             ensure_group_topics=functools.partial(_ensure_group_topics, config),
         ),
         lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
-        poller=poller or CheckPoller(config.kafka.bootstrap_servers, config.kafka.layout,
-                                     security=config.kafka.security),
+        poller=poller
+        or CheckPoller(
+            config.kafka.bootstrap_servers, config.kafka.layout, security=config.kafka.security
+        ),
         metrics=Metrics(),
         clock=clock,
         poll_slots=poll_slots or PollSlots(),
-    )  # fmt: skip
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

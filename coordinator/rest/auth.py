@@ -219,9 +219,10 @@ def require_group(principal: Principal, group: str, what: str) -> None:
     """Raise a 403 ApiError unless `principal` may act for producer group `group`."""
     if not principal.may_act_for(group):
         raise ApiError(
-            403, "forbidden",
+            403,
+            "forbidden",
             f"{what}: this token acts for producer group {principal.group!r}, not {group!r}",
-        )  # fmt: skip
+        )
 
 
 def require_admin(principal: Principal, what: str) -> None:

@@ -145,8 +145,10 @@ class CheckPoller:
                     except (TypeError, ValueError):  # ValidationError is a ValueError
                         log.warning(
                             "skipping a malformed check record at %s-%d offset %d",
-                            record.topic, record.partition, record.offset,
-                        )  # fmt: skip
+                            record.topic,
+                            record.partition,
+                            record.offset,
+                        )
             # Long poll: answer as soon as something came, or when the wait is over.
             if found or remaining <= 0:
                 break
@@ -162,10 +164,13 @@ class CheckPoller:
         limit = self.idle_timeout.total_seconds()
         with self._guard:
             others = sorted(
-                ((slot.last_used, group, slot) for group, slot in self._slots.items()
-                 if group != keep),
+                (
+                    (slot.last_used, group, slot)
+                    for group, slot in self._slots.items()
+                    if group != keep
+                ),
                 key=lambda item: item[0],
-            )  # fmt: skip
+            )
             excess = len(others) + 1 - self.max_groups
             idle = [
                 (group, slot) for i, (used, group, slot) in enumerate(others)

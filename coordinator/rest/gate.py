@@ -44,8 +44,9 @@ class AuthGate:
         except ApiError as refused:
             # receive() is never called: the body stays unread and the server closes the
             # connection after this answer (HTTP/1.1 cannot reuse it with a body pending).
-            response = error_response(refused.status, refused.code, refused.message,
-                                      refused.headers)  # fmt: skip
+            response = error_response(
+                refused.status, refused.code, refused.message, refused.headers
+            )
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})[PRINCIPAL] = principal

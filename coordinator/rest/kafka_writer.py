@@ -91,10 +91,14 @@ class KafkaWriter:
         engine's principal may write in the per-group layout.
         """
         return self._send_each(
-            [self.layout.op if _header(r, fmt.OPERATOR) is not None
-             else self._topic(self.layout.op_topic, r) for r in records],
+            [
+                self.layout.op
+                if _header(r, fmt.OPERATOR) is not None
+                else self._topic(self.layout.op_topic, r)
+                for r in records
+            ],
             records,
-        )  # fmt: skip
+        )
 
     def _topic(self, topic_of: Callable[[str], str], record: Record) -> str:
         """Return the topic of `record`'s group, created first in the per-group layout."""
@@ -115,11 +119,14 @@ class KafkaWriter:
 
     def _config(self) -> dict[str, Any]:
         return durable_config(
-            self.bootstrap_servers, self.security, client_id=self.client_id,
+            self.bootstrap_servers,
+            self.security,
+            client_id=self.client_id,
             # A record is the body plus headers: as large as the topics allow.
             max_record_bytes=self.max_message_size + HEADER_ALLOWANCE_BYTES,
-            ack_timeout_ms=int(self.ack_timeout.total_seconds() * 1000), linger_ms=1,
-        )  # fmt: skip
+            ack_timeout_ms=int(self.ack_timeout.total_seconds() * 1000),
+            linger_ms=1,
+        )
 
     def _client_or_new(self) -> Client:
         with self._lock:
@@ -128,8 +135,7 @@ class KafkaWriter:
             broken, self._client = self._client, None
             if broken is not None:
                 broken.close(timeout=0)
-            self._client = connect(self._config(), self.security, name="rest-kafka-acks",
-                                   log=log)  # fmt: skip
+            self._client = connect(self._config(), self.security, name="rest-kafka-acks", log=log)
             return self._client
 
     def _discard(self, client: Client) -> None:
@@ -152,8 +158,12 @@ class KafkaWriter:
         otherwise, the rest are not tried (streams/kafka_producer.send_each).
         """
         client = self._client_or_new()
-        outcomes = send_each(client, topics, [(r.key, r.value, r.headers) for r in records],
-                             self.ack_timeout.total_seconds() + 5)  # fmt: skip
+        outcomes = send_each(
+            client,
+            topics,
+            [(r.key, r.value, r.headers) for r in records],
+            self.ack_timeout.total_seconds() + 5,
+        )
         if client.broken:
             # Only now, once every record of this call has its outcome.
             self._discard(client)

@@ -60,9 +60,10 @@ class RequestLimits:
             return
         if body and not is_json(headers.get("content-type")):
             response = error_response(
-                415, "unsupported_media_type",
+                415,
+                "unsupported_media_type",
                 "the request body must be JSON (Content-Type: application/json)",
-            )  # fmt: skip
+            )
             await response(scope, receive, send)
             return
         replayed = False
@@ -94,7 +95,8 @@ class RequestLimits:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(
-            413, "too_large",
+            413,
+            "too_large",
             f"the request is larger than rest.max_request_size ({self.max_request_size} bytes)",
-        )  # fmt: skip
+        )
         await response(scope, receive, send)

@@ -29,22 +29,29 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
-            "txcoord_rest_requests", "HTTP requests answered",
-            ["method", "route", "status"], registry=self.registry,
-        )  # fmt: skip
-        self.latency = Histogram(
-            "txcoord_rest_request_duration_seconds", "Time to answer an HTTP request",
-            ["method", "route"], registry=self.registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )  # fmt: skip
-        self.records = Counter(
-            "txcoord_rest_records_written", "Records acknowledged by Kafka",
-            ["kind"], registry=self.registry,
-        )  # fmt: skip
-        self.checks_delivered = Counter(
-            "txcoord_rest_check_requests_delivered", "Check requests handed out to producers",
+            "txcoord_rest_requests",
+            "HTTP requests answered",
+            ["method", "route", "status"],
             registry=self.registry,
-        )  # fmt: skip
+        )
+        self.latency = Histogram(
+            "txcoord_rest_request_duration_seconds",
+            "Time to answer an HTTP request",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.records = Counter(
+            "txcoord_rest_records_written",
+            "Records acknowledged by Kafka",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.checks_delivered = Counter(
+            "txcoord_rest_check_requests_delivered",
+            "Check requests handed out to producers",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         """Return every metric in Prometheus' text format."""

@@ -82,9 +82,10 @@ def matching(pattern: str, what: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
             raise PydanticCustomError(
-                "invalid_name", "{what} must match {pattern} (the whole string)",
+                "invalid_name",
+                "{what} must match {pattern} (the whole string)",
                 {"what": what, "pattern": pattern},
-            )  # fmt: skip
+            )
         return value
 
     return check

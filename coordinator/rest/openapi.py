@@ -47,9 +47,11 @@ def install_openapi(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = get_openapi(
-                title=app.title, version=app.version, description=app.description,
+                title=app.title,
+                version=app.version,
+                description=app.description,
                 routes=app.routes,
-            )  # fmt: skip
+            )
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             schemas["ErrorBody"] = ErrorBody.model_json_schema()
             for name in ("HTTPValidationError", "ValidationError"):

@@ -63,38 +63,50 @@ def half_record(
     immunity = request.check_immunity_seconds
     if immunity is not None and immunity > max_immunity:
         raise ApiError(
-            400, "invalid_request",
+            400,
+            "invalid_request",
             f"{field}check_immunity_seconds: {immunity} is more than max_check_immunity "
             f"({max_immunity} seconds)",
-        )  # fmt: skip
+        )
     body = request.body_bytes
     if len(body) > max_message_size:
         which = "body_base64" if request.body_base64 is not None else "body"
         raise ApiError(
-            413, "too_large",
+            413,
+            "too_large",
             f"{field}{which}: the body is {len(body)} bytes, larger than max_message_size "
             f"({max_message_size} bytes)",
-        )  # fmt: skip
+        )
     # born_at: the REST's receive time; the store time is the broker's LogAppendTime.
     headers = half_headers(
-        request.producer_group, request.topic, received_ms, queue_id=request.queue_id,
-        keys=request.keys, tags=request.tags, properties=request.properties,
+        request.producer_group,
+        request.topic,
+        received_ms,
+        queue_id=request.queue_id,
+        keys=request.keys,
+        tags=request.tags,
+        properties=request.properties,
         check_immunity_seconds=request.check_immunity_seconds,
-    )  # fmt: skip
+    )
     size = fmt.budgeted_bytes(headers)
     if size > HEADER_BUDGET:
         raise ApiError(
-            413, "too_large",
+            413,
+            "too_large",
             f"{field}keys, tags and properties take {size} bytes together; at most "
             f"{HEADER_BUDGET} are allowed",
-        )  # fmt: skip
+        )
     return Record(key=transaction_id.encode(), value=body, headers=headers)
 
 
 def op_record(transaction_id: str, op: str, request: OpRequest, received_ms: int) -> Record:
     """Return the op-topic record of one COMMIT, ROLLBACK or UNKNOWN."""
     headers = op_headers(
-        request.producer_group, op, request.from_check, received_ms,
-        operator=request.operator, reason=request.reason,
-    )  # fmt: skip
+        request.producer_group,
+        op,
+        request.from_check,
+        received_ms,
+        operator=request.operator,
+        reason=request.reason,
+    )
     return Record(key=transaction_id.encode(), value=b"", headers=headers)

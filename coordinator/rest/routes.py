@@ -111,16 +111,21 @@ def _max_immunity(svc: Services) -> int:
 
 def _sent(transaction_id: str, stored: Stored) -> SendResult:
     return SendResult(
-        transaction_id=transaction_id, msg_id=fmt.msg_id_of(stored.partition, stored.offset),
-        stored_at=rfc3339(stored.timestamp_ms), partition=stored.partition, offset=stored.offset,
-    )  # fmt: skip
+        transaction_id=transaction_id,
+        msg_id=fmt.msg_id_of(stored.partition, stored.offset),
+        stored_at=rfc3339(stored.timestamp_ms),
+        partition=stored.partition,
+        offset=stored.offset,
+    )
 
 
 def _op_done(transaction_id: str, op: str, stored: Stored) -> OpResult:
     return OpResult(
-        transaction_id=transaction_id, op=cast(OPS, op),
-        op_id=fmt.op_id_of(stored.partition, stored.offset), stored_at=rfc3339(stored.timestamp_ms),
-    )  # fmt: skip
+        transaction_id=transaction_id,
+        op=cast(OPS, op),
+        op_id=fmt.op_id_of(stored.partition, stored.offset),
+        stored_at=rfc3339(stored.timestamp_ms),
+    )
 
 
 def _may_send(svc: Services, who: Principal, group: str, what: str) -> None:
@@ -153,9 +158,12 @@ def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     _may_send(svc, who, body.producer_group, "producer_group")
     transaction_id = body.transaction_id or new_transaction_id()
     record = half_record(
-        body, transaction_id, svc.config.max_message_size, svc.clock(),
+        body,
+        transaction_id,
+        svc.config.max_message_size,
+        svc.clock(),
         max_immunity=_max_immunity(svc),
-    )  # fmt: skip
+    )
     stored = svc.writer.send_half(record)
     svc.metrics.records.labels("half").inc()
     return _sent(transaction_id, stored)
@@ -187,12 +195,16 @@ def send_halves(
     for transaction_id, outcome in zip(ids, outcomes, strict=True):
         if isinstance(outcome, Stored):
             done = _sent(transaction_id, outcome)
-            items.append(SendBatchItem(status=201, transaction_id=transaction_id,
-                                       result=done, error=None))  # fmt: skip
+            items.append(
+                SendBatchItem(status=201, transaction_id=transaction_id, result=done, error=None)
+            )
         else:
             status, error = _item_error(outcome)
-            items.append(SendBatchItem(status=status, transaction_id=transaction_id,
-                                       result=None, error=error))  # fmt: skip
+            items.append(
+                SendBatchItem(
+                    status=status, transaction_id=transaction_id, result=None, error=error
+                )
+            )
     _answer_batch(response, outcomes, svc, "half")
     return SendBatchResult(results=items)
 
@@ -244,12 +256,26 @@ def send_ops(body: OpBatchRequest, svc: Svc, who: Caller, response: Response) ->
     for item, outcome in zip(body.ops, outcomes, strict=True):
         if isinstance(outcome, Stored):
             done = _op_done(item.transaction_id, item.op, outcome)
-            items.append(OpBatchItem(status=202, transaction_id=item.transaction_id,
-                                     op=item.op, result=done, error=None))  # fmt: skip
+            items.append(
+                OpBatchItem(
+                    status=202,
+                    transaction_id=item.transaction_id,
+                    op=item.op,
+                    result=done,
+                    error=None,
+                )
+            )
         else:
             status, error = _item_error(outcome)
-            items.append(OpBatchItem(status=status, transaction_id=item.transaction_id,
-                                     op=item.op, result=None, error=error))  # fmt: skip
+            items.append(
+                OpBatchItem(
+                    status=status,
+                    transaction_id=item.transaction_id,
+                    op=item.op,
+                    result=None,
+                    error=error,
+                )
+            )
     _answer_batch(response, outcomes, svc, "op")
     return OpBatchResult(results=items)
 
@@ -276,10 +302,11 @@ def get_transaction(
             owners = svc.lookup.producer_groups(transaction_id)
             if len(owners) > 1:
                 raise ApiError(
-                    400, "invalid_request",
+                    400,
+                    "invalid_request",
                     f"producer_group (query): transaction {transaction_id!r} exists in "
                     f"{len(owners)} producer groups ({', '.join(sorted(owners))}); name one",
-                )  # fmt: skip
+                )
             group = next(iter(owners), None)
         state = svc.lookup.state(transaction_id, group) if group is not None else None
     except (OSError, DeltaError) as exc:
@@ -287,9 +314,10 @@ def get_transaction(
         raise ApiError(503, "warehouse_unavailable", message) from exc
     if state is None:
         raise ApiError(
-            404, "not_found",
+            404,
+            "not_found",
             f"transaction {transaction_id!r} is unknown (never sent, or not ingested yet)",
-        )  # fmt: skip
+        )
     return state
 
 
@@ -330,9 +358,12 @@ def build_router(config: Config) -> APIRouter:
             raise ApiError(429, "too_many_polls", str(exc), {"Retry-After": "1"}) from exc
         try:
             found = await anyio.to_thread.run_sync(
-                svc.poller.poll, producer_group, max_records, wait_seconds,
+                svc.poller.poll,
+                producer_group,
+                max_records,
+                wait_seconds,
                 limiter=svc.poll_limiter,
-            )  # fmt: skip
+            )
         finally:
             slot.release()
         svc.metrics.checks_delivered.inc(len(found))
@@ -340,25 +371,36 @@ def build_router(config: Config) -> APIRouter:
 
     router.add_api_route("/v1/transactions", send_half, methods=["POST"], status_code=201)
     router.add_api_route(
-        "/v1/transactions/batch", send_halves, methods=["POST"], status_code=201,
+        "/v1/transactions/batch",
+        send_halves,
+        methods=["POST"],
+        status_code=201,
         responses={MULTI_STATUS: {"model": SendBatchResult, "description": _PARTLY}},
-    )  # fmt: skip
+    )
     for op in fmt.OPS:
         router.add_api_route(
-            f"/v1/transactions/{{transaction_id:{ANY_PATH}}}/{op.lower()}", _op_handler(op),
-            methods=["POST"], status_code=202,
-        )  # fmt: skip
+            f"/v1/transactions/{{transaction_id:{ANY_PATH}}}/{op.lower()}",
+            _op_handler(op),
+            methods=["POST"],
+            status_code=202,
+        )
     router.add_api_route(
-        "/v1/ops/batch", send_ops, methods=["POST"], status_code=202,
+        "/v1/ops/batch",
+        send_ops,
+        methods=["POST"],
+        status_code=202,
         responses={MULTI_STATUS: {"model": OpBatchResult, "description": _PARTLY}},
-    )  # fmt: skip
+    )
     router.add_api_route(
         f"/v1/transactions/{{transaction_id:{ANY_PATH}}}", get_transaction, methods=["GET"]
     )
     router.add_api_route("/v1/check-requests", check_requests, methods=["GET"])
     router.add_api_route("/healthz", health, methods=["GET"])
     router.add_api_route(
-        "/metrics", metrics, methods=["GET"], response_class=PlainTextResponse,
+        "/metrics",
+        metrics,
+        methods=["GET"],
+        response_class=PlainTextResponse,
         responses={200: {"description": "Prometheus text format"}},
-    )  # fmt: skip
+    )
     return router

@@ -101,8 +101,10 @@ class CheckAnswerer:
         self._stopping = threading.Event()  # poller: take nothing more
         self._closing = threading.Event()  # workers: abandon what is left
         self._room = threading.Event()  # a worker took a request off the queue
-        self._counts = {name: 0 for name in ("taken", "answered", "duplicates", "refused",
-                                             "abandoned", "high_water")}  # fmt: skip
+        self._counts = {
+            name: 0
+            for name in ("taken", "answered", "duplicates", "refused", "abandoned", "high_water")
+        }
         self._counts_lock = threading.Lock()
         # Answers decided and not sent yet; the worker holding _sending sends them.
         self._outbox: list[Answer] = []
@@ -164,8 +166,12 @@ class CheckAnswerer:
                 requests = self._transport.poll_checks(min(room, self._poll_batch), self._poll_wait)
             except Exception as exc:
                 delay = backoff.next_delay()
-                log.warning("polling check requests of group %s failed (%s); retrying in %.1fs",
-                            self._group, exc, delay)  # fmt: skip
+                log.warning(
+                    "polling check requests of group %s failed (%s); retrying in %.1fs",
+                    self._group,
+                    exc,
+                    delay,
+                )
                 self._stopping.wait(delay)
                 continue
             backoff.reset()
@@ -195,21 +201,26 @@ class CheckAnswerer:
         log.warning(
             "check queue of group %s is full (%d waiting): taking no more check requests "
             "until a worker frees a slot; the rest wait in the transport (not dropped)",
-            self._group, self._queue.maxsize,
-        )  # fmt: skip
+            self._group,
+            self._queue.maxsize,
+        )
 
     def _note_room(self) -> None:
         if self._full_since is not None:
             waited = time.monotonic() - self._full_since
             level = logging.INFO if waited >= KEEPALIVE_SECONDS else logging.DEBUG
-            log.log(level, "check queue of group %s has room again after %.1fs", self._group,
-                    waited)  # fmt: skip
+            log.log(
+                level, "check queue of group %s has room again after %.1fs", self._group, waited
+            )
             self._full_since = None
 
     def _admit(self, request: CheckRequest) -> None:
         if request.producer_group != self._group:
-            log.warning("ignoring check request of group %s (this producer is %s)",
-                        request.producer_group, self._group)  # fmt: skip
+            log.warning(
+                "ignoring check request of group %s (this producer is %s)",
+                request.producer_group,
+                self._group,
+            )
             self._transport.acknowledge(request)
             return
         admission = self._ledger.admit(request)
@@ -225,8 +236,12 @@ class CheckAnswerer:
         except queue.Full:
             # Only when a transport returns more than asked; still not a silent drop.
             self._abandon(request)
-            log.warning("check queue full: check %d of %s left unanswered; it is delivered or "
-                        "checked again", request.check_number, request.transaction_id)  # fmt: skip
+            log.warning(
+                "check queue full: check %d of %s left unanswered; it is delivered or "
+                "checked again",
+                request.check_number,
+                request.transaction_id,
+            )
             return
         with self._counts_lock:
             self._counts["taken"] += 1
@@ -249,14 +264,18 @@ class CheckAnswerer:
             try:
                 self._post((request, self._ask(request)))
             except Exception:  # not expected (_post settles each answer itself): keep the worker
-                log.exception("check %d of %s failed unexpectedly", request.check_number,
-                              request.transaction_id)  # fmt: skip
+                log.exception(
+                    "check %d of %s failed unexpectedly",
+                    request.check_number,
+                    request.transaction_id,
+                )
 
     def _ask(self, request: CheckRequest) -> LocalTransactionState:
         return decide(
             lambda: self._listener.check_local_transaction(request),
-            "check_local_transaction", request.transaction_id,
-        )  # fmt: skip
+            "check_local_transaction",
+            request.transaction_id,
+        )
 
     def _post(self, answer: Answer) -> None:
         """Put `answer` in the outbox (waiting for room), then send unless a worker is."""
@@ -288,8 +307,11 @@ class CheckAnswerer:
             try:
                 results = self._store(batch)
             except Exception:
-                log.exception("sending %d check answer(s) of group %s failed unexpectedly; left "
-                              "unanswered", len(batch), self._group)  # fmt: skip
+                log.exception(
+                    "sending %d check answer(s) of group %s failed unexpectedly; left unanswered",
+                    len(batch),
+                    self._group,
+                )
                 for request, _ in batch:
                     self._abandon(request)
                     self._queue.task_done()
@@ -304,29 +326,45 @@ class CheckAnswerer:
                 try:
                     self._settle(request, state, result)
                 except Exception:  # the transport's acknowledge, say: the others still settle
-                    log.exception("check %d of %s failed unexpectedly", request.check_number,
-                                  request.transaction_id)  # fmt: skip
+                    log.exception(
+                        "check %d of %s failed unexpectedly",
+                        request.check_number,
+                        request.transaction_id,
+                    )
                 finally:
                     self._queue.task_done()
             if retry:
                 delay = backoff.next_delay()
-                log.warning("sending %d check answer(s) of group %s failed (%s); retrying in "
-                            "%.1fs", len(retry), self._group, errors[0], delay)  # fmt: skip
+                log.warning(
+                    "sending %d check answer(s) of group %s failed (%s); retrying in %.1fs",
+                    len(retry),
+                    self._group,
+                    errors[0],
+                    delay,
+                )
                 self._closing.wait(delay)
             batch = retry
 
-    def _settle(self, request: CheckRequest, state: LocalTransactionState,
-                result: OpReceipt | SdkError) -> None:  # fmt: skip
+    def _settle(
+        self, request: CheckRequest, state: LocalTransactionState, result: OpReceipt | SdkError
+    ) -> None:
         """Finish a request whose answer was stored, refused, or given up at stop."""
         if not isinstance(result, SdkError):
-            log.debug("answered check %d of %s: %s", request.check_number,
-                      request.transaction_id, state.op)  # fmt: skip
+            log.debug(
+                "answered check %d of %s: %s",
+                request.check_number,
+                request.transaction_id,
+                state.op,
+            )
             self._finish(request, "answered")
         elif not result.retriable:
             log.error(
                 "answer %s to check %d of %s was refused, not retried: %s",
-                state.op, request.check_number, request.transaction_id, result,
-            )  # fmt: skip
+                state.op,
+                request.check_number,
+                request.transaction_id,
+                result,
+            )
             self._finish(request, "refused")
         else:
             self._abandon(request)
@@ -383,14 +421,21 @@ class CheckAnswerer:
             worker.join(max(0.5, deadline - time.monotonic()))
         busy = sum(worker.is_alive() for worker in self._workers)
         if busy:
-            log.warning("%d check worker(s) of group %s still inside check_local_transaction "
-                        "after the shutdown timeout; their answers are abandoned", busy,
-                        self._group)  # fmt: skip
+            log.warning(
+                "%d check worker(s) of group %s still inside check_local_transaction "
+                "after the shutdown timeout; their answers are abandoned",
+                busy,
+                self._group,
+            )
         abandoned = self.stats().abandoned - before
         if abandoned:
-            log.warning("shutdown: %d check request(s) of group %s left unanswered; another "
-                        "producer of the group or the coordinator's next check asks again",
-                        abandoned, self._group)  # fmt: skip
+            log.warning(
+                "shutdown: %d check request(s) of group %s left unanswered; another "
+                "producer of the group or the coordinator's next check asks again",
+                abandoned,
+                self._group,
+            )
         else:
-            log.info("check loop of group %s stopped; every taken request was answered",
-                     self._group)  # fmt: skip
+            log.info(
+                "check loop of group %s stopped; every taken request was answered", self._group
+            )

@@ -103,8 +103,9 @@ class KafkaTransport:
         from the group's own topics, `<half_topic>.<group>` and so on (core/topics.py);
         ValueError if the group's name cannot be a topic's.
         """
-        layout = TopicLayout(half=half_topic, op=op_topic, check=check_topic,
-                             per_group=topics_per_group)  # fmt: skip
+        layout = TopicLayout(
+            half=half_topic, op=op_topic, check=check_topic, per_group=topics_per_group
+        )
         half_topic, op_topic = layout.half_topic(group), layout.op_topic(group)
         check_topic = layout.check_topic(group)
         options = kafka_python_options(security)
@@ -157,8 +158,10 @@ class KafkaTransport:
                 # applies its own new assignment (seen in our tests: a partition nobody reads).
                 known = self._consumer.topics()
                 if check_topic not in known:
-                    log.warning("check topic %s does not exist yet; checks are answered once it "
-                                "does", check_topic)  # fmt: skip
+                    log.warning(
+                        "check topic %s does not exist yet; checks are answered once it does",
+                        check_topic,
+                    )
             except KafkaError as exc:
                 self._release()
                 raise TransportError(
@@ -192,8 +195,10 @@ class KafkaTransport:
     @staticmethod
     def _store_failed(key: str, topic: str, exc: KafkaError) -> TransportError:
         """The error for a record Kafka did not store, its cause set (returned or raised)."""
-        error = TransportError(f"Kafka did not store the record for {key} in {topic}: {exc}",
-                               retriable=bool(getattr(exc, "retriable", False)))  # fmt: skip
+        error = TransportError(
+            f"Kafka did not store the record for {key} in {topic}: {exc}",
+            retriable=bool(getattr(exc, "retriable", False)),
+        )
         error.__cause__ = exc
         return error
 
@@ -228,8 +233,11 @@ class KafkaTransport:
         for transaction_id, op, from_check in ops:
             headers = op_headers(self.group, op, from_check, now)
             try:
-                sent.append(self._producer.send(self.op_topic, key=transaction_id.encode(),
-                                                value=b"", headers=headers))  # fmt: skip
+                sent.append(
+                    self._producer.send(
+                        self.op_topic, key=transaction_id.encode(), value=b"", headers=headers
+                    )
+                )
             except KafkaError as exc:
                 sent.append(self._store_failed(transaction_id, self.op_topic, exc))
         results: list[OpReceipt | SdkError] = []
@@ -242,11 +250,14 @@ class KafkaTransport:
             except KafkaError as exc:
                 results.append(self._store_failed(transaction_id, self.op_topic, exc))
                 continue
-            results.append(OpReceipt(
-                transaction_id=transaction_id, op=op,
-                op_id=op_id_of(stored.partition, stored.offset),
-                stored_at=_stored_at(stored.timestamp),
-            ))  # fmt: skip
+            results.append(
+                OpReceipt(
+                    transaction_id=transaction_id,
+                    op=op,
+                    op_id=op_id_of(stored.partition, stored.offset),
+                    stored_at=_stored_at(stored.timestamp),
+                )
+            )
         return results
 
     # -- checks -------------------------------------------------------------------------
@@ -318,8 +329,10 @@ class KafkaTransport:
         if request.producer_group != self.group:
             log.warning(
                 "skipping check request %s: header says group %s, value says %s",
-                where, self.group, request.producer_group,
-            )  # fmt: skip
+                where,
+                self.group,
+                request.producer_group,
+            )
             return None
         return request
 

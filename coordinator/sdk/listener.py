@@ -42,7 +42,9 @@ def decide(call: Callable[[], object], what: str, transaction_id: str) -> LocalT
     if not isinstance(state, LocalTransactionState):
         log.error(
             "%s of transaction %s returned %r, not a LocalTransactionState; counted as UNKNOWN",
-            what, transaction_id, state,
-        )  # fmt: skip
+            what,
+            transaction_id,
+            state,
+        )
         return LocalTransactionState.UNKNOWN
     return state

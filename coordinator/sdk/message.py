@@ -110,10 +110,15 @@ class Message:
     def half_headers(self, group: str, born_at_ms: int) -> Headers:
         """Return the headers of this message's half record for producer group `group`."""
         return half_headers(
-            group, self.topic, born_at_ms, queue_id=self.queue_id, keys=self.keys or None,
-            tags=self.tags, properties=self.properties,
+            group,
+            self.topic,
+            born_at_ms,
+            queue_id=self.queue_id,
+            keys=self.keys or None,
+            tags=self.tags,
+            properties=self.properties,
             check_immunity_seconds=self.check_immunity_seconds,
-        )  # fmt: skip
+        )
 
     def _check_header_budget(self) -> None:
         """Refuse keys, tags and properties the ingest would quarantine (HEADER_BUDGET)."""
@@ -173,10 +178,15 @@ class CheckRequest(CheckRecord):
     def message(self) -> Message:
         """Return the checked message as a `Message` with transaction_id and msg_id set."""
         return Message(
-            topic=self.topic, body=self.body, keys=self.keys, tags=self.tags,
-            properties=self.properties, queue_id=self.queue_id,
-            transaction_id=self.transaction_id, msg_id=self.msg_id,
-        )  # fmt: skip
+            topic=self.topic,
+            body=self.body,
+            keys=self.keys,
+            tags=self.tags,
+            properties=self.properties,
+            queue_id=self.queue_id,
+            transaction_id=self.transaction_id,
+            msg_id=self.msg_id,
+        )
 
     @classmethod
     def from_json(

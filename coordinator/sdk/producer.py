@@ -145,18 +145,26 @@ class TransactionProducer:
             # Imported here: httpx is needed only by REST users.
             from coordinator.sdk.rest_transport import RestTransport  # noqa: PLC0415
 
-            return RestTransport(self.endpoint, self.group, token=self._token,
-                                 timeout_seconds=self.send_timeout_seconds)  # fmt: skip
+            return RestTransport(
+                self.endpoint,
+                self.group,
+                token=self._token,
+                timeout_seconds=self.send_timeout_seconds,
+            )
         from coordinator.sdk.kafka_transport import KafkaTransport  # noqa: PLC0415
 
         assert self.bootstrap_servers is not None
         return KafkaTransport(
-            self.bootstrap_servers, self.group, half_topic=self.half_topic,
-            op_topic=self.op_topic, check_topic=self.check_topic,
-            topics_per_group=self.topics_per_group, send_timeout_seconds=self.send_timeout_seconds,
+            self.bootstrap_servers,
+            self.group,
+            half_topic=self.half_topic,
+            op_topic=self.op_topic,
+            check_topic=self.check_topic,
+            topics_per_group=self.topics_per_group,
+            send_timeout_seconds=self.send_timeout_seconds,
             max_message_size=self.max_message_size,
             security=self.kafka_security,
-        )  # fmt: skip
+        )
 
     def start(self) -> None:
         """Connect, and start answering the group's check requests in the background."""
@@ -171,9 +179,13 @@ class TransactionProducer:
                 self._state = "new"
             raise
         answerer = CheckAnswerer(
-            transport, self.listener, self.group, workers=self.check_workers,
-            queue_size=self.check_queue_size, poll_wait_seconds=self.poll_wait_seconds,
-        )  # fmt: skip
+            transport,
+            self.listener,
+            self.group,
+            workers=self.check_workers,
+            queue_size=self.check_queue_size,
+            poll_wait_seconds=self.poll_wait_seconds,
+        )
         with self._lock:
             shut_down_meanwhile = self._state != "starting"
             if not shut_down_meanwhile:
@@ -209,8 +221,10 @@ class TransactionProducer:
         if not isinstance(msg, Message):
             raise TypeError(f"msg must be a Message, not {type(msg).__name__}")
         if len(msg.body) > self.max_message_size:
-            raise ValueError(f"body is {len(msg.body)} bytes, more than max_message_size "
-                             f"({self.max_message_size})")  # fmt: skip
+            raise ValueError(
+                f"body is {len(msg.body)} bytes, more than max_message_size "
+                f"({self.max_message_size})"
+            )
         with self._lock:
             if self._state != "running":
                 raise ProducerStateError(
@@ -232,21 +246,32 @@ class TransactionProducer:
         prepared = replace(msg, transaction_id=transaction_id, msg_id=half.msg_id)
         state = decide(
             lambda: self.listener.execute_local_transaction(prepared, arg),
-            "execute_local_transaction", transaction_id,
-        )  # fmt: skip
+            "execute_local_transaction",
+            transaction_id,
+        )
         op_id = None
         try:
             op_id = transport.send_op(transaction_id, state.op, from_check=False).op_id
         except Exception as exc:
             # RocketMQ sends this one-way; a lost op is what the check is for (apache/rocketmq
             # #2840 is the failure when checks cannot answer either).
-            log.warning("op %s of transaction %s was not sent (%s); the coordinator will check "
-                        "the group for it", state.op, transaction_id, exc,
-                        exc_info=not isinstance(exc, SdkError))  # fmt: skip
+            log.warning(
+                "op %s of transaction %s was not sent (%s); the coordinator will check "
+                "the group for it",
+                state.op,
+                transaction_id,
+                exc,
+                exc_info=not isinstance(exc, SdkError),
+            )
         return SendResult(
-            transaction_id=transaction_id, msg_id=half.msg_id, local_state=state,
-            stored_at=half.stored_at, partition=half.partition, offset=half.offset, op_id=op_id,
-        )  # fmt: skip
+            transaction_id=transaction_id,
+            msg_id=half.msg_id,
+            local_state=state,
+            stored_at=half.stored_at,
+            partition=half.partition,
+            offset=half.offset,
+            op_id=op_id,
+        )
 
     def shutdown(self, timeout: float | None = None) -> None:
         """Stop polling, answer queued checks for up to `timeout` s, close; safe to repeat."""

@@ -121,9 +121,12 @@ class RestTransport:
             response = None
             try:
                 response = (client or self._client).request(
-                    method, path, json=body, params=params,
+                    method,
+                    path,
+                    json=body,
+                    params=params,
                     timeout=timeout if timeout is not None else self.timeout_seconds,
-                )  # fmt: skip
+                )
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 failure = TransportError(f"cannot reach the REST ingress at {self.endpoint}: {exc}")
             except httpx.HTTPError as exc:
@@ -140,8 +143,9 @@ class RestTransport:
             if attempt == self.attempts:
                 raise failure
             delay = max(backoff.next_delay(), _retry_after(response))
-            log.warning("%s (attempt %d of %d); retrying in %.2fs", failure, attempt,
-                        self.attempts, delay)  # fmt: skip
+            log.warning(
+                "%s (attempt %d of %d); retrying in %.2fs", failure, attempt, self.attempts, delay
+            )
             self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -266,9 +270,12 @@ class RestTransport:
             "wait_seconds": wait,
         }
         answer = self._request(
-            "GET", "/v1/check-requests", client=self._poll_client, params=params,
+            "GET",
+            "/v1/check-requests",
+            client=self._poll_client,
+            params=params,
             timeout=self.timeout_seconds + wait,
-        )  # fmt: skip
+        )
         items = answer.get("check_requests")
         if not isinstance(items, list):
             raise ServerError(200, f"GET /v1/check-requests: no check_requests list: {answer!r}")

@@ -18,17 +18,19 @@ ARROW_JOB = "org/apache/spark/sql/execution/arrow/ArrowConverters$ArrowBatchIter
 def test_samples_go_to_the_first_matching_step_and_other_threads_by_name(tmp_path: Path) -> None:
     stacks = tmp_path / "spark.collapsed"
     stacks.write_text(
-        "\n".join([
-            # the stage's state work, driven by the Arrow job: charged to the state store
-            f"{TASK};{ARROW_JOB};txcoord/TransactionProcessor.save;"
-            "org/apache/spark/sql/execution/streaming/state/TimerStateImpl.registerTimer;"
-            "org/apache/spark/sql/execution/streaming/state/RocksDB.handleMetricsUpdate 6",
-            f"{TASK};{ARROW_JOB};org/apache/spark/sql/execution/arrow/ArrowWriter.write 3",
-            f"{IDLE_TASK};java/lang/Thread.run;SomethingElse.run 1",
-            "[rocksdb:low tid=9];rocksdb::DBImpl::BackgroundCallCompaction 2",
-            "[C2 CompilerThread0 tid=5];Compile::Compile 8",
-        ])
-    )  # fmt: skip
+        "\n".join(
+            [
+                # the stage's state work, driven by the Arrow job: charged to the state store
+                f"{TASK};{ARROW_JOB};txcoord/TransactionProcessor.save;"
+                "org/apache/spark/sql/execution/streaming/state/TimerStateImpl.registerTimer;"
+                "org/apache/spark/sql/execution/streaming/state/RocksDB.handleMetricsUpdate 6",
+                f"{TASK};{ARROW_JOB};org/apache/spark/sql/execution/arrow/ArrowWriter.write 3",
+                f"{IDLE_TASK};java/lang/Thread.run;SomethingElse.run 1",
+                "[rocksdb:low tid=9];rocksdb::DBImpl::BackgroundCallCompaction 2",
+                "[C2 CompilerThread0 tid=5];Compile::Compile 8",
+            ]
+        )
+    )
     summary = load_script("profile_jvm").summarize(stacks)
     assert summary.startswith("20 samples")
     assert "| executor tasks | 50.0% |" in summary

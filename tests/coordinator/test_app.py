@@ -28,16 +28,18 @@ def test_submitted_application_delivers_and_stops_cleanly(
     suffix = uuid.uuid4().hex[:8]
     half_topic, op_topic = f"half-{suffix}", f"op-{suffix}"
     warehouse = tmp_path / "warehouse"
-    app = AppProcess({
-        "warehouse": str(warehouse),
-        "kafka.bootstrap_servers": bootstrap_servers,
-        "kafka.half_topic": half_topic,
-        "kafka.op_topic": op_topic,
-        "kafka.check_topic": f"check-{suffix}",
-        "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
-        "spark.shuffle_partitions": "2",
-        "metrics.port": "0",
-    })  # fmt: skip
+    app = AppProcess(
+        {
+            "warehouse": str(warehouse),
+            "kafka.bootstrap_servers": bootstrap_servers,
+            "kafka.half_topic": half_topic,
+            "kafka.op_topic": op_topic,
+            "kafka.check_topic": f"check-{suffix}",
+            "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
+            "spark.shuffle_partitions": "2",
+            "metrics.port": "0",
+        }
+    )
     try:
         assert app.wait_for_line("txcoord coordinator running", 240), app.tail()
         producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
@@ -47,8 +49,9 @@ def test_submitted_application_delivers_and_stops_cleanly(
             value=b"paid",
             headers=[(fmt.PRODUCER_GROUP, b"orders"), (fmt.TOPIC, b"OrderPaid")],
         )
-        producer.send(op_topic, key=b"tx-1",
-                      headers=[(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, b"COMMIT")])  # fmt: skip
+        producer.send(
+            op_topic, key=b"tx-1", headers=[(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, b"COMMIT")]
+        )
         producer.flush()
         producer.close()
         table = warehouse / "topics" / "OrderPaid"

@@ -33,8 +33,13 @@ sys.exit(code)
 
 
 def txcoord(*args: str, hidden: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", RUN, hidden, *args], capture_output=True,
-                          text=True, check=False, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", RUN, hidden, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
@@ -60,8 +65,10 @@ def test_a_command_runs_only_its_own_module() -> None:
 def test_a_command_without_its_packages_is_refused_in_one_line() -> None:
     run = txcoord("up", "--port", "1", hidden="pyspark")
     assert run.returncode == 1
-    assert run.stderr.strip() == ("Error: txcoord up needs the engine's packages (pyspark is not "
-                                  "installed): pip install 'txcoord[engine]'")  # fmt: skip
+    assert run.stderr.strip() == (
+        "Error: txcoord up needs the engine's packages (pyspark is not "
+        "installed): pip install 'txcoord[engine]'"
+    )
     listed = txcoord("--help", hidden="pyspark")
     assert listed.returncode == 0 and "  up " in listed.stdout, listed.stderr
 

@@ -36,9 +36,12 @@ def test_relative_paths_are_relative_to_the_working_directory(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     config = load_config(
-        overrides={"warehouse": "wh", "streams.checkpoint_dir": "var/cp",
-                   "rest.auth_file": "tokens.toml"},
-    )  # fmt: skip
+        overrides={
+            "warehouse": "wh",
+            "streams.checkpoint_dir": "var/cp",
+            "rest.auth_file": "tokens.toml",
+        },
+    )
     assert config.warehouse == str(tmp_path / "wh")
     assert config.streams.checkpoint_dir == str(tmp_path / "var" / "cp")
     assert config.rest.auth_file == str(tmp_path / "tokens.toml")
@@ -87,10 +90,13 @@ def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
     )
     config = load_config(
         path,
-        environ={"TXCOORD_TRANSACTION_CHECK_MAX": "5", "TXCOORD_KAFKA__PARTITIONS": "2",
-                 "UNRELATED": "x"},
+        environ={
+            "TXCOORD_TRANSACTION_CHECK_MAX": "5",
+            "TXCOORD_KAFKA__PARTITIONS": "2",
+            "UNRELATED": "x",
+        },
         overrides={"transaction_check_max": "7"},
-    )  # fmt: skip
+    )
     assert config.transaction_timeout == timedelta(seconds=10)
     assert config.transaction_check_max == 7
     assert config.warehouse == "/data/wh"
@@ -102,9 +108,17 @@ def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("6s", 6), ("500ms", 0.5), ("30m", 1800), ("72h", 259200), ("1d", 86400), (15, 15),
-     ("2.5s", 2.5), (" 7 s ", 7)],
-)  # fmt: skip
+    [
+        ("6s", 6),
+        ("500ms", 0.5),
+        ("30m", 1800),
+        ("72h", 259200),
+        ("1d", 86400),
+        (15, 15),
+        ("2.5s", 2.5),
+        (" 7 s ", 7),
+    ],
+)
 def test_durations(text: object, seconds: float) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
 
@@ -226,9 +240,12 @@ def test_the_rest_section() -> None:
     assert rest.check_poll_max_wait == timedelta(seconds=30)
     changed = load_config(
         environ={"TXCOORD_REST__PORT": "9090", "TXCOORD_REST__AUTH_FILE": "/etc/tokens.toml"},
-        overrides={"rest.max_request_size": "32MiB", "rest.check_poll_max_wait": "500ms",
-                   "rest.host": "0.0.0.0"},
-    )  # fmt: skip
+        overrides={
+            "rest.max_request_size": "32MiB",
+            "rest.check_poll_max_wait": "500ms",
+            "rest.host": "0.0.0.0",
+        },
+    )
     assert changed.rest.port == 9090
     assert changed.rest.auth_file == "/etc/tokens.toml"
     assert changed.rest.max_request_size == 32 * 1024 * 1024

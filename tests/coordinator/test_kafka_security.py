@@ -40,10 +40,14 @@ def test_plaintext_is_the_default_and_changes_no_client() -> None:
 
 
 def test_sasl_scram_from_a_password_file(password_file: Path) -> None:
-    config = load_config(overrides={
-        "kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "SCRAM-SHA-256",
-        "kafka.sasl_username": "orders-app", "kafka.sasl_password_file": str(password_file),
-    })  # fmt: skip
+    config = load_config(
+        overrides={
+            "kafka.security_protocol": "SASL_PLAINTEXT",
+            "kafka.sasl_mechanism": "SCRAM-SHA-256",
+            "kafka.sasl_username": "orders-app",
+            "kafka.sasl_password_file": str(password_file),
+        }
+    )
     security = config.kafka.security
     assert security.client_options() == {
         "security_protocol": "SASL_PLAINTEXT",
@@ -67,9 +71,12 @@ def test_sasl_scram_from_a_password_file(password_file: Path) -> None:
 
 def test_sasl_plain_over_tls_from_the_environment(pem: dict[str, str]) -> None:
     security = KafkaSecurity(
-        security_protocol="SASL_SSL", sasl_mechanism="PLAIN", sasl_username="u",
-        sasl_password_env="KAFKA_PW", ssl_cafile=pem["ca"],
-    )  # fmt: skip
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_username="u",
+        sasl_password_env="KAFKA_PW",
+        ssl_cafile=pem["ca"],
+    )
     environ = {"KAFKA_PW": "pw"}
     assert security.client_options(environ) == {
         "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
@@ -89,8 +96,12 @@ def test_sasl_plain_over_tls_from_the_environment(pem: dict[str, str]) -> None:
 
 
 def test_mutual_tls_gives_the_pem_chain_and_key_to_spark(pem: dict[str, str]) -> None:
-    security = KafkaSecurity(security_protocol="SSL", ssl_cafile=pem["ca"],
-                             ssl_certfile=pem["cert"], ssl_keyfile=pem["key"])  # fmt: skip
+    security = KafkaSecurity(
+        security_protocol="SSL",
+        ssl_cafile=pem["ca"],
+        ssl_certfile=pem["cert"],
+        ssl_keyfile=pem["key"],
+    )
     assert security.client_options() == {
         "security_protocol": "SSL", "ssl_cafile": pem["ca"], "ssl_certfile": pem["cert"],
         "ssl_keyfile": pem["key"],
@@ -110,29 +121,61 @@ def test_mutual_tls_gives_the_pem_chain_and_key_to_spark(pem: dict[str, str]) ->
     ("overrides", "message"),
     [
         ({"kafka.security_protocol": "TLS"}, "must be one of PLAINTEXT, SSL"),
-        ({"kafka.security_protocol": "SASL_SSL", "kafka.sasl_mechanism": "GSSAPI",
-          "kafka.sasl_username": "u", "kafka.sasl_password_env": "HOME"},
-         "kafka.sasl_mechanism must be one of PLAIN"),
-        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN"},
-         "kafka.sasl_username is required"),
-        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
-          "kafka.sasl_username": "u"}, "needs exactly one of kafka.sasl_password_file"),
-        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
-          "kafka.sasl_username": "u", "kafka.sasl_password_env": "TXCOORD_TEST_UNSET_VARIABLE"},
-         "$TXCOORD_TEST_UNSET_VARIABLE, which is not set"),
-        ({"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN",
-          "kafka.sasl_username": "u", "kafka.sasl_password_file": "/no/such/file"},
-         "kafka.sasl_password_file '/no/such/file' is not a readable file"),
-        ({"kafka.security_protocol": "SSL", "kafka.ssl_cafile": "/no/ca.pem"},
-         "kafka.ssl_cafile '/no/ca.pem' is not a readable file"),
-        ({"kafka.security_protocol": "SSL", "kafka.ssl_certfile": "/etc/hostname"},
-         "kafka.ssl_certfile and kafka.ssl_keyfile go together"),
+        (
+            {
+                "kafka.security_protocol": "SASL_SSL",
+                "kafka.sasl_mechanism": "GSSAPI",
+                "kafka.sasl_username": "u",
+                "kafka.sasl_password_env": "HOME",
+            },
+            "kafka.sasl_mechanism must be one of PLAIN",
+        ),
+        (
+            {"kafka.security_protocol": "SASL_PLAINTEXT", "kafka.sasl_mechanism": "PLAIN"},
+            "kafka.sasl_username is required",
+        ),
+        (
+            {
+                "kafka.security_protocol": "SASL_PLAINTEXT",
+                "kafka.sasl_mechanism": "PLAIN",
+                "kafka.sasl_username": "u",
+            },
+            "needs exactly one of kafka.sasl_password_file",
+        ),
+        (
+            {
+                "kafka.security_protocol": "SASL_PLAINTEXT",
+                "kafka.sasl_mechanism": "PLAIN",
+                "kafka.sasl_username": "u",
+                "kafka.sasl_password_env": "TXCOORD_TEST_UNSET_VARIABLE",
+            },
+            "$TXCOORD_TEST_UNSET_VARIABLE, which is not set",
+        ),
+        (
+            {
+                "kafka.security_protocol": "SASL_PLAINTEXT",
+                "kafka.sasl_mechanism": "PLAIN",
+                "kafka.sasl_username": "u",
+                "kafka.sasl_password_file": "/no/such/file",
+            },
+            "kafka.sasl_password_file '/no/such/file' is not a readable file",
+        ),
+        (
+            {"kafka.security_protocol": "SSL", "kafka.ssl_cafile": "/no/ca.pem"},
+            "kafka.ssl_cafile '/no/ca.pem' is not a readable file",
+        ),
+        (
+            {"kafka.security_protocol": "SSL", "kafka.ssl_certfile": "/etc/hostname"},
+            "kafka.ssl_certfile and kafka.ssl_keyfile go together",
+        ),
         ({"kafka.sasl_username": "u"}, "kafka.sasl_username is set but PLAINTEXT does not use"),
         ({"kafka.ssl_cafile": "/etc/hostname"}, "kafka.ssl_cafile is set but PLAINTEXT does not"),
-        ({"kafka.replication_factor": "3", "kafka.min_insync_replicas": "4"},
-         "kafka.min_insync_replicas (4) must be 1..kafka.replication_factor (3)"),
+        (
+            {"kafka.replication_factor": "3", "kafka.min_insync_replicas": "4"},
+            "kafka.min_insync_replicas (4) must be 1..kafka.replication_factor (3)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_impossible_settings_are_refused_with_the_key(
     overrides: dict[str, str], message: str
 ) -> None:
@@ -142,8 +185,9 @@ def test_impossible_settings_are_refused_with_the_key(
 
 
 def test_replication_settings_are_read() -> None:
-    kafka = load_config(overrides={"kafka.replication_factor": "3",
-                                   "kafka.min_insync_replicas": "2"}).kafka  # fmt: skip
+    kafka = load_config(
+        overrides={"kafka.replication_factor": "3", "kafka.min_insync_replicas": "2"}
+    ).kafka
     assert (kafka.replication_factor, kafka.min_insync_replicas) == (3, 2)
     assert (KafkaSecurity().sasl, KafkaSecurity().tls) == (False, False)
 
@@ -152,23 +196,40 @@ def test_secrets_never_appear_in_repr_str_errors_or_logs(
     password_file: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    config = load_config(overrides={
-        "kafka.security_protocol": "SASL_SSL", "kafka.sasl_mechanism": "SCRAM-SHA-512",
-        "kafka.sasl_username": "orders-app", "kafka.sasl_password_file": str(password_file),
-    })  # fmt: skip
+    config = load_config(
+        overrides={
+            "kafka.security_protocol": "SASL_SSL",
+            "kafka.sasl_mechanism": "SCRAM-SHA-512",
+            "kafka.sasl_username": "orders-app",
+            "kafka.sasl_password_file": str(password_file),
+        }
+    )
     client = config.kafka.security.client_options()
     librdkafka = config.kafka.security.librdkafka_options()
     spark = config.kafka.security.spark_options()
     logging.getLogger("txcoord.test").info("client %s %s spark %s", client, librdkafka, spark)
-    shown = [repr(config), str(config), repr(config.kafka.security), repr(client), str(client),
-             repr(librdkafka), str(librdkafka), repr(spark), str(spark),
-             caplog.text]  # fmt: skip
+    shown = [
+        repr(config),
+        str(config),
+        repr(config.kafka.security),
+        repr(client),
+        str(client),
+        repr(librdkafka),
+        str(librdkafka),
+        repr(spark),
+        str(spark),
+        caplog.text,
+    ]
     for text in shown:
         assert "s3cr3t" not in text
     assert "'***'" in repr(client)
     with pytest.raises(ConfigurationError) as caught:
-        load_config(overrides={"kafka.security_protocol": "SASL_SSL",
-                               "kafka.sasl_password_file": str(password_file)})  # fmt: skip
+        load_config(
+            overrides={
+                "kafka.security_protocol": "SASL_SSL",
+                "kafka.sasl_password_file": str(password_file),
+            }
+        )
     assert "s3cr3t" not in str(caught.value)
     # The value itself is intact for the client that needs it.
     assert isinstance(client["sasl_plain_password"], Secret)

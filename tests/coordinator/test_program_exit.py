@@ -11,8 +11,13 @@ from pathlib import Path
 
 
 def txcoord(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_success_usage_errors_and_command_errors_keep_their_exit_codes(tmp_path: Path) -> None:
@@ -22,7 +27,14 @@ def test_success_usage_errors_and_command_errors_keep_their_exit_codes(tmp_path:
     assert "describe" in helped.stdout and "resume" in helped.stdout
     unknown = txcoord("nosuch")
     assert unknown.returncode == 2 and "No such command 'nosuch'" in unknown.stderr
-    missing = txcoord("transactions", "describe", "tx-1", "--warehouse", str(tmp_path),
-                      "--bootstrap-servers", "127.0.0.1:1")  # fmt: skip
+    missing = txcoord(
+        "transactions",
+        "describe",
+        "tx-1",
+        "--warehouse",
+        str(tmp_path),
+        "--bootstrap-servers",
+        "127.0.0.1:1",
+    )
     assert missing.returncode == 1, missing.stderr
     assert f"unknown transaction 'tx-1' in {tmp_path}" in missing.stderr

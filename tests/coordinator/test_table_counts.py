@@ -64,8 +64,7 @@ def draw(rng: random.Random) -> tuple[list[tuple[TableSpec, list[tuple[Any, ...]
     for _ in range(rng.randint(0, 40)):
         state = rng.choice(["COMMITTED", "ROLLED_BACK", "DISCARDED"])
         checks, topic = rng.choice([0, 0, 1, 3]), rng.choice(topics)
-        finals.append(row(transactions.TABLE.schema, state=state, check_count=checks,
-                          topic=topic))  # fmt: skip
+        finals.append(row(transactions.TABLE.schema, state=state, check_count=checks, topic=topic))
         expected.finals[state, checks > 0, topic] += 1  # type: ignore[index]
     rows.append((transactions.TABLE, finals))
     halves = []
@@ -104,9 +103,11 @@ def test_delta_rs_and_spark_count_what_the_tables_hold(
     total = Totals(
         finals=sum((t.finals for t in drawn), Counter()),
         halves_by_topic=sum((t.halves_by_topic for t in drawn), Counter()),
-        ops=sum(t.ops for t in drawn), quarantined=sum(t.quarantined for t in drawn),
-        checks=sum(t.checks for t in drawn), first_checks=sum(t.first_checks for t in drawn),
-    )  # fmt: skip
+        ops=sum(t.ops for t in drawn),
+        quarantined=sum(t.quarantined for t in drawn),
+        checks=sum(t.checks for t in drawn),
+        first_checks=sum(t.first_checks for t in drawn),
+    )
     assert read_totals(warehouse) == total
     assert spark_totals(spark, warehouse) == total
     config = load_config(overrides={"warehouse": warehouse})
@@ -125,5 +126,7 @@ def test_a_warehouse_delta_rs_cannot_read_is_counted_by_spark(
         read_totals(warehouse)
     counts = table_counts(spark, load_config(overrides={"warehouse": warehouse}))
     assert (counts.committed, counts.finals_after_check, counts.finals_by_topic) == (
-        1, 1, Counter({"Orders": 1}),
-    )  # fmt: skip
+        1,
+        1,
+        Counter({"Orders": 1}),
+    )

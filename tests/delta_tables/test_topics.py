@@ -16,9 +16,22 @@ def test_valid_names(topic: str) -> None:
 
 @pytest.mark.parametrize(
     "topic",
-    ["", "x" * 128, "../escape", "a/b", "a\\b", ".", "..", "with space", "naïve", "a.b", "a\x00b",
-     "/abs", "s3a://bucket"],
-)  # fmt: skip
+    [
+        "",
+        "x" * 128,
+        "../escape",
+        "a/b",
+        "a\\b",
+        ".",
+        "..",
+        "with space",
+        "naïve",
+        "a.b",
+        "a\x00b",
+        "/abs",
+        "s3a://bucket",
+    ],
+)
 def test_names_that_could_escape_or_break_paths_are_refused(topic: str) -> None:
     problem = topic_name_problem(topic)
     assert problem is not None and "RocketMQ's rule" in problem
@@ -27,9 +40,17 @@ def test_names_that_could_escape_or_break_paths_are_refused(topic: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "topic", ["RMQ_SYS_TRANS_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_anything",
-              "%RETRY%group", "%DLQ%group", "system", "TBW102"],
-)  # fmt: skip
+    "topic",
+    [
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "RMQ_SYS_anything",
+        "%RETRY%group",
+        "%DLQ%group",
+        "system",
+        "TBW102",
+    ],
+)
 def test_system_names_are_refused(topic: str) -> None:
     assert "system topic" in (topic_name_problem(topic) or "")
 

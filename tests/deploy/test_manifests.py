@@ -431,8 +431,9 @@ def copy_sources(dockerfile: list[Stage]) -> list[str]:
 
 def repository_files() -> list[str]:
     """Return the repository's tracked files, relative to its root."""
-    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                            check=True)  # fmt: skip
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return listed.stdout.splitlines()
 
 

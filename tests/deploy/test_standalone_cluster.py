@@ -53,8 +53,11 @@ def send_and_answer(config: Config) -> None:
             if op is not None:
                 producer.op(tx, op)
         producer.flush()
-        wait_for(lambda: len(rows(config, "system/transactions")) >= len(PLAN), 300,
-                 f"final states of all {len(PLAN)} transactions")  # fmt: skip
+        wait_for(
+            lambda: len(rows(config, "system/transactions")) >= len(PLAN),
+            300,
+            f"final states of all {len(PLAN)} transactions",
+        )
     finally:
         responder.stop()
         producer.close()
@@ -91,16 +94,24 @@ def test_coordinator_runs_on_a_standalone_cluster(
         app = AppProcess(settings, master=cluster.master_url, spark_conf=executors)
         try:
             assert app.wait_for_line("txcoord coordinator running", 400), app.tail()
-            wait_for(lambda: [a["state"] for a in cluster.applications(APP_NAME)
-                              if a["cores"] >= 1] == ["RUNNING"],
-                     60, "the master to grant the application cores")  # fmt: skip
+            wait_for(
+                lambda: (
+                    [a["state"] for a in cluster.applications(APP_NAME) if a["cores"] >= 1]
+                    == ["RUNNING"]
+                ),
+                60,
+                "the master to grant the application cores",
+            )
             send_and_answer(config)
         finally:
             code = app.terminate() if app.process.poll() is None else app.process.returncode
         assert code == 0, app.tail()
         assert "txcoord coordinator stopped cleanly" in app.tail(400), app.tail()
-        wait_for(lambda: [a["state"] for a in cluster.applications(APP_NAME)] == ["FINISHED"],
-                 30, "the master to list the application as finished")  # fmt: skip
+        wait_for(
+            lambda: [a["state"] for a in cluster.applications(APP_NAME)] == ["FINISHED"],
+            30,
+            "the master to list the application as finished",
+        )
         # The worker's executor ran the tasks, and none of them in Python: the stage and the
         # ingest rules run in the JVM, and the batch's rows reach the driver as Arrow.
         logs = "".join(cluster.executor_logs().values())

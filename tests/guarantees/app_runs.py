@@ -65,8 +65,9 @@ class AppRuns:
                 return app
             if app.process.poll() is None:  # neither running nor exited: a hung start
                 app.kill9()
-                raise AssertionError(f"the application did not say it runs within "
-                                     f"{START_BOUND} s:\n{app.tail(80)}")  # fmt: skip
+                raise AssertionError(
+                    f"the application did not say it runs within {START_BOUND} s:\n{app.tail(80)}"
+                )
             self.exited(app, "while starting")
 
     def exited(self, app: AppProcess, when: str) -> None:
@@ -109,11 +110,14 @@ class AppRuns:
             if app.process.returncode is not None and app.process.returncode != -9:
                 self.exited(app, f"before failpoint {spec}")
                 continue
-            raise AssertionError(f"failpoint {spec} not reached in {FAILPOINT_BOUND} s:\n"
-                                 f"{app.tail()}")  # fmt: skip
+            raise AssertionError(
+                f"failpoint {spec} not reached in {FAILPOINT_BOUND} s:\n{app.tail()}"
+            )
 
     def report(self) -> str:
         """Return the starts and every unplanned restart with its reason."""
-        lines = [f"crash test: {self.starts} application starts, "
-                 f"{len(self.unplanned)} unplanned restart(s)"]  # fmt: skip
+        lines = [
+            f"crash test: {self.starts} application starts, "
+            f"{len(self.unplanned)} unplanned restart(s)"
+        ]
         return "\n".join(lines + [f"  - {entry}" for entry in self.unplanned])

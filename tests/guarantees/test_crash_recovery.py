@@ -109,8 +109,11 @@ class Load:
 
     def _acked(self, future: Any, into: set[Any], with_topic: bool = False) -> None:
         meta = future.get(30)
-        into.add((meta.topic, meta.partition, meta.offset) if with_topic
-                 else (meta.partition, meta.offset))  # fmt: skip
+        into.add(
+            (meta.topic, meta.partition, meta.offset)
+            if with_topic
+            else (meta.partition, meta.offset)
+        )
 
     def _send(self, tx: str) -> None:
         kind = kind_of(tx)
@@ -161,8 +164,9 @@ class Load:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[KafkaBroker]:
     """A broker of this test's own (it gets killed), on fixed ports so restarts keep them."""
-    settings = BrokerSettings(data_dir=tmp_path / "kafka", port=free_port(),
-                              controller_port=free_port())  # fmt: skip
+    settings = BrokerSettings(
+        data_dir=tmp_path / "kafka", port=free_port(), controller_port=free_port()
+    )
     own = KafkaBroker(settings)
     try:
         own.start()
@@ -233,8 +237,11 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
         # A check wrongly sent after a decision or a discard would be due within a check
         # interval: once the application's event time is past that, it would show.
         due = time.time() + config.transaction_check_interval.total_seconds()
-        wait_for(lambda: watermark_past(last_progress(app.lines()), due), 300,
-                 "the application's watermark to pass one check interval")  # fmt: skip
+        wait_for(
+            lambda: watermark_past(last_progress(app.lines()), due),
+            300,
+            "the application's watermark to pass one check interval",
+        )
     finally:
         load.stop()
         responder.stop()
@@ -266,23 +273,32 @@ def explain(
     clock = "%H:%M:%S.%f"
     for tx in wrong[:8]:
         lines.append(f"{tx}: {sent[tx]} -> {states.get(tx)}")
-        lines += [f"  check {r.check_number} requested {r.requested_at:{clock}} batch {r.batch_id}"
-                  for r in sorted(checks, key=lambda r: r.check_number)
-                  if r.transaction_id == tx]  # fmt: skip
+        lines += [
+            f"  check {r.check_number} requested {r.requested_at:{clock}} batch {r.batch_id}"
+            for r in sorted(checks, key=lambda r: r.check_number)
+            if r.transaction_id == tx
+        ]
         got = sorted(n for (t, n), _ in responder.published_ms.items() if t == tx)
         answered = [op for t, op in responder.sent if t == tx]
         lines.append(f"  listener read checks {got}, answered {answered}")
-        lines += [f"  op {r.op} from_check={r.from_check} stored {r.stored_at:{clock}} "
-                  f"-> {verdicts.get(r.op_id)}" for r in ops if r.transaction_id == tx]  # fmt: skip
-    lines.append(f"listener: {len(responder.requests)} checks read, "
-                 f"{len(responder.sent)} answered, errors: {responder.errors[:10]}")  # fmt: skip
+        lines += [
+            f"  op {r.op} from_check={r.from_check} stored {r.stored_at:{clock}} "
+            f"-> {verdicts.get(r.op_id)}"
+            for r in ops
+            if r.transaction_id == tx
+        ]
+    lines.append(
+        f"listener: {len(responder.requests)} checks read, "
+        f"{len(responder.sent)} answered, errors: {responder.errors[:10]}"
+    )
     return "\n".join(lines)
 
 
 def verify_ingest(spark: SparkSession, config: Config, load: Load) -> list[Any]:
     """Every acknowledged record landed in its table, none twice; return the op records."""
-    halves = [r for r in read(spark, config, "system/half_messages")
-              if r.kind == half_messages.KIND_HALF]  # fmt: skip
+    halves = [
+        r for r in read(spark, config, "system/half_messages") if r.kind == half_messages.KIND_HALF
+    ]
     assert twice([r.msg_id for r in halves]) == [], "a half landed twice"
     at = [(r.ingress_partition, r.ingress_offset) for r in halves]
     assert twice(at) == [], "an ingress record landed twice as a half"
@@ -292,8 +308,10 @@ def verify_ingest(spark: SparkSession, config: Config, load: Load) -> list[Any]:
     at = [(r.ingress_partition, r.ingress_offset) for r in ops]
     assert twice(at) == [], "an ingress record landed twice as an op"
     assert load.ops - set(at) == set(), "an acknowledged op lost"
-    refused = [(r.source_topic, r.source_partition, r.source_offset)
-               for r in read(spark, config, "system/quarantine")]  # fmt: skip
+    refused = [
+        (r.source_topic, r.source_partition, r.source_offset)
+        for r in read(spark, config, "system/quarantine")
+    ]
     assert twice(refused) == [], "a malformed record quarantined twice"
     assert load.malformed, "the load sent no malformed record"
     assert load.malformed - set(refused) == set(), "an acknowledged malformed record lost"
@@ -335,8 +353,10 @@ def verify(
     gone = [(r.producer_group, r.transaction_id) for r in read(spark, config, "system/discarded")]
     assert twice(gone) == [], "a transaction discarded twice"
     assert {tx for _, tx in gone} == never
-    checks = [(r.producer_group, r.transaction_id, r.check_number)
-              for r in read(spark, config, "system/check_requests")]  # fmt: skip
+    checks = [
+        (r.producer_group, r.transaction_id, r.check_number)
+        for r in read(spark, config, "system/check_requests")
+    ]
     assert twice(checks) == [], "a check request recorded twice"
     for tx in never:  # checked CHECK_MAX times, then discarded: no check lost
         numbers = sorted(n for _, t, n in checks if t == tx)
@@ -367,7 +387,12 @@ def verify(
     assert offsets == {key: len(messages) for key, messages in queues.items()}
 
     # The independent reader agrees.
-    arrow = [tx for topic in TOPICS
-             for tx in DeltaTable(f"{config.warehouse}/topics/{topic}").to_pyarrow_table()
-             .column("transaction_id").to_pylist()]  # fmt: skip
+    arrow = [
+        tx
+        for topic in TOPICS
+        for tx in DeltaTable(f"{config.warehouse}/topics/{topic}")
+        .to_pyarrow_table()
+        .column("transaction_id")
+        .to_pylist()
+    ]
     assert sorted(arrow) == sorted(committed)

@@ -62,9 +62,14 @@ def failpoint_names(source: str, namespace: dict[str, Any]) -> set[str]:
             elif isinstance(arg, ast.JoinedStr):
                 used = {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
                 code = compile(ast.Expression(arg), "<failpoint>", "eval")
-                loop = next((lp for lp in reversed(loops)
-                             if used & {n.id for n in ast.walk(lp.target)
-                                        if isinstance(n, ast.Name)}), None)  # fmt: skip
+                loop = next(
+                    (
+                        lp
+                        for lp in reversed(loops)
+                        if used & {n.id for n in ast.walk(lp.target) if isinstance(n, ast.Name)}
+                    ),
+                    None,
+                )
                 for bound in _bindings(loop, used, namespace) if loop else [{}]:
                     found.add(eval(code, namespace, bound))
             else:

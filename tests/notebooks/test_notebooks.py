@@ -135,12 +135,14 @@ def execute(name: str, run: Run, workdir: Path) -> nbformat.NotebookNode:
     # The kernel must be this interpreter (the venv with txcoord installed): jupyter_client
     # maps the kernelspec's "python" to sys.executable; this cell proves it did.
     expected = str(Path(sys.executable).resolve())
-    notebook.cells.insert(0, nbformat.v4.new_code_cell(
-        "import sys, pathlib\n"
-        f"assert str(pathlib.Path(sys.executable).resolve()) == {expected!r}, sys.executable"
-    ))  # fmt: skip
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith("PYSPARK_GATEWAY")}  # fmt: skip
+    notebook.cells.insert(
+        0,
+        nbformat.v4.new_code_cell(
+            "import sys, pathlib\n"
+            f"assert str(pathlib.Path(sys.executable).resolve()) == {expected!r}, sys.executable"
+        ),
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_GATEWAY")}
     env.update(
         TXCOORD_WAREHOUSE=str(run.warehouse),
         TXCOORD_TOPIC=run.topic,

@@ -20,12 +20,19 @@ TEXT = st.text(max_size=20)
 MILLIS = st.none() | st.integers(0, 2**53)
 RECORDS = st.builds(
     CheckRecord,
-    transaction_id=TEXT, msg_id=TEXT, producer_group=TEXT, topic=TEXT,
-    queue_id=st.none() | st.integers(0, fmt.MAX_QUEUE_ID), body=st.binary(max_size=64),
-    keys=st.lists(TEXT, max_size=3).map(tuple), tags=st.none() | TEXT,
-    properties=st.dictionaries(TEXT, TEXT, max_size=3), check_number=st.integers(0, 100),
-    prepared_at_ms=MILLIS, requested_at_ms=MILLIS,
-)  # fmt: skip
+    transaction_id=TEXT,
+    msg_id=TEXT,
+    producer_group=TEXT,
+    topic=TEXT,
+    queue_id=st.none() | st.integers(0, fmt.MAX_QUEUE_ID),
+    body=st.binary(max_size=64),
+    keys=st.lists(TEXT, max_size=3).map(tuple),
+    tags=st.none() | TEXT,
+    properties=st.dictionaries(TEXT, TEXT, max_size=3),
+    check_number=st.integers(0, 100),
+    prepared_at_ms=MILLIS,
+    requested_at_ms=MILLIS,
+)
 
 
 # No time limit per example, nor on generating them: a loaded machine's pause is not a slow
@@ -42,10 +49,20 @@ def test_decode_inverts_encode(record: CheckRecord, slim: bool) -> None:
 
 
 def _row(**changes: Any) -> dict[str, Any]:
-    row = {"transaction_id": "tx-1", "msg_id": "0001000000000000000A", "producer_group": "g",
-           "topic": "OrderPaid", "queue_id": 2, "body": b"\x00body", "keys": ["o-1"],
-           "tags": "paid", "properties": {"a": "b"}, "check_number": 3, "prepared_ms": 1000,
-           "at_ms": 2000}  # fmt: skip
+    row = {
+        "transaction_id": "tx-1",
+        "msg_id": "0001000000000000000A",
+        "producer_group": "g",
+        "topic": "OrderPaid",
+        "queue_id": 2,
+        "body": b"\x00body",
+        "keys": ["o-1"],
+        "tags": "paid",
+        "properties": {"a": "b"},
+        "check_number": 3,
+        "prepared_ms": 1000,
+        "at_ms": 2000,
+    }
     return row | changes
 
 

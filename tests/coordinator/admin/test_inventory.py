@@ -34,8 +34,11 @@ def warehouse(tmp_path: Path) -> str:
     location = str(tmp_path / "warehouse")
     append(location, half_messages.TABLE, [half("same"), half("same", group="billing")])
     append(location, op_records.TABLE, [op("same", "billing", "ROLLBACK", 3)])
-    append(location, transactions.TABLE,
-           [final_of("same", "billing", "ROLLED_BACK", T0 + timedelta(seconds=5))])  # fmt: skip
+    append(
+        location,
+        transactions.TABLE,
+        [final_of("same", "billing", "ROLLED_BACK", T0 + timedelta(seconds=5))],
+    )
     return location
 
 

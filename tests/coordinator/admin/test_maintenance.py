@@ -28,10 +28,18 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 def offsets_file(folder: Path, batch: int, *versions: tuple[str, int]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    sources = [json.dumps({"sourceVersion": 1, "reservoirId": table_id,
-                           "reservoirVersion": version, "index": -1,
-                           "isStartingVersion": False})
-               for table_id, version in versions]  # fmt: skip
+    sources = [
+        json.dumps(
+            {
+                "sourceVersion": 1,
+                "reservoirId": table_id,
+                "reservoirVersion": version,
+                "index": -1,
+                "isStartingVersion": False,
+            }
+        )
+        for table_id, version in versions
+    ]
     (folder / str(batch)).write_text("\n".join(["v1", '{"batchWatermarkMs":0}', *sources]))
 
 
@@ -105,8 +113,9 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
     producer.close()
     wait_for(lambda: "after" in delivered(spark, config), 180, "the transaction after")
     assert delivered(spark, config) == ["after", "tx-0", "tx-1", "tx-2"]
-    offsets = sorted(r.queue_offset for r in table(spark, config, f"topics/{TOPIC}").collect()
-                     if r.queue_id == 0)  # fmt: skip
+    offsets = sorted(
+        r.queue_offset for r in table(spark, config, f"topics/{TOPIC}").collect() if r.queue_id == 0
+    )
     assert offsets == list(range(len(offsets)))
 
 

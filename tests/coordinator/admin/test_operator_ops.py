@@ -12,9 +12,17 @@ from delta_tables.lookup import TransactionState
 
 def found(state: str) -> TransactionState:
     return TransactionState(
-        transaction_id="t-1", producer_group="orders", topic="Orders", queue_id=0,
-        msg_id="m", state=state, check_count=0, prepared_at=None, resolved_at=None, reason=None,
-    )  # fmt: skip
+        transaction_id="t-1",
+        producer_group="orders",
+        topic="Orders",
+        queue_id=0,
+        msg_id="m",
+        state=state,
+        check_count=0,
+        prepared_at=None,
+        resolved_at=None,
+        reason=None,
+    )
 
 
 @pytest.mark.parametrize("op", ["COMMIT", "ROLLBACK", "RESUME"])

@@ -40,9 +40,15 @@ def _check_references(result: dict[str, Any]) -> None:
         assert shape["records"] >= shape["transactions"] > 0
     assert result["java_peer"]["shapes"]["short"]["records"] == 2 * 200
     for ratios in result["ratios"].values():
-        assert set(ratios) == {"sustained_tx_per_s", "ours_over_peer", "ours_over_ceiling",
-                               "ours_over_java_short", "ours_over_java_short_records",
-                               "ours_over_java_batch", "ours_over_java_batch_records"}  # fmt: skip
+        assert set(ratios) == {
+            "sustained_tx_per_s",
+            "ours_over_peer",
+            "ours_over_ceiling",
+            "ours_over_java_short",
+            "ours_over_java_short_records",
+            "ours_over_java_batch",
+            "ours_over_java_batch_records",
+        }
         assert all(value > 0 for value in ratios.values())
 
 
@@ -64,8 +70,13 @@ def _check_path(path: dict[str, Any]) -> None:
     assert sent["sent"] == 200
     assert sent["as_expected"] == 200, sent  # every transaction decided, as its kind says
     assert sent["undecided"] == sent["wrong"] == 0
-    assert set(sent["by_kind"]) == {"commit", "rollback", "checked-commit",
-                                    "checked-rollback", "rechecked-commit"}  # fmt: skip
+    assert set(sent["by_kind"]) == {
+        "commit",
+        "rollback",
+        "checked-commit",
+        "checked-rollback",
+        "rechecked-commit",
+    }
     assert sent["by_kind"]["rechecked-commit"]["sent"] == 4  # 2% of 200
     assert path["visible_rolled_back"] == 0
     assert path["commit_to_visible_ms"]["count"] == sent["by_kind"]["commit"]["sent"]
@@ -102,8 +113,9 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
         "--drain-timeout", "300", "--driver-memory", "1g",
         "--state-dir", str(tmp_path / "state"), "--out", str(out),
     ]  # fmt: skip
-    run = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=880,
-                         check=False)  # fmt: skip
+    run = subprocess.run(
+        command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=880, check=False
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
 
     [result_file] = out.glob("bench-*.json")

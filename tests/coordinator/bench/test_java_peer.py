@@ -58,8 +58,15 @@ def test_a_jar_folder_without_kafka_tools_is_refused(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_the_tool_runs_both_shapes_on_the_broker(bootstrap_servers: str, tmp_path: Path) -> None:
     cache = jar_cache_dir(os.environ)  # TXCOORD_JAR_CACHE, as `txcoord bench` reads it
-    result = run_java_peer(bootstrap_servers, tmp_path.name, producers=2, records=300,
-                           batch=20, work_dir=tmp_path, jar_cache=cache)  # fmt: skip
+    result = run_java_peer(
+        bootstrap_servers,
+        tmp_path.name,
+        producers=2,
+        records=300,
+        batch=20,
+        work_dir=tmp_path,
+        jar_cache=cache,
+    )
     assert result["producers"] == 2
     short, batch = result["shapes"]["short"], result["shapes"]["batch"]
     assert short["transaction_duration_ms"] == 1
@@ -88,6 +95,12 @@ def test_one_record_per_transaction_is_counted_from_the_commit_markers(
     """A long duration with one record: exactly one transaction (the tool's final commit)."""
     cache = jar_cache_dir(os.environ)
     assert any(jar.name.startswith("kafka-tools-4") for jar in jars("kafka", cache))
-    shape = run_shape(bootstrap_servers, tmp_path.name, Shape("one", 1, 60_000), producers=1,
-                      work_dir=tmp_path, jar_cache=cache)  # fmt: skip
+    shape = run_shape(
+        bootstrap_servers,
+        tmp_path.name,
+        Shape("one", 1, 60_000),
+        producers=1,
+        work_dir=tmp_path,
+        jar_cache=cache,
+    )
     assert (shape["records"], shape["transactions"], shape["records_per_tx"]) == (1, 1, 1.0)

@@ -21,8 +21,12 @@ GROUP, TOPIC = "bench-group", "BenchTopic"
 
 
 def read_all(bootstrap_servers: str, topic: str, count: int) -> list[tuple[bytes, bytes, list]]:
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers,
-                             auto_offset_reset="earliest", consumer_timeout_ms=15_000)  # fmt: skip
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap_servers,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=15_000,
+    )
     try:
         records = []
         for record in consumer:
@@ -34,13 +38,15 @@ def read_all(bootstrap_servers: str, topic: str, count: int) -> list[tuple[bytes
         consumer.close()
 
 
-def test_the_records_are_the_sdks_and_every_ack_is_timed(bootstrap_servers: str,
-                                                          kafka_topic: str) -> None:  # fmt: skip
+def test_the_records_are_the_sdks_and_every_ack_is_timed(
+    bootstrap_servers: str, kafka_topic: str
+) -> None:
     batch = [("tx-1", COMMIT), ("tx-2", ROLLBACK), ("tx-3", CHECKED_COMMIT)]
     ids = [tx for tx, _ in batch]
     began = now_ms()
-    driver = KafkaDriver(bootstrap_servers, GROUP, TOPIC, half_topic=kafka_topic,
-                         op_topic=kafka_topic, body_size=10)  # fmt: skip
+    driver = KafkaDriver(
+        bootstrap_servers, GROUP, TOPIC, half_topic=kafka_topic, op_topic=kafka_topic, body_size=10
+    )
     try:
         driver.send(batch)
         assert sorted(driver.half_acks) == ids, "send() returns once every half is stored"
@@ -48,8 +54,9 @@ def test_the_records_are_the_sdks_and_every_ack_is_timed(bootstrap_servers: str,
         assert sorted(driver.op_acks) == ids
     finally:
         driver.close()
-    assert all(began <= at <= now_ms() for at in [*driver.half_acks.values(),
-                                                   *driver.op_acks.values()])  # fmt: skip
+    assert all(
+        began <= at <= now_ms() for at in [*driver.half_acks.values(), *driver.op_acks.values()]
+    )
     assert driver.errors == []
 
     records = read_all(bootstrap_servers, kafka_topic, 2 * len(batch))

@@ -28,11 +28,20 @@ CHECKED = f"{RUN}-000000002-cc"
 
 def _check(transaction_id: str, number: int, requested_at_ms: int | None = None) -> CheckRequest:
     return CheckRequest(
-        transaction_id=transaction_id, msg_id="M", producer_group="bench-kafka",
-        topic="BenchKafka", queue_id=0, body=b"", keys=(), tags=None, properties={},
-        check_number=number, prepared_at_ms=1_000, requested_at_ms=requested_at_ms,
+        transaction_id=transaction_id,
+        msg_id="M",
+        producer_group="bench-kafka",
+        topic="BenchKafka",
+        queue_id=0,
+        body=b"",
+        keys=(),
+        tags=None,
+        properties={},
+        check_number=number,
+        prepared_at_ms=1_000,
+        requested_at_ms=requested_at_ms,
         source=("checks", 0, number),
-    )  # fmt: skip
+    )
 
 
 class BatchingMemoryTransport(InMemoryTransport):
@@ -107,20 +116,29 @@ def _write_check_rows(warehouse: Path, rows: list[tuple[str, int, int]]) -> None
         return datetime(2025, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
 
     stamp = pa.timestamp("us", tz="UTC")
-    table = pa.table({
-        "transaction_id": [tx for tx, _, _ in rows],
-        "check_number": pa.array([n for _, n, _ in rows], pa.int32()),
-        "prepared_at": pa.array([at(0) for _ in rows], stamp),
-        "requested_at": pa.array([at(ms) for _, _, ms in rows], stamp),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "transaction_id": [tx for tx, _, _ in rows],
+            "check_number": pa.array([n for _, n, _ in rows], pa.int32()),
+            "prepared_at": pa.array([at(0) for _ in rows], stamp),
+            "requested_at": pa.array([at(ms) for _, _, ms in rows], stamp),
+        }
+    )
     write_deltalake(check_requests.TABLE.path(str(warehouse)), table, mode="append")
 
 
 def test_the_phase_reports_later_checks_as_recorded_and_as_received(tmp_path: Path) -> None:
     # Check 2 recorded 400 ms after check 1 + 5 s; a replayed batch wrote check 1 twice.
-    _write_check_rows(tmp_path, [(RECHECKED, 1, 2_000), (RECHECKED, 1, 2_500),
-                                 (RECHECKED, 2, 7_400), (CHECKED, 1, 2_100),
-                                 ("another-run-000000001-rc", 2, 99_000)])  # fmt: skip
+    _write_check_rows(
+        tmp_path,
+        [
+            (RECHECKED, 1, 2_000),
+            (RECHECKED, 1, 2_500),
+            (RECHECKED, 2, 7_400),
+            (CHECKED, 1, 2_100),
+            ("another-run-000000001-rc", 2, 99_000),
+        ],
+    )
     base = int(datetime(2025, 1, 1, tzinfo=UTC).timestamp() * 1000)
     assert requested_at_ms(str(tmp_path), f"{RUN}-") == {
         (RECHECKED, 1): base + 2_000, (RECHECKED, 2): base + 7_400, (CHECKED, 1): base + 2_100,

@@ -37,8 +37,14 @@ def test_the_python_peer_reports_its_own_peak(
 ) -> None:
     # The peer's seconds include its producer's start (init_transactions: ~0.5 s idle, more
     # on a loaded machine), and it must commit at least one transaction after that.
-    result = run_peer(bootstrap_servers, f"rss.{tmp_path.name}", tmp_path.name, producers=1,
-                      seconds=5, work_dir=tmp_path)  # fmt: skip
+    result = run_peer(
+        bootstrap_servers,
+        f"rss.{tmp_path.name}",
+        tmp_path.name,
+        producers=1,
+        seconds=5,
+        work_dir=tmp_path,
+    )
     assert result["transactions"] > 0
     assert 0 < result["load_peak_rss_bytes"] < BALLAST
 
@@ -48,6 +54,12 @@ def test_the_python_peer_reports_its_own_peak(
 def test_the_java_peer_reports_its_own_peak(
     bootstrap_servers: str, tmp_path: Path, ballast: bytearray
 ) -> None:
-    shape = run_shape(bootstrap_servers, tmp_path.name, Shape("rss", 50, 1), producers=1,
-                      work_dir=tmp_path, jar_cache=jar_cache_dir(os.environ))  # fmt: skip
+    shape = run_shape(
+        bootstrap_servers,
+        tmp_path.name,
+        Shape("rss", 50, 1),
+        producers=1,
+        work_dir=tmp_path,
+        jar_cache=jar_cache_dir(os.environ),
+    )
     assert 10 * 1024**2 < shape["peak_rss_bytes"] < BALLAST

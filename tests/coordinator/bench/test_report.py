@@ -14,11 +14,18 @@ from coordinator.bench.stats import summarize
 
 def _path(name: str) -> dict[str, Any]:
     latency = summarize([1200.0, 1500.0, 2500.0])
-    batches = {"batches": 3, "batches_with_rows": 2, "rows": 300,
-               "duration_ms": summarize([900, 1100, 1300], 0),
-               "duration_ms_with_rows": summarize([1100, 1300], 0), "busy_ms": 3300,
-               "phase_share": {"addBatch": 0.8, "walCommit": 0.1}, "state_rows_median": 10,
-               "state_rows_max": 12, "dropped_late": 0}  # fmt: skip
+    batches = {
+        "batches": 3,
+        "batches_with_rows": 2,
+        "rows": 300,
+        "duration_ms": summarize([900, 1100, 1300], 0),
+        "duration_ms_with_rows": summarize([1100, 1300], 0),
+        "busy_ms": 3300,
+        "phase_share": {"addBatch": 0.8, "walCommit": 0.1},
+        "state_rows_median": 10,
+        "state_rows_max": 12,
+        "dropped_late": 0,
+    }
     return {
         "path": name, "topic": f"Bench{name}",
         "transactions": judge([f"r-{n:09d}-c" for n in range(10)], {}),
@@ -39,12 +46,26 @@ def _path(name: str) -> dict[str, Any]:
 def _java_shape(
     duration: int, records: int, transactions: int, tx_per_s: float, records_per_s: float
 ) -> dict[str, Any]:
-    return {"transaction_duration_ms": duration, "records": records,
-            "transactions": transactions, "records_per_tx": records / transactions,
-            "seconds": 16.0, "tx_per_s": tx_per_s, "records_per_s": records_per_s,
-            "latency_ms": {"avg": 17.59, "p50": 13.0, "p95": 36.0, "p99": 39.0,
-                           "p99_9": 53.0, "max": 132.0},
-            "cpu_seconds": 20.0, "peak_rss_bytes": 3 * 10**8, "producers": []}  # fmt: skip
+    return {
+        "transaction_duration_ms": duration,
+        "records": records,
+        "transactions": transactions,
+        "records_per_tx": records / transactions,
+        "seconds": 16.0,
+        "tx_per_s": tx_per_s,
+        "records_per_s": records_per_s,
+        "latency_ms": {
+            "avg": 17.59,
+            "p50": 13.0,
+            "p95": 36.0,
+            "p99": 39.0,
+            "p99_9": 53.0,
+            "max": 132.0,
+        },
+        "cpu_seconds": 20.0,
+        "peak_rss_bytes": 3 * 10**8,
+        "producers": [],
+    }
 
 
 def sample_result() -> dict[str, Any]:
@@ -90,9 +111,15 @@ def sample_result() -> dict[str, Any]:
 
 def test_ratios_divide_our_sustained_rate() -> None:
     r = ratios(sample_result())["kafka"]
-    assert r == {"sustained_tx_per_s": 250.5, "ours_over_peer": 2.505, "ours_over_ceiling": 0.1,
-                 "ours_over_java_short": 5.01, "ours_over_java_short_records": 0.2,
-                 "ours_over_java_batch": 6.263, "ours_over_java_batch_records": 0.063}  # fmt: skip
+    assert r == {
+        "sustained_tx_per_s": 250.5,
+        "ours_over_peer": 2.505,
+        "ours_over_ceiling": 0.1,
+        "ours_over_java_short": 5.01,
+        "ours_over_java_short_records": 0.2,
+        "ours_over_java_batch": 6.263,
+        "ours_over_java_batch_records": 0.063,
+    }
 
 
 def test_ratios_without_the_java_peer_are_none() -> None:
@@ -107,11 +134,17 @@ def test_ratios_without_the_java_peer_are_none() -> None:
 
 def test_markdown_names_the_headline_numbers() -> None:
     text = markdown(sample_result(), "plot.png")
-    for expected in ("![throughput and latency](plot.png)", "**250.5**", "2.505", "10,000",
-                     "transaction_timeout 2 s", "1,500 / 2,500 / 2,500",
-                     "| short | 1 | 800 | 25.0 | **50.0** | 1,250.0 | "
-                     "17.6 / 13.0 / 36.0 / 39.0 / 53.0 / 132.0 |",
-                     "| kafka | 2.505 | 0.100 | 5.010, 0.200 | 6.263, 0.063 |"):  # fmt: skip
+    for expected in (
+        "![throughput and latency](plot.png)",
+        "**250.5**",
+        "2.505",
+        "10,000",
+        "transaction_timeout 2 s",
+        "1,500 / 2,500 / 2,500",
+        "| short | 1 | 800 | 25.0 | **50.0** | 1,250.0 | "
+        "17.6 / 13.0 / 36.0 / 39.0 / 53.0 / 132.0 |",
+        "| kafka | 2.505 | 0.100 | 5.010, 0.200 | 6.263, 0.063 |",
+    ):
         assert expected in text
 
 
@@ -137,10 +170,15 @@ def test_write_puts_json_markdown_and_png_side_by_side(tmp_path: Path) -> None:
 
 
 def test_judge_counts_expected_wrong_and_undecided() -> None:
-    verdict = judge(["r-000000001-c", "r-000000002-r", "r-000000003-cc", "r-000000004-cr",
-                     "r-000000005-rc"],
-                    {"r-000000001-c": "COMMITTED", "r-000000002-r": "COMMITTED",
-                     "r-000000003-cc": "COMMITTED", "r-000000005-rc": "COMMITTED"})  # fmt: skip
+    verdict = judge(
+        ["r-000000001-c", "r-000000002-r", "r-000000003-cc", "r-000000004-cr", "r-000000005-rc"],
+        {
+            "r-000000001-c": "COMMITTED",
+            "r-000000002-r": "COMMITTED",
+            "r-000000003-cc": "COMMITTED",
+            "r-000000005-rc": "COMMITTED",
+        },
+    )
     assert verdict["sent"] == 5
     assert verdict["as_expected"] == 3
     assert verdict["by_kind"]["rechecked-commit"] == {"sent": 1, "as_expected": 1}
@@ -151,10 +189,16 @@ def test_judge_counts_expected_wrong_and_undecided() -> None:
 
 def test_notes_say_which_engine_settings_ran() -> None:
     result = sample_result()
-    settings = {"transaction_timeout_s": 2.0, "transaction_check_interval_s": 5.0,
-                "trigger_interval_s": 1.0, "tick_interval_s": 1.0,
-                "idle_tick_interval_s": 15.0, "kafka_partitions": 4, "shuffle_partitions": 2,
-                "config_file": None}  # fmt: skip
+    settings = {
+        "transaction_timeout_s": 2.0,
+        "transaction_check_interval_s": 5.0,
+        "trigger_interval_s": 1.0,
+        "tick_interval_s": 1.0,
+        "idle_tick_interval_s": 15.0,
+        "kafka_partitions": 4,
+        "shuffle_partitions": 2,
+        "config_file": None,
+    }
     result["configuration"] = settings
     (default,) = [note for note in notes(result) if "every other engine setting" in note]
     assert "transaction_timeout is 2.0 s and transaction_check_interval 5.0 s" in default

@@ -14,8 +14,12 @@ from coordinator.bench.workload import COMMIT
 
 def item(status: int, transaction_id: str) -> dict[str, Any]:
     error = None if status < 300 else {"error": "kafka_unavailable", "message": "m"}
-    return {"status": status, "transaction_id": transaction_id,
-            "result": {} if status < 300 else None, "error": error}  # fmt: skip
+    return {
+        "status": status,
+        "transaction_id": transaction_id,
+        "result": {} if status < 300 else None,
+        "error": error,
+    }
 
 
 def test_a_partly_durable_batch_resends_only_the_failed_items() -> None:
@@ -28,8 +32,9 @@ def test_a_partly_durable_batch_resends_only_the_failed_items() -> None:
         seen.append(ids)
         ok = 201 if key == "messages" else 202
         if len(seen) == 1:
-            return httpx.Response(207, json={"results": [item(ok, "a"), item(503, "b"),
-                                                         item(ok, "c")]})  # fmt: skip
+            return httpx.Response(
+                207, json={"results": [item(ok, "a"), item(503, "b"), item(ok, "c")]}
+            )
         if len(seen) == 2:
             return httpx.Response(503, json={"error": "kafka_unavailable", "message": "m"})
         return httpx.Response(ok, json={"results": [item(ok, tx) for tx in ids]})
@@ -45,9 +50,15 @@ def test_a_partly_durable_batch_resends_only_the_failed_items() -> None:
 
 def test_an_item_refused_for_good_stops_the_driver() -> None:
     def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(207, json={"results": [
-            item(201, "a"), {**item(413, "b"), "error": {"error": "too_large", "message": "m"}},
-        ]})  # fmt: skip
+        return httpx.Response(
+            207,
+            json={
+                "results": [
+                    item(201, "a"),
+                    {**item(413, "b"), "error": {"error": "too_large", "message": "m"}},
+                ]
+            },
+        )
 
     driver = RestDriver("http://ingress", "g", "T", transport=httpx.MockTransport(answer))
     kind = COMMIT

@@ -24,8 +24,15 @@ def test_nearest_rank_percentiles() -> None:
 
 
 def test_summary_of_nothing_says_so() -> None:
-    assert summarize([]) == {"count": 0, "p50": None, "p95": None, "p99": None, "min": None,
-                             "max": None, "mean": None}  # fmt: skip
+    assert summarize([]) == {
+        "count": 0,
+        "p50": None,
+        "p95": None,
+        "p99": None,
+        "min": None,
+        "max": None,
+        "mean": None,
+    }
     assert summarize([3.0, 1.0, 2.0])["p50"] == 2.0
 
 

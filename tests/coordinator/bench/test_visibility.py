@@ -13,8 +13,9 @@ from coordinator.bench.visibility import latencies_ms, visible_times
 
 
 def _append(table: Path, ids: list[str]) -> None:
-    write_deltalake(str(table), pa.table({"transaction_id": ids, "n": list(range(len(ids)))}),
-                    mode="append")  # fmt: skip
+    write_deltalake(
+        str(table), pa.table({"transaction_id": ids, "n": list(range(len(ids)))}), mode="append"
+    )
 
 
 def _set_commit_time(table: Path, version: int, epoch_ms: int) -> None:

@@ -20,8 +20,13 @@ def test_default_mix_is_the_issues_mix() -> None:
 def test_a_run_of_200_has_every_kind_of_the_default_mix() -> None:
     """The bench's smoke run sends 200 per path: enough for rechecked transactions too."""
     dealt = Counter(kind.name for kind in islice(Mix.parse(DEFAULT_MIX).kinds(), 200))
-    assert dealt == {"commit": 160, "rollback": 20, "checked-commit": 8, "checked-rollback": 8,
-                     "rechecked-commit": 4}  # fmt: skip
+    assert dealt == {
+        "commit": 160,
+        "rollback": 20,
+        "checked-commit": 8,
+        "checked-rollback": 8,
+        "rechecked-commit": 4,
+    }
 
 
 @pytest.mark.parametrize("prefix", [20, 200, 1000])

@@ -42,17 +42,33 @@ def run(bootstrap_servers: str, prefix: str, *args: str) -> Any:
 def test_provision_creates_the_topics_and_prints_the_acls(
     bootstrap_servers: str, prefix: str
 ) -> None:
-    result = run(bootstrap_servers, prefix, "--group", "orders=orders-app", "--group",
-                 "billing", "--operator", "ops-admin")  # fmt: skip
+    result = run(
+        bootstrap_servers,
+        prefix,
+        "--group",
+        "orders=orders-app",
+        "--group",
+        "billing",
+        "--operator",
+        "ops-admin",
+    )
     assert result.exit_code == 0, result.output
-    layout = load_config(overrides={
-        "kafka.half_topic": f"{prefix}-half", "kafka.op_topic": f"{prefix}-op",
-        "kafka.check_topic": f"{prefix}-check", "kafka.operator_topic": f"{prefix}-operator",
-        "kafka.topics_per_group": "true",
-    }).kafka.layout  # fmt: skip
-    created = [layout.half_topic("orders"), layout.op_topic("orders"),
-               layout.check_topic("orders"), layout.half_topic("billing"),
-               layout.operator_topic("ops-admin")]  # fmt: skip
+    layout = load_config(
+        overrides={
+            "kafka.half_topic": f"{prefix}-half",
+            "kafka.op_topic": f"{prefix}-op",
+            "kafka.check_topic": f"{prefix}-check",
+            "kafka.operator_topic": f"{prefix}-operator",
+            "kafka.topics_per_group": "true",
+        }
+    ).kafka.layout
+    created = [
+        layout.half_topic("orders"),
+        layout.op_topic("orders"),
+        layout.check_topic("orders"),
+        layout.half_topic("billing"),
+        layout.operator_topic("ops-admin"),
+    ]
     with admin_client(bootstrap_servers) as admin:
         topics = set(admin.list_topics())
         assert set(created) <= topics
@@ -69,10 +85,13 @@ def test_provision_creates_the_topics_and_prints_the_acls(
         f"User:orders-app --operation Write --topic {layout.half_topic('orders')} "
         "--resource-pattern-type literal"
     ) in acl_lines
-    assert any("User:orders-app --operation Read --group txcoord-sdk-orders" in line
-               for line in acl_lines)  # fmt: skip
-    assert any(f"User:ops-admin --operation Write --topic {layout.operator_topic('ops-admin')}"
-               in line for line in acl_lines)  # fmt: skip
+    assert any(
+        "User:orders-app --operation Read --group txcoord-sdk-orders" in line for line in acl_lines
+    )
+    assert any(
+        f"User:ops-admin --operation Write --topic {layout.operator_topic('ops-admin')}" in line
+        for line in acl_lines
+    )
     again = run(bootstrap_servers, prefix, "--group", "orders=orders-app")
     assert again.exit_code == 0, again.output  # existing topics are left as they are
 

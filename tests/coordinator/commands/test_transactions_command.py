@@ -99,21 +99,51 @@ def test_operators_list_find_describe_commit_rollback_and_resume(
 
         # RESUME: checked again from check #1; this time the producer knows the answer.
         answers["stuck"] = "COMMIT"
-        resumed = txcoord(config, "resume", "stuck", "--operator", "bob",
-                          "--reason", "producer fixed", "--wait", "240")  # fmt: skip
+        resumed = txcoord(
+            config,
+            "resume",
+            "stuck",
+            "--operator",
+            "bob",
+            "--reason",
+            "producer fixed",
+            "--wait",
+            "240",
+        )
         assert resumed.exit_code == 0, resumed.output
         assert "verdict: APPLIED" in resumed.output
-        committed = txcoord(config, "commit", "held", "--operator", "alice",
-                            "--reason", "paid by phone", "--wait", "240")  # fmt: skip
+        committed = txcoord(
+            config,
+            "commit",
+            "held",
+            "--operator",
+            "alice",
+            "--reason",
+            "paid by phone",
+            "--wait",
+            "240",
+        )
         assert committed.exit_code == 0, committed.output
         assert "held is now COMMITTED" in committed.output
-        rolled = txcoord(config, "rollback", "hang", "--operator", "alice",
-                         "--reason", "order cancelled", "--wait", "240")  # fmt: skip
+        rolled = txcoord(
+            config,
+            "rollback",
+            "hang",
+            "--operator",
+            "alice",
+            "--reason",
+            "order cancelled",
+            "--wait",
+            "240",
+        )
         assert rolled.exit_code == 0, rolled.output
         assert "hang is now ROLLED_BACK" in rolled.output
 
-        wait_for(lambda: final(spark, config, "stuck")[-1:] == [("COMMITTED", "check")], 240,
-                 "the resumed transaction to commit on its check answer")  # fmt: skip
+        wait_for(
+            lambda: final(spark, config, "stuck")[-1:] == [("COMMITTED", "check")],
+            240,
+            "the resumed transaction to commit on its check answer",
+        )
     finally:
         producer.close()
         responder.stop()
@@ -153,7 +183,11 @@ def assert_recorded(spark: SparkSession, config: Config) -> None:
     }  # fmt: skip
     described = txcoord(config, "describe", "held")
     assert described.exit_code == 0, described.output
-    for line in ("state        COMMITTED (reason operator)",
-                 "COMMIT", "by operator alice (paid by phone)", "judged APPLIED",
-                 f"delivered to {TOPIC}/"):  # fmt: skip
+    for line in (
+        "state        COMMITTED (reason operator)",
+        "COMMIT",
+        "by operator alice (paid by phone)",
+        "judged APPLIED",
+        f"delivered to {TOPIC}/",
+    ):
         assert line in described.output, described.output

@@ -59,15 +59,21 @@ class Traffic:
         with httpx.Client(base_url=self.base, timeout=30) as client:
             while not self._stop.is_set():
                 try:
-                    sent = client.post("/v1/transactions", json={
-                        "producer_group": "orders", "topic": "OrderPaid", "body": "paid",
-                    })  # fmt: skip
+                    sent = client.post(
+                        "/v1/transactions",
+                        json={
+                            "producer_group": "orders",
+                            "topic": "OrderPaid",
+                            "body": "paid",
+                        },
+                    )
                     if sent.status_code != 201:
                         return
                     tx = sent.json()["transaction_id"]
                     self.prepared.append(tx)
-                    done = client.post(f"/v1/transactions/{tx}/commit",
-                                       json={"producer_group": "orders"})  # fmt: skip
+                    done = client.post(
+                        f"/v1/transactions/{tx}/commit", json={"producer_group": "orders"}
+                    )
                     if done.status_code != 202:
                         return
                     self.committed.append(tx)
@@ -125,13 +131,20 @@ def first_run(up: Up, base: str, state_dir: Path) -> tuple[str, str]:
     assert "streams: healthy - coordinator running" in text, text
     assert f"rest: healthy - {base}" in text, text
     # A transaction through the REST ingress, the streams, and back out of the Delta tables.
-    sent = httpx.post(f"{base}/v1/transactions", timeout=30, json={
-        "producer_group": "orders", "topic": "OrderPaid", "body": "paid",
-    })  # fmt: skip
+    sent = httpx.post(
+        f"{base}/v1/transactions",
+        timeout=30,
+        json={
+            "producer_group": "orders",
+            "topic": "OrderPaid",
+            "body": "paid",
+        },
+    )
     assert sent.status_code == 201, sent.text
     tx = sent.json()["transaction_id"]
-    done = httpx.post(f"{base}/v1/transactions/{tx}/commit", timeout=30,
-                      json={"producer_group": "orders"})  # fmt: skip
+    done = httpx.post(
+        f"{base}/v1/transactions/{tx}/commit", timeout=30, json={"producer_group": "orders"}
+    )
     assert done.status_code == 202, done.text
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and state_of(base, tx) != "COMMITTED":
@@ -139,23 +152,41 @@ def first_run(up: Up, base: str, state_dir: Path) -> tuple[str, str]:
     assert state_of(base, tx) == "COMMITTED", "".join(up.output[-30:])
     # The demo's sample producers (SDK over REST) against the running stack.
     demo = subprocess.run(
-        [sys.executable, "-m", "coordinator", "demo", "--endpoint", base, "--each", "1",
-         "--wait", "240"],
-        capture_output=True, text=True, timeout=400, check=False,
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "demo",
+            "--endpoint",
+            base,
+            "--each",
+            "1",
+            "--wait",
+            "240",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
         env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    )
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    cells = [[cell.strip() for cell in line.split("│")[1:-1]]
-             for line in demo.stdout.splitlines() if line.count("│") >= 5]  # fmt: skip
+    cells = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in demo.stdout.splitlines()
+        if line.count("│") >= 5
+    ]
     rows = {row[0]: row for row in cells if row and row[0] in DEMO_KINDS}
     outcome = {kind: row[2] for kind, row in rows.items()}
     # The demo returns once the decidable kinds are decided. By then never-answers (sent
     # last) may or may not have had its first check: the table shows it undecided, and
     # that it gets checked is read from the ingress below.
     assert outcome == {
-        "commit": "COMMITTED", "rollback": "ROLLED_BACK", "checked-commit": "COMMITTED",
+        "commit": "COMMITTED",
+        "rollback": "ROLLED_BACK",
+        "checked-commit": "COMMITTED",
         "never-answers": outcome.get("never-answers"),
-    }, demo.stdout  # fmt: skip
+    }, demo.stdout
     assert outcome["never-answers"] in ("PREPARED", "CHECKING"), demo.stdout
     never = rows["never-answers"][1]
     assert re.fullmatch(r"demo-never-answers-0-[0-9a-f]{8}", never), demo.stdout
@@ -186,8 +217,10 @@ def test_up_runs_stops_quietly_restarts_in_place_and_loses_nothing(tmp_path: Pat
         port, tx = first_run(up(), base, state_dir)
 
         second = up()
-        assert second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)",
-                               timeout=600).group(1) == port  # fmt: skip
+        assert (
+            second.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)", timeout=600).group(1)
+            == port
+        )
         assert state_of(base, tx) == "COMMITTED"  # same warehouse, same answer
         assert list(delivered(warehouse)) == [tx]
         traffic = Traffic(base)

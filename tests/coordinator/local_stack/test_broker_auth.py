@@ -49,8 +49,10 @@ def test_principals_are_read_with_paths_relative_to_the_file(tmp_path: Path) -> 
     assert auth.groups["orders"].password() == GOOD_PASSWORD
     assert GOOD_PASSWORD not in repr(auth)
     security = auth.engine_security
-    assert (security.security_protocol, security.sasl_mechanism) == ("SASL_PLAINTEXT",
-                                                                      "SCRAM-SHA-256")  # fmt: skip
+    assert (security.security_protocol, security.sasl_mechanism) == (
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-256",
+    )
     properties = auth.server_properties("127.0.0.1", 9092, 9093)
     assert properties["authorizer.class.name"] == AUTHORIZER
     assert properties["super.users"] == "User:txcoord-engine"
@@ -65,9 +67,16 @@ def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
     auth = load_broker_auth(write(tmp_path, ENGINE_AND_OPERATOR + ORDERS))
     assert auth is not None
     layout = TopicLayout(half="h", op="o", check="c", operator="x", per_group=True)
-    granted = {(a.principal, a.operation.name, a.resource_pattern.resource_type.name,
-                a.resource_pattern.resource_name, a.resource_pattern.pattern_type.name)
-               for a in acls(auth, layout)}  # fmt: skip
+    granted = {
+        (
+            a.principal,
+            a.operation.name,
+            a.resource_pattern.resource_type.name,
+            a.resource_pattern.resource_name,
+            a.resource_pattern.pattern_type.name,
+        )
+        for a in acls(auth, layout)
+    }
     assert granted == {
         ("User:txcoord-operator", "WRITE", "TOPIC", "x.txcoord-operator", "LITERAL"),
         ("User:orders-app", "WRITE", "TOPIC", "h.orders", "LITERAL"),
@@ -78,8 +87,11 @@ def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
 
 
 def test_acls_need_the_per_group_layout_and_groups_kafka_can_name(tmp_path: Path) -> None:
-    auth = load_broker_auth(write(tmp_path, ENGINE_AND_OPERATOR + ORDERS.replace(
-        'group = "orders"', 'group = "or%ders"')))  # fmt: skip
+    auth = load_broker_auth(
+        write(
+            tmp_path, ENGINE_AND_OPERATOR + ORDERS.replace('group = "orders"', 'group = "or%ders"')
+        )
+    )
     assert auth is not None
     with pytest.raises(ConfigurationError, match="topics_per_group = true"):
         acls(auth, TopicLayout())
@@ -91,17 +103,26 @@ def test_acls_need_the_per_group_layout_and_groups_kafka_can_name(tmp_path: Path
     ("kafka_part", "password", "message"),
     [
         ("[kafka]\nusers = 1\n", GOOD_PASSWORD, "knows engine, operator"),
-        (ENGINE_AND_OPERATOR.replace("operator.pw", "missing.pw"), GOOD_PASSWORD,
-         "cannot read password_file"),
+        (
+            ENGINE_AND_OPERATOR.replace("operator.pw", "missing.pw"),
+            GOOD_PASSWORD,
+            "cannot read password_file",
+        ),
         (ENGINE_AND_OPERATOR, "short", "must be 16..256 characters"),
         (ENGINE_AND_OPERATOR, "has,comma-and]bracket", "must be 16..256 characters"),
-        (ENGINE_AND_OPERATOR.replace("txcoord-operator", "txcoord-engine"), GOOD_PASSWORD,
-         "every principal must be a different user"),
+        (
+            ENGINE_AND_OPERATOR.replace("txcoord-operator", "txcoord-engine"),
+            GOOD_PASSWORD,
+            "every principal must be a different user",
+        ),
         (ENGINE_AND_OPERATOR + ORDERS + ORDERS, GOOD_PASSWORD, "must be a new producer group"),
-        (ENGINE_AND_OPERATOR + '[kafka.tls]\ncertfile = "x.pem"\n', GOOD_PASSWORD,
-         "needs readable certfile, keyfile and cafile"),
+        (
+            ENGINE_AND_OPERATOR + '[kafka.tls]\ncertfile = "x.pem"\n',
+            GOOD_PASSWORD,
+            "needs readable certfile, keyfile and cafile",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_auth_files_are_refused_with_a_reason(
     tmp_path: Path, kafka_part: str, password: str, message: str
 ) -> None:

@@ -79,11 +79,14 @@ DIGEST = sha256_hex(LONG)
         ('[[token]]\ngroup = "g"\n', "exactly one of sha256 and token"),
         (f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\ntoken = "s"\n', "exactly one of sha256"),
         ('[[token]]\ngroup = "g"\ntoken = " "\n', "non-empty"),
-        (f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\n[[token]]\nadmin = true\n'
-         f'token = "{LONG}"\n', "same token"),
+        (
+            f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\n[[token]]\nadmin = true\n'
+            f'token = "{LONG}"\n',
+            "same token",
+        ),
         ("[[token\n", "not valid TOML"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_token_file_is_refused_at_start(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "tokens.toml"
     path.write_text(text)
@@ -128,14 +131,21 @@ def unchanged(watch: OffsetWatch, before: dict[tuple[str, int], int]) -> bool:
 @pytest.mark.kafka
 @pytest.mark.parametrize(
     "headers",
-    [{}, bearer("wrong"), {"Authorization": f"Basic {ORDERS_TOKEN}"},
-     {"Authorization": ORDERS_TOKEN}, bearer("")],
+    [
+        {},
+        bearer("wrong"),
+        {"Authorization": f"Basic {ORDERS_TOKEN}"},
+        {"Authorization": ORDERS_TOKEN},
+        bearer(""),
+    ],
     ids=["none", "wrong", "basic", "no-scheme", "empty"],
-)  # fmt: skip
+)
 def test_every_v1_route_is_401_without_a_valid_token(
-    auth_client: TestClient, watch: OffsetWatch, headers: dict[str, str],
+    auth_client: TestClient,
+    watch: OffsetWatch,
+    headers: dict[str, str],
     caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+) -> None:
     caplog.set_level(logging.DEBUG)
     before = watch.snapshot()
     calls = [
@@ -189,20 +199,26 @@ def test_a_group_token_acts_for_its_own_group_only(
         assert answer.status_code == 403, (path, answer.text)
         assert answer.json()["error"] == "forbidden"
         assert field in answer.json()["message"]
-    answer = auth_client.get("/v1/check-requests?producer_group=billing&wait_seconds=0",
-                             headers=orders)  # fmt: skip
+    answer = auth_client.get(
+        "/v1/check-requests?producer_group=billing&wait_seconds=0", headers=orders
+    )
     assert answer.status_code == 403
     assert unchanged(watch, before)
 
     assert auth_client.post("/v1/transactions", json=HALF, headers=orders).status_code == 201
-    answer = auth_client.post("/v1/transactions/t/commit", json={"producer_group": "orders"},
-                              headers=orders)  # fmt: skip
+    answer = auth_client.post(
+        "/v1/transactions/t/commit", json={"producer_group": "orders"}, headers=orders
+    )
     assert answer.status_code == 202
-    answer = auth_client.post("/v1/transactions", json={**HALF, "producer_group": "billing"},
-                              headers=bearer(BILLING_TOKEN))  # fmt: skip
+    answer = auth_client.post(
+        "/v1/transactions",
+        json={**HALF, "producer_group": "billing"},
+        headers=bearer(BILLING_TOKEN),
+    )
     assert answer.status_code == 201
-    answer = auth_client.get("/v1/check-requests?producer_group=orders&wait_seconds=0",
-                             headers=orders)  # fmt: skip
+    answer = auth_client.get(
+        "/v1/check-requests?producer_group=orders&wait_seconds=0", headers=orders
+    )
     assert answer.status_code == 200
     assert len(read_all(auth_config.kafka.bootstrap_servers, auth_config.kafka.half_topic)) == 2
 
@@ -213,8 +229,9 @@ def test_an_admin_token_acts_for_every_group_and_as_operator(
 ) -> None:
     admin = bearer(ADMIN_TOKEN)
     for group in ("orders", "billing", "someone-else"):
-        answer = auth_client.post("/v1/transactions", json={**HALF, "producer_group": group},
-                                  headers=admin)  # fmt: skip
+        answer = auth_client.post(
+            "/v1/transactions", json={**HALF, "producer_group": group}, headers=admin
+        )
         assert answer.status_code == 201, answer.text
     answer = auth_client.post(
         "/v1/transactions/t-discarded/commit",
@@ -222,8 +239,9 @@ def test_an_admin_token_acts_for_every_group_and_as_operator(
         headers=admin,
     )
     assert answer.status_code == 202, answer.text
-    answer = auth_client.get("/v1/check-requests?producer_group=billing&wait_seconds=0",
-                             headers=admin)  # fmt: skip
+    answer = auth_client.get(
+        "/v1/check-requests?producer_group=billing&wait_seconds=0", headers=admin
+    )
     assert answer.status_code == 200
     (op,) = read_all(auth_config.kafka.bootstrap_servers, auth_config.kafka.op_topic)
     headers = dict(op.headers)
@@ -237,8 +255,9 @@ def test_open_mode_lets_every_caller_act_for_every_group(client: TestClient) -> 
     for group in ("orders", "billing"):
         answer = client.post("/v1/transactions", json={**HALF, "producer_group": group})
         assert answer.status_code == 201
-    answer = client.post("/v1/transactions/t/commit",
-                         json={"producer_group": "orders", "operator": "dev"})  # fmt: skip
+    answer = client.post(
+        "/v1/transactions/t/commit", json={"producer_group": "orders", "operator": "dev"}
+    )
     assert answer.status_code == 202
     assert client.get("/v1/check-requests?producer_group=x&wait_seconds=0").status_code == 200
 

@@ -33,9 +33,9 @@ def _scope(path: str, token: str, length: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "path", ["/v1/transactions", "/v1/transactions/batch", "/v1/ops/batch",
-             "/v1/transactions/t/commit"],
-)  # fmt: skip
+    "path",
+    ["/v1/transactions", "/v1/transactions/batch", "/v1/ops/batch", "/v1/transactions/t/commit"],
+)
 def test_a_bad_token_is_401_before_one_byte_of_the_body_is_read(
     auth_config: Config, path: str
 ) -> None:
@@ -83,11 +83,13 @@ def test_a_real_server_answers_401_while_the_body_is_still_unsent(auth_config: C
 
 
 def _open(rest_config: Config, host: str) -> Config:
-    return load_config(overrides={
-        "warehouse": rest_config.warehouse,
-        "kafka.bootstrap_servers": rest_config.kafka.bootstrap_servers,
-        "rest.host": host,
-    })  # fmt: skip
+    return load_config(
+        overrides={
+            "warehouse": rest_config.warehouse,
+            "kafka.bootstrap_servers": rest_config.kafka.bootstrap_servers,
+            "rest.host": host,
+        }
+    )
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "example.com", "192.168.0.1"])
@@ -110,9 +112,15 @@ def test_open_mode_starts_on_loopback_and_says_so(
 
 def test_with_tokens_any_host_is_allowed(tmp_path: Path) -> None:
     auth_file = write_auth_file(tmp_path / "tokens.toml")
-    create_app(load_config(overrides={
-        "warehouse": str(tmp_path), "rest.host": "0.0.0.0", "rest.auth_file": str(auth_file),
-    }))  # fmt: skip
+    create_app(
+        load_config(
+            overrides={
+                "warehouse": str(tmp_path),
+                "rest.host": "0.0.0.0",
+                "rest.auth_file": str(auth_file),
+            }
+        )
+    )
 
 
 # -- the token file ---------------------------------------------------------------------

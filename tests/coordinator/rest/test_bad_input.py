@@ -29,10 +29,11 @@ MAX_REQUEST = 512 * 1024
 @pytest.fixture(scope="module")
 def config(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
     config = make_rest_config(
-        bootstrap_servers, tmp_path_factory.mktemp("bad-input"),
-        max_message_size=str(MAX_MESSAGE), **{"rest.max_request_size": str(MAX_REQUEST),
-                                               "rest.check_poll_max_wait": "2s"},
-    )  # fmt: skip
+        bootstrap_servers,
+        tmp_path_factory.mktemp("bad-input"),
+        max_message_size=str(MAX_MESSAGE),
+        **{"rest.max_request_size": str(MAX_REQUEST), "rest.check_poll_max_wait": "2s"},
+    )
     try:
         yield config
     finally:
@@ -69,9 +70,17 @@ def raw(document: Any) -> bytes:
 
 
 def refused(
-    client: TestClient, watch: OffsetWatch, method: str, path: str, *, content: bytes | None,
-    status: int, code: str, names: str = "", content_type: str | None = "application/json",
-) -> None:  # fmt: skip
+    client: TestClient,
+    watch: OffsetWatch,
+    method: str,
+    path: str,
+    *,
+    content: bytes | None,
+    status: int,
+    code: str,
+    names: str = "",
+    content_type: str | None = "application/json",
+) -> None:
     """Send one request; assert its error answer and that Kafka did not move."""
     headers = {"content-type": content_type} if content_type else {}
     answer = client.request(method, path, content=content, headers=headers)
@@ -208,15 +217,32 @@ def test_a_bad_half_is_refused(
     client: TestClient, watch: OffsetWatch, case: tuple[str, bytes, int, str, str]
 ) -> None:
     _, body, status, code, names = case
-    refused(client, watch, "POST", "/v1/transactions", content=body, status=status, code=code,
-            names=names)  # fmt: skip
+    refused(
+        client,
+        watch,
+        "POST",
+        "/v1/transactions",
+        content=body,
+        status=status,
+        code=code,
+        names=names,
+    )
 
 
 def test_a_body_that_is_not_json_is_415(client: TestClient, watch: OffsetWatch) -> None:
     body = raw(half())
     for content_type in ("text/plain", None, "application/x-www-form-urlencoded"):
-        refused(client, watch, "POST", "/v1/transactions", content=body, status=415,
-                code="unsupported_media_type", names="JSON", content_type=content_type)  # fmt: skip
+        refused(
+            client,
+            watch,
+            "POST",
+            "/v1/transactions",
+            content=body,
+            status=415,
+            code="unsupported_media_type",
+            names="JSON",
+            content_type=content_type,
+        )
 
 
 def test_a_chunked_request_too_large_is_413(client: TestClient, watch: OffsetWatch) -> None:
@@ -254,8 +280,16 @@ def test_one_bad_item_refuses_the_whole_batch(
     client: TestClient, watch: OffsetWatch, case: tuple[str, Any, int, str, str]
 ) -> None:
     _, document, status, code, names = case
-    refused(client, watch, "POST", "/v1/transactions/batch", content=raw(document),
-            status=status, code=code, names=names)  # fmt: skip
+    refused(
+        client,
+        watch,
+        "POST",
+        "/v1/transactions/batch",
+        content=raw(document),
+        status=status,
+        code=code,
+        names=names,
+    )
 
 
 OP_CASES: list[tuple[str, str, Any, int, str, str]] = [
@@ -297,8 +331,9 @@ def test_a_bad_op_is_refused(
     client: TestClient, watch: OffsetWatch, case: tuple[str, str, Any, int, str, str]
 ) -> None:
     _, path, document, status, code, names = case
-    refused(client, watch, "POST", path, content=raw(document), status=status, code=code,
-            names=names)  # fmt: skip
+    refused(
+        client, watch, "POST", path, content=raw(document), status=status, code=code, names=names
+    )
 
 
 QUERY_CASES: list[tuple[str, str, int, str, str]] = [
@@ -327,16 +362,39 @@ def test_a_bad_query_is_refused(
     client: TestClient, watch: OffsetWatch, case: tuple[str, str, int, str, str]
 ) -> None:
     _, path, status, code, names = case
-    refused(client, watch, "GET", path, content=None, status=status, code=code, names=names,
-            content_type=None)  # fmt: skip
+    refused(
+        client,
+        watch,
+        "GET",
+        path,
+        content=None,
+        status=status,
+        code=code,
+        names=names,
+        content_type=None,
+    )
 
 
-@pytest.mark.parametrize(("method", "path"), [("DELETE", "/v1/transactions"),
-                                              ("PUT", "/v1/transactions/t/commit"),
-                                              ("POST", "/v1/check-requests"),
-                                              ("POST", "/v1/transactions/t")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("DELETE", "/v1/transactions"),
+        ("PUT", "/v1/transactions/t/commit"),
+        ("POST", "/v1/check-requests"),
+        ("POST", "/v1/transactions/t"),
+    ],
+)
 def test_a_wrong_method_is_405(
     client: TestClient, watch: OffsetWatch, method: str, path: str
 ) -> None:
-    refused(client, watch, method, path, content=None, status=405, code="method_not_allowed",
-            names=method, content_type=None)  # fmt: skip
+    refused(
+        client,
+        watch,
+        method,
+        path,
+        content=None,
+        status=405,
+        code="method_not_allowed",
+        names=method,
+        content_type=None,
+    )

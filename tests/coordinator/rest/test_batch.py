@@ -49,15 +49,22 @@ def ids_on(partition: int, count: int) -> list[str]:
 def small_topic_config(bootstrap_servers: str, tmp_path: Path) -> Iterator[Config]:
     """A configuration whose half topic refuses records larger than TOPIC_LIMIT bytes."""
     suffix = uuid.uuid4().hex[:8]
-    config = load_config(overrides={
-        "warehouse": str(tmp_path / "warehouse"),
-        "kafka.bootstrap_servers": bootstrap_servers,
-        "kafka.half_topic": f"half-{suffix}", "kafka.op_topic": f"op-{suffix}",
-        "kafka.check_topic": f"check-{suffix}", "kafka.partitions": "2",
-    })  # fmt: skip
-    ensure_topic(bootstrap_servers, config.kafka.half_topic, 2,
-                 {"message.timestamp.type": "LogAppendTime",
-                  "max.message.bytes": str(TOPIC_LIMIT)})  # fmt: skip
+    config = load_config(
+        overrides={
+            "warehouse": str(tmp_path / "warehouse"),
+            "kafka.bootstrap_servers": bootstrap_servers,
+            "kafka.half_topic": f"half-{suffix}",
+            "kafka.op_topic": f"op-{suffix}",
+            "kafka.check_topic": f"check-{suffix}",
+            "kafka.partitions": "2",
+        }
+    )
+    ensure_topic(
+        bootstrap_servers,
+        config.kafka.half_topic,
+        2,
+        {"message.timestamp.type": "LogAppendTime", "max.message.bytes": str(TOPIC_LIMIT)},
+    )
     ensure_ingress_topics(config)
     try:
         yield config
@@ -84,8 +91,10 @@ def test_a_partly_failed_batch_names_each_durable_item(small_topic_config: Confi
         assert [r["status"] for r in results] == [201, 201, 413]
         assert results[2]["error"]["error"] == "too_large"
         assert results[2]["result"] is None
-        stored = {r.key.decode(): r for r in read_all(config.kafka.bootstrap_servers,
-                                                      config.kafka.half_topic)}  # fmt: skip
+        stored = {
+            r.key.decode(): r
+            for r in read_all(config.kafka.bootstrap_servers, config.kafka.half_topic)
+        }
         # Exactly the items answered 201 are in Kafka, where the answer says.
         assert set(stored) == {first, second}
         for item in results[:2]:
@@ -107,8 +116,9 @@ def test_a_whole_batch_durable_is_201_with_a_status_per_item(
     results = answer.json()["results"]
     assert [r["status"] for r in results] == [201] * 5
     assert all(r["error"] is None and r["result"]["status"] == "PREPARED" for r in results)
-    ops = [{"transaction_id": f"w-{i}", "op": "COMMIT", "producer_group": "orders"}
-           for i in range(5)]  # fmt: skip
+    ops = [
+        {"transaction_id": f"w-{i}", "op": "COMMIT", "producer_group": "orders"} for i in range(5)
+    ]
     answer = client.post("/v1/ops/batch", json={"ops": ops})
     assert answer.status_code == 202, answer.text
     assert [r["status"] for r in answer.json()["results"]] == [202] * 5
@@ -118,8 +128,12 @@ def test_a_whole_batch_durable_is_201_with_a_status_per_item(
 def test_a_batch_nothing_of_which_is_durable_is_a_plain_503(
     rest_config: Config, free_port: int
 ) -> None:
-    down = load_config(overrides={"kafka.bootstrap_servers": f"127.0.0.1:{free_port}",
-                                  "warehouse": rest_config.warehouse})  # fmt: skip
+    down = load_config(
+        overrides={
+            "kafka.bootstrap_servers": f"127.0.0.1:{free_port}",
+            "warehouse": rest_config.warehouse,
+        }
+    )
     with TestClient(create_app(down), raise_server_exceptions=False) as client:
         answer = client.post("/v1/transactions/batch", json={"messages": [half("a"), half("b")]})
         assert answer.status_code == 503

@@ -61,8 +61,12 @@ def poll_until(client: TestClient, group: str, count: int, timeout: float = 30) 
 
 
 def test_a_group_gets_its_own_check_requests_only(client: TestClient, rest_config: Config) -> None:
-    rows = [check_row("a1", "orders"), check_row("b1", "billing"), check_row("a2", "orders", 2),
-            check_row("b2", "billing")]  # fmt: skip
+    rows = [
+        check_row("a1", "orders"),
+        check_row("b1", "billing"),
+        check_row("a2", "orders", 2),
+        check_row("b2", "billing"),
+    ]
     publish(rest_config, rows)
     orders = poll_until(client, "orders", 2)
     assert sorted(orders, key=lambda r: r["transaction_id"]) == [

@@ -35,8 +35,10 @@ def start(config_file: Path, log: IO[bytes], base_url: str) -> subprocess.Popen[
     """Start `python -m coordinator.rest` and return once it answers /healthz."""
     process = subprocess.Popen(
         [sys.executable, "-m", "coordinator.rest", "--config", str(config_file)],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -68,8 +70,13 @@ class Sender(threading.Thread):
             while not self.stop.is_set():
                 number += 1
                 tx = f"{self.name}-{number}"
-                body = {"producer_group": "orders", "topic": "OrderPaid", "transaction_id": tx,
-                        "body": f"payload {tx}", "keys": [tx]}  # fmt: skip
+                body = {
+                    "producer_group": "orders",
+                    "topic": "OrderPaid",
+                    "transaction_id": tx,
+                    "body": f"payload {tx}",
+                    "keys": [tx],
+                }
                 try:
                     answer = client.post("/v1/transactions", json=body)
                 except httpx.TransportError:

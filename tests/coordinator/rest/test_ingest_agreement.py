@@ -24,8 +24,12 @@ from streams.ingest import IngestRules, classify, halves, ops
 pytestmark = pytest.mark.spark
 
 MAX_MESSAGE = 1024
-RULES = IngestRules(layout=TopicLayout(half="h", op="o"), max_message_size=MAX_MESSAGE,
-                    default_queue_count=4, max_check_immunity_seconds=3600)  # fmt: skip
+RULES = IngestRules(
+    layout=TopicLayout(half="h", op="o"),
+    max_message_size=MAX_MESSAGE,
+    default_queue_count=4,
+    max_check_immunity_seconds=3600,
+)
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
@@ -54,16 +58,21 @@ EDGE_OPS: list[tuple[str, dict[str, Any]]] = [
 
 def kafka_rows(topic: str, records: list[Record], partition: int) -> list[tuple[Any, ...]]:
     now = datetime(2026, 1, 1, 12, 0, 0)
-    return [(r.key, r.value, topic, partition, 0x10 + i, now, 1, r.headers)
-            for i, r in enumerate(records)]  # fmt: skip
+    return [
+        (r.key, r.value, topic, partition, 0x10 + i, now, 1, r.headers)
+        for i, r in enumerate(records)
+    ]
 
 
 def test_nothing_the_rest_accepts_is_quarantined(spark: SparkSession) -> None:
     sent = [SendRequest.model_validate(h) for h in EDGE_HALVES]
-    half_records = [half_record(r, r.transaction_id or f"tx-{i}", MAX_MESSAGE, 1)
-                    for i, r in enumerate(sent)]  # fmt: skip
-    op_records = [op_record(f"tx-{i}", op, OpRequest.model_validate(body), 1)
-                  for i, (op, body) in enumerate(EDGE_OPS)]  # fmt: skip
+    half_records = [
+        half_record(r, r.transaction_id or f"tx-{i}", MAX_MESSAGE, 1) for i, r in enumerate(sent)
+    ]
+    op_records = [
+        op_record(f"tx-{i}", op, OpRequest.model_validate(body), 1)
+        for i, (op, body) in enumerate(EDGE_OPS)
+    ]
     frame = spark.createDataFrame(
         kafka_rows("h", half_records, 3) + kafka_rows("o", op_records, 5), KAFKA_SCHEMA
     )
@@ -100,8 +109,24 @@ def test_the_rest_reads_tables_that_spark_wrote(spark: SparkSession, tmp_path: P
     assert lookup.state("tx-1") is None  # tables exist, empty
 
     stored = datetime(2026, 1, 1, 12, 0, 0, 250_000)  # session time zone is UTC
-    half_row = ("HALF", "tx-1", "MSG-1", "orders", "OrderPaid", 2, b"b", ["k"], "t", {"p": "v"},
-                None, None, stored, 0, 5, stored)  # fmt: skip
+    half_row = (
+        "HALF",
+        "tx-1",
+        "MSG-1",
+        "orders",
+        "OrderPaid",
+        2,
+        b"b",
+        ["k"],
+        "t",
+        {"p": "v"},
+        None,
+        None,
+        stored,
+        0,
+        5,
+        stored,
+    )
     spark.createDataFrame([half_row], half_messages.SCHEMA).write.format("delta").mode(
         "append"
     ).save(half_messages.TABLE.path(warehouse))
@@ -114,8 +139,20 @@ def test_the_rest_reads_tables_that_spark_wrote(spark: SparkSession, tmp_path: P
     )
 
     resolved = datetime(2026, 1, 1, 12, 0, 9)
-    final_row = ("tx-1", "MSG-1", "orders", "OrderPaid", 2, "COMMITTED", "op", 0, "op-1", stored,
-                 resolved, 1)  # fmt: skip
+    final_row = (
+        "tx-1",
+        "MSG-1",
+        "orders",
+        "OrderPaid",
+        2,
+        "COMMITTED",
+        "op",
+        0,
+        "op-1",
+        stored,
+        resolved,
+        1,
+    )
     spark.createDataFrame([final_row], transactions.SCHEMA).write.format("delta").mode(
         "append"
     ).save(transactions.TABLE.path(warehouse))

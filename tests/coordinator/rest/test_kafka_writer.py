@@ -29,8 +29,11 @@ def values_of(bootstrap_servers: str, partition: TopicPartition) -> list[bytes]:
     """Return every value of `partition`, oldest first: read up to its end offset, not
     until a silence (a loaded machine's first fetch can be slower than any silence)."""
     records = read_all(bootstrap_servers, partition.topic)
-    return [r.value for r in sorted(records, key=lambda r: r.offset)
-            if r.partition == partition.partition]  # fmt: skip
+    return [
+        r.value
+        for r in sorted(records, key=lambda r: r.offset)
+        if r.partition == partition.partition
+    ]
 
 
 def test_the_writer_writes_each_record_once_in_order_as_one_idempotent_producer(

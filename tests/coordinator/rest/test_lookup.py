@@ -45,14 +45,25 @@ def half(tx: str, group: str = "orders", stored: datetime = T0) -> dict[str, Any
 
 def heartbeat(stored: datetime) -> dict[str, Any]:
     row = {name: None for name in half_messages.SCHEMA.names}
-    return {**row, "kind": "TICK", "transaction_id": half_messages.HEARTBEAT_ID,
-            "stored_at": stored, "ingress_partition": 0, "ingress_offset": 1,
-            "ingested_at": stored}  # fmt: skip
+    return {
+        **row,
+        "kind": "TICK",
+        "transaction_id": half_messages.HEARTBEAT_ID,
+        "stored_at": stored,
+        "ingress_partition": 0,
+        "ingress_offset": 1,
+        "ingested_at": stored,
+    }
 
 
 def check(tx: str, number: int, requested: datetime, group: str = "orders") -> dict[str, Any]:
-    return {**message(tx, group), "check_number": number, "prepared_at": T0,
-            "requested_at": requested, "batch_id": number}  # fmt: skip
+    return {
+        **message(tx, group),
+        "check_number": number,
+        "prepared_at": T0,
+        "requested_at": requested,
+        "batch_id": number,
+    }
 
 
 def final(
@@ -109,8 +120,11 @@ def test_check_requests_make_it_checking_and_new_rows_are_seen(
     append(config.warehouse, half_messages.TABLE, [half("tx-1")])
     assert state_of(client, "tx-1")["state"] == "PREPARED"
     append(config.warehouse, check_requests.TABLE, [check("tx-1", 1, T0 + timedelta(seconds=6))])
-    append(config.warehouse, check_requests.TABLE, [check("tx-1", 2, T0 + timedelta(seconds=36)),
-                                                    check("tx-9", 5, T0)])  # fmt: skip
+    append(
+        config.warehouse,
+        check_requests.TABLE,
+        [check("tx-1", 2, T0 + timedelta(seconds=36)), check("tx-9", 5, T0)],
+    )
     state = state_of(client, "tx-1")
     assert (state["state"], state["check_count"], state["prepared_at"]) == ("CHECKING", 2, ISO_T0)
     assert state["resolved_at"] is None
@@ -118,11 +132,16 @@ def test_check_requests_make_it_checking_and_new_rows_are_seen(
 
 @pytest.mark.parametrize(
     ("state", "reason"),
-    [("COMMITTED", "op"), ("ROLLED_BACK", "check"), ("DISCARDED", "check_max"),
-     ("DISCARDED", "expired")],
-)  # fmt: skip
-def test_a_final_row_is_the_state(client: TestClient, config: Config, state: str,
-                                  reason: str) -> None:  # fmt: skip
+    [
+        ("COMMITTED", "op"),
+        ("ROLLED_BACK", "check"),
+        ("DISCARDED", "check_max"),
+        ("DISCARDED", "expired"),
+    ],
+)
+def test_a_final_row_is_the_state(
+    client: TestClient, config: Config, state: str, reason: str
+) -> None:
     resolved = T0 + timedelta(minutes=5)
     append(config.warehouse, half_messages.TABLE, [half("tx-1")])
     append(config.warehouse, check_requests.TABLE, [check("tx-1", 1, T0 + timedelta(seconds=6))])
@@ -136,11 +155,21 @@ def test_a_final_row_is_the_state(client: TestClient, config: Config, state: str
 
 def test_the_newest_final_row_wins(client: TestClient, config: Config) -> None:
     discarded = T0 + timedelta(hours=1)
-    append(config.warehouse, transactions.TABLE, [
-        final("tx-1", "DISCARDED", discarded, "check_max", checks=15, batch=3),
-        final("tx-1", "COMMITTED", discarded + timedelta(minutes=1), "operator", checks=15,
-              batch=4),
-    ])  # fmt: skip
+    append(
+        config.warehouse,
+        transactions.TABLE,
+        [
+            final("tx-1", "DISCARDED", discarded, "check_max", checks=15, batch=3),
+            final(
+                "tx-1",
+                "COMMITTED",
+                discarded + timedelta(minutes=1),
+                "operator",
+                checks=15,
+                batch=4,
+            ),
+        ],
+    )
     assert state_of(client, "tx-1")["state"] == "COMMITTED"
 
 
@@ -148,14 +177,21 @@ def test_a_resumed_discarded_transaction_is_checking_again(
     client: TestClient, config: Config
 ) -> None:
     discarded = T0 + timedelta(hours=1)
-    append(config.warehouse, check_requests.TABLE,
-           [check("tx-1", n, T0 + timedelta(seconds=30 * n)) for n in range(1, 16)])  # fmt: skip
-    append(config.warehouse, transactions.TABLE,
-           [final("tx-1", "DISCARDED", discarded, "check_max", checks=15)])  # fmt: skip
+    append(
+        config.warehouse,
+        check_requests.TABLE,
+        [check("tx-1", n, T0 + timedelta(seconds=30 * n)) for n in range(1, 16)],
+    )
+    append(
+        config.warehouse,
+        transactions.TABLE,
+        [final("tx-1", "DISCARDED", discarded, "check_max", checks=15)],
+    )
     assert state_of(client, "tx-1")["state"] == "DISCARDED"
     # An operator resumed it: the count starts again (RocketMQ's resumeCheckHalfMessage).
-    append(config.warehouse, check_requests.TABLE,
-           [check("tx-1", 1, discarded + timedelta(minutes=2))])  # fmt: skip
+    append(
+        config.warehouse, check_requests.TABLE, [check("tx-1", 1, discarded + timedelta(minutes=2))]
+    )
     state = state_of(client, "tx-1")
     assert (state["state"], state["check_count"], state["resolved_at"]) == ("CHECKING", 1, None)
 
@@ -167,10 +203,12 @@ def final_of(tx: str, group: str, state: str, resolved: datetime) -> dict[str, A
 @pytest.fixture
 def secured(config: Config, tmp_path: Path) -> Iterator[TestClient]:
     """The app with the tokens of write_auth_file (orders, billing, admin)."""
-    with_tokens = load_config(overrides={
-        "warehouse": config.warehouse,
-        "rest.auth_file": str(write_auth_file(tmp_path / "tokens.toml")),
-    })  # fmt: skip
+    with_tokens = load_config(
+        overrides={
+            "warehouse": config.warehouse,
+            "rest.auth_file": str(write_auth_file(tmp_path / "tokens.toml")),
+        }
+    )
     with TestClient(create_app(with_tokens), raise_server_exceptions=False) as test_client:
         yield test_client
 
@@ -190,10 +228,8 @@ def test_another_groups_id_answers_exactly_like_an_id_nobody_has(
 ) -> None:
     """contract 3: nothing one group sends may reveal another group's transaction."""
     append(config.warehouse, half_messages.TABLE, [half("tx-b", group="billing")])
-    append(config.warehouse, check_requests.TABLE,
-           [check("tx-c", 1, T0, group="billing")])  # fmt: skip
-    append(config.warehouse, transactions.TABLE,
-           [final_of("tx-f", "billing", "COMMITTED", T0)])  # fmt: skip
+    append(config.warehouse, check_requests.TABLE, [check("tx-c", 1, T0, group="billing")])
+    append(config.warehouse, transactions.TABLE, [final_of("tx-f", "billing", "COMMITTED", T0)])
     orders = bearer(ORDERS_TOKEN)
 
     def answer(path: str) -> tuple[int, dict[str, Any]]:
@@ -216,16 +252,25 @@ def test_another_groups_id_answers_exactly_like_an_id_nobody_has(
         assert named.status_code == unknown.status_code == 403
         assert named.json() == unknown.json()
     # Billing's own token sees them; a group token naming its own group is fine.
-    assert secured.get("/v1/transactions/tx-b?producer_group=billing",
-                       headers=bearer(BILLING_TOKEN)).status_code == 200  # fmt: skip
-    assert secured.get("/v1/transactions/tx-f", headers=bearer(BILLING_TOKEN)).json()[
-        "state"] == "COMMITTED"  # fmt: skip
+    assert (
+        secured.get(
+            "/v1/transactions/tx-b?producer_group=billing", headers=bearer(BILLING_TOKEN)
+        ).status_code
+        == 200
+    )
+    assert (
+        secured.get("/v1/transactions/tx-f", headers=bearer(BILLING_TOKEN)).json()["state"]
+        == "COMMITTED"
+    )
 
 
 def test_one_id_in_two_groups_is_two_transactions(secured: TestClient, config: Config) -> None:
     append(config.warehouse, half_messages.TABLE, [half("same"), half("same", group="billing")])
-    append(config.warehouse, transactions.TABLE,
-           [final_of("same", "billing", "ROLLED_BACK", T0 + timedelta(seconds=5))])  # fmt: skip
+    append(
+        config.warehouse,
+        transactions.TABLE,
+        [final_of("same", "billing", "ROLLED_BACK", T0 + timedelta(seconds=5))],
+    )
     orders = secured.get("/v1/transactions/same", headers=bearer(ORDERS_TOKEN)).json()
     billing = secured.get("/v1/transactions/same", headers=bearer(BILLING_TOKEN)).json()
     assert (orders["producer_group"], orders["state"]) == ("orders", "PREPARED")

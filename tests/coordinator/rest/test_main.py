@@ -14,8 +14,13 @@ REPO = Path(__file__).parents[3]
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "coordinator.rest", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=120, env=env, check=False,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(

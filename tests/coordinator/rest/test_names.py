@@ -24,8 +24,9 @@ BAD_MIDDLES = ["a\nb", "a\x00b", "a\x1bb"]
 
 @pytest.fixture(scope="module")
 def config(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
-    config = make_rest_config(bootstrap_servers, tmp_path_factory.mktemp("names"),
-                              max_check_immunity="1h")  # fmt: skip
+    config = make_rest_config(
+        bootstrap_servers, tmp_path_factory.mktemp("names"), max_check_immunity="1h"
+    )
     try:
         yield config
     finally:
@@ -100,12 +101,18 @@ def test_a_name_with_a_newline_or_control_character_is_refused_in_every_field(
     for path, body, field in posts:
         refused(client.post(path, json=body), watch, field)
     quoted = quote(name, safe="")
-    refused(client.post(f"/v1/transactions/{quoted}/commit", json={"producer_group": "orders"}),
-            watch, "transaction_id")  # fmt: skip
+    refused(
+        client.post(f"/v1/transactions/{quoted}/commit", json={"producer_group": "orders"}),
+        watch,
+        "transaction_id",
+    )
     refused(client.get(f"/v1/transactions/{quoted}"), watch, "transaction_id")
     refused(client.get(f"/v1/transactions/t?producer_group={quoted}"), watch, "producer_group")
-    refused(client.get(f"/v1/check-requests?producer_group={quoted}&wait_seconds=0"), watch,
-            "producer_group")  # fmt: skip
+    refused(
+        client.get(f"/v1/check-requests?producer_group={quoted}&wait_seconds=0"),
+        watch,
+        "producer_group",
+    )
 
 
 def test_the_same_names_without_the_bad_characters_are_accepted(client: TestClient) -> None:
@@ -122,8 +129,11 @@ def test_an_immunity_above_max_check_immunity_is_refused(
         refused(answer, watch, "max_check_immunity")
         assert "check_immunity_seconds" in answer.json()["message"]
         batch = {"messages": [half(), half(check_immunity_seconds=value)]}
-        refused(client.post("/v1/transactions/batch", json=batch), watch,
-                "messages[1].check_immunity_seconds")  # fmt: skip
+        refused(
+            client.post("/v1/transactions/batch", json=batch),
+            watch,
+            "messages[1].check_immunity_seconds",
+        )
 
 
 def test_an_immunity_of_exactly_max_check_immunity_is_accepted(

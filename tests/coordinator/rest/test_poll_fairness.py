@@ -66,7 +66,7 @@ def test_a_group_over_its_share_gets_429_and_another_group_still_polls(
                 f"{url}/v1/check-requests",
                 params={"producer_group": group, "wait_seconds": seconds, "max": most},
                 timeout=60,
-            )  # fmt: skip
+            )
 
         waiting = [pool.submit(long_poll, "greedy", wait, 1) for _ in range(share)]
         # Positive marker: the app holds the group's whole share.

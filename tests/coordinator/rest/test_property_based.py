@@ -30,10 +30,11 @@ EXAMPLES_PER_OPERATION = 60
 def config(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
     # A short long-poll ceiling keeps the generated waits short.
     config = make_rest_config(
-        bootstrap_servers, tmp_path_factory.mktemp("schemathesis"),
-        max_message_size="64KiB", **{"rest.max_request_size": "512KiB",
-                                     "rest.check_poll_max_wait": "200ms"},
-    )  # fmt: skip
+        bootstrap_servers,
+        tmp_path_factory.mktemp("schemathesis"),
+        max_message_size="64KiB",
+        **{"rest.max_request_size": "512KiB", "rest.check_poll_max_wait": "200ms"},
+    )
     try:
         yield config
     finally:
@@ -73,9 +74,11 @@ def test_no_request_is_answered_with_a_5xx(app: FastAPI, label: str, mode: Gener
 
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(
-        max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
         suppress_health_check=list(HealthCheck),
-    )  # fmt: skip
+    )
     def check(case: Any) -> None:
         response = case.call()
         answers[response.status_code] = answers.get(response.status_code, 0) + 1

@@ -55,8 +55,7 @@ def test_the_body_limit_counts_decoded_bytes() -> None:
 
 def test_the_header_budget_is_rocketmqs_property_limit() -> None:
     def with_tags(size: int) -> SendRequest:
-        return SendRequest.model_validate({"producer_group": "g", "topic": "T",
-                                           "tags": "t" * size})  # fmt: skip
+        return SendRequest.model_validate({"producer_group": "g", "topic": "T", "tags": "t" * size})
 
     budget = HEADER_BUDGET - len(fmt.TAGS)
     assert half_record(with_tags(budget), "tx", 10, 0)

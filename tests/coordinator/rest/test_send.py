@@ -36,12 +36,17 @@ def test_a_half_with_every_field_is_one_record_in_the_half_topic(
     answer = client.post(
         "/v1/transactions",
         json={
-            "producer_group": "orders", "topic": "OrderPaid", "queue_id": 3,
-            "body": "payé €5", "keys": ["o-1", "client-ü"], "tags": "TagA",
-            "properties": {"trace": "t-1", "région": "eu"}, "transaction_id": "tx 1/a",
+            "producer_group": "orders",
+            "topic": "OrderPaid",
+            "queue_id": 3,
+            "body": "payé €5",
+            "keys": ["o-1", "client-ü"],
+            "tags": "TagA",
+            "properties": {"trace": "t-1", "région": "eu"},
+            "transaction_id": "tx 1/a",
             "check_immunity_seconds": 60,
         },
-    )  # fmt: skip
+    )
     assert answer.status_code == 201, answer.text
     sent = answer.json()
     assert sent["transaction_id"] == "tx 1/a"
@@ -121,8 +126,9 @@ def test_a_body_of_exactly_max_message_size_is_accepted(
     assert record.value == body
 
 
-@pytest.mark.parametrize(("path", "op"), [("commit", "COMMIT"), ("rollback", "ROLLBACK"),
-                                          ("unknown", "UNKNOWN")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "op"), [("commit", "COMMIT"), ("rollback", "ROLLBACK"), ("unknown", "UNKNOWN")]
+)
 def test_an_op_is_one_record_in_the_op_topic(
     client: TestClient, rest_config: Config, path: str, op: str
 ) -> None:
@@ -141,8 +147,7 @@ def test_an_op_is_one_record_in_the_op_topic(
     assert record.value == b""
     headers = dict(record.headers)
     headers.pop(fmt.BORN_AT)
-    assert headers == {fmt.PRODUCER_GROUP: b"orders", fmt.OP: op.encode(),
-                       fmt.FROM_CHECK: b"true"}  # fmt: skip
+    assert headers == {fmt.PRODUCER_GROUP: b"orders", fmt.OP: op.encode(), fmt.FROM_CHECK: b"true"}
 
 
 def test_a_transaction_id_with_a_slash_can_be_committed(
@@ -192,8 +197,10 @@ def test_a_batch_of_ops_is_written_in_request_order(
     items = answer.json()["results"]
     assert [item["status"] for item in items] == [202] * 12
     results = [item["result"] for item in items]
-    records = {r.key.decode(): r for r in read_all(rest_config.kafka.bootstrap_servers,
-                                                   rest_config.kafka.op_topic)}  # fmt: skip
+    records = {
+        r.key.decode(): r
+        for r in read_all(rest_config.kafka.bootstrap_servers, rest_config.kafka.op_topic)
+    }
     assert len(records) == 12
     for op, result in zip(ops, results, strict=True):
         record = records[op["transaction_id"]]
@@ -261,8 +268,12 @@ def test_kafka_unreachable_is_a_503(rest_config: Config, free_port: int) -> None
     from coordinator.rest.app import create_app  # noqa: PLC0415
     from core.config import load_config  # noqa: PLC0415
 
-    down = load_config(overrides={"kafka.bootstrap_servers": f"127.0.0.1:{free_port}",
-                                  "warehouse": rest_config.warehouse})  # fmt: skip
+    down = load_config(
+        overrides={
+            "kafka.bootstrap_servers": f"127.0.0.1:{free_port}",
+            "warehouse": rest_config.warehouse,
+        }
+    )
     with TestClient(create_app(down), raise_server_exceptions=False) as test_client:
         answer = test_client.post("/v1/transactions", json={"producer_group": "g", "topic": "T"})
         assert answer.status_code == 503

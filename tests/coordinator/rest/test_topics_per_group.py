@@ -34,8 +34,11 @@ def per_group(bootstrap_servers: str, tmp_path: Path) -> Iterator[Config]:
         drop_topics(config)
         layout = config.kafka.layout
         for group in ("orders", "billing"):
-            for topic in (layout.half_topic(group), layout.op_topic(group),
-                          layout.check_topic(group)):  # fmt: skip
+            for topic in (
+                layout.half_topic(group),
+                layout.op_topic(group),
+                layout.check_topic(group),
+            ):
                 delete_topic(config.kafka.bootstrap_servers, topic)
 
 
@@ -55,12 +58,22 @@ def test_each_group_writes_and_reads_its_own_topics(per_group: Config) -> None:
         assert op.key == b"t-1"
         assert read_all(bootstrap, layout.half) == [] and read_all(bootstrap, layout.op) == []
         # A check of the group's own check topic reaches the group's pollers.
-        check = check_record({
-            "transaction_id": "t-2", "msg_id": "0000000000000000002A", "producer_group": "orders",
-            "topic": "OrderPaid", "queue_id": 1, "body": b"x", "keys": [], "tags": None,
-            "properties": {}, "check_number": 1, "prepared_ms": 1_700_000_000_000,
-            "at_ms": 1_700_000_006_000,
-        })  # fmt: skip
+        check = check_record(
+            {
+                "transaction_id": "t-2",
+                "msg_id": "0000000000000000002A",
+                "producer_group": "orders",
+                "topic": "OrderPaid",
+                "queue_id": 1,
+                "body": b"x",
+                "keys": [],
+                "tags": None,
+                "properties": {},
+                "check_number": 1,
+                "prepared_ms": 1_700_000_000_000,
+                "at_ms": 1_700_000_006_000,
+            }
+        )
         publish_check(per_group, layout.check_topic("orders"), check)
         # Polled until it comes (a poll hands out what came within its wait: the group's
         # first poll also joins the consumer group, seconds on a loaded machine).

@@ -34,8 +34,9 @@ class SdkTopics:
 def sdk_topics(bootstrap_servers: str) -> Iterator[SdkTopics]:
     """Create 2-partition half/op/check topics named after a uuid; delete them after."""
     suffix = uuid.uuid4().hex[:10]
-    topics = SdkTopics(bootstrap_servers, f"half-{suffix}", f"op-{suffix}", f"check-{suffix}",
-                       f"orders-{suffix}")  # fmt: skip
+    topics = SdkTopics(
+        bootstrap_servers, f"half-{suffix}", f"op-{suffix}", f"check-{suffix}", f"orders-{suffix}"
+    )
     ensure_topic(bootstrap_servers, topics.half, 2, INGRESS_TOPIC_CONFIG)
     ensure_topic(bootstrap_servers, topics.op, 2, INGRESS_TOPIC_CONFIG)
     ensure_topic(bootstrap_servers, topics.check, 2)
@@ -57,10 +58,13 @@ def make_producer(sdk_topics: SdkTopics) -> Iterator[ProducerFactory]:
     def make(listener: TransactionListener, **options: Any) -> TransactionProducer:
         settings: dict[str, Any] = {"group": sdk_topics.group, "poll_wait_seconds": 0.2, **options}
         producer = TransactionProducer(
-            listener=listener, bootstrap_servers=sdk_topics.bootstrap_servers,
-            half_topic=sdk_topics.half, op_topic=sdk_topics.op, check_topic=sdk_topics.check,
+            listener=listener,
+            bootstrap_servers=sdk_topics.bootstrap_servers,
+            half_topic=sdk_topics.half,
+            op_topic=sdk_topics.op,
+            check_topic=sdk_topics.check,
             **settings,
-        )  # fmt: skip
+        )
         made.append(producer)
         producer.start()
         return producer

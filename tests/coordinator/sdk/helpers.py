@@ -18,10 +18,18 @@ def check_request(
 ) -> CheckRequest:
     """Return a check request as a transport would hand it out."""
     return CheckRequest(
-        transaction_id=transaction_id, msg_id="M", producer_group=group, topic="OrderPaid",
-        queue_id=0, body=b"body", keys=("k",), tags=None, properties={},
-        check_number=check_number, source=("checks", 0, offset),
-    )  # fmt: skip
+        transaction_id=transaction_id,
+        msg_id="M",
+        producer_group=group,
+        topic="OrderPaid",
+        queue_id=0,
+        body=b"body",
+        keys=("k",),
+        tags=None,
+        properties={},
+        check_number=check_number,
+        source=("checks", 0, offset),
+    )
 
 
 class RecordingListener(TransactionListener):

@@ -53,8 +53,11 @@ def test_each_request_is_answered_from_check_then_acknowledged(
     stopped.append(answerer := make(transport, listener))
     transport.add_checks(check_request(tx, offset=i) for i, tx in enumerate(states))
     wait_until(lambda: len(transport.acknowledged) == 3, what="three acknowledgements")
-    assert sorted(transport.ops) == [("a", "COMMIT", True), ("b", "ROLLBACK", True),
-                                     ("c", "UNKNOWN", True)]  # fmt: skip
+    assert sorted(transport.ops) == [
+        ("a", "COMMIT", True),
+        ("b", "ROLLBACK", True),
+        ("c", "UNKNOWN", True),
+    ]
     # Counted just after its acknowledgement, in the worker's thread: waited for, not read.
     wait_until(lambda: answerer.stats().answered == 3, what="three answers counted")
 
@@ -245,8 +248,11 @@ def test_a_transport_that_does_not_wait_is_not_polled_in_a_busy_loop() -> None:
     # After an empty answer the loop waits out the rest of its poll wait, so poll k (from 0)
     # never comes before k poll waits since the start: a busy loop polls thousands of times
     # a second, while a loaded machine only makes polls later. (1 ms: the clock's rounding.)
-    early = [(k, round(at - began, 4)) for k, at in enumerate(transport.polled_at)
-             if at - began < k * 0.2 - 0.001]  # fmt: skip
+    early = [
+        (k, round(at - began, 4))
+        for k, at in enumerate(transport.polled_at)
+        if at - began < k * 0.2 - 0.001
+    ]
     assert early == [], f"polls sooner than one per poll wait: {early}"
 
 
@@ -293,10 +299,12 @@ def test_answers_decided_while_one_is_sent_go_out_in_one_call(stopped: list[Chec
 def test_in_a_batch_only_the_failed_answer_is_retried_and_a_refused_one_is_not(
     stopped: list[CheckAnswerer],
 ) -> None:
-    transport = BatchingTransport({
-        "b": TransportError("broker away"),
-        "c": RequestRejectedError(403, "forbidden", "token of another group"),
-    })  # fmt: skip
+    transport = BatchingTransport(
+        {
+            "b": TransportError("broker away"),
+            "c": RequestRejectedError(403, "forbidden", "token of another group"),
+        }
+    )
     listener = RecordingListener()
     stopped.append(answerer := make(transport, listener, queue_size=50))
     transport.add_checks([check_request("a")])
@@ -306,11 +314,16 @@ def test_in_a_batch_only_the_failed_answer_is_retried_and_a_refused_one_is_not(
     transport.release.set()
     wait_until(lambda: len(transport.acknowledged) == 4, what="four acknowledgements")
     assert transport.batches == [["a"], ["b", "c", "d"], ["b"]]
-    assert sorted(transport.ops) == [("a", "COMMIT", True), ("b", "COMMIT", True),
-                                     ("d", "COMMIT", True)]  # fmt: skip
+    assert sorted(transport.ops) == [
+        ("a", "COMMIT", True),
+        ("b", "COMMIT", True),
+        ("d", "COMMIT", True),
+    ]
     # Each is counted just after its acknowledgement: waited for, not read.
-    wait_until(lambda: (answerer.stats().answered, answerer.stats().refused) == (3, 1),
-               what="three answered and one refused")  # fmt: skip
+    wait_until(
+        lambda: (answerer.stats().answered, answerer.stats().refused) == (3, 1),
+        what="three answered and one refused",
+    )
 
 
 class FaultyAcknowledgeTransport(BatchingTransport):

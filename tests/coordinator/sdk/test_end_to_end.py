@@ -80,8 +80,10 @@ class Mod5Listener(TransactionListener):
     def check_local_transaction(self, msg: CheckRequest) -> State:
         with self._lock:
             self.checked[msg.transaction_id] += 1
-        answers = {"commit_when_checked": State.COMMIT_MESSAGE,
-                   "rollback_when_checked": State.ROLLBACK_MESSAGE}  # fmt: skip
+        answers = {
+            "commit_when_checked": State.COMMIT_MESSAGE,
+            "rollback_when_checked": State.ROLLBACK_MESSAGE,
+        }
         return answers.get(plan_of(msg.transaction_id), State.UNKNOW)
 
 
@@ -95,15 +97,24 @@ def config(make_config: ConfigFactory) -> Config:
     )
 
 
-def producer(group: str, listener: TransactionListener, config: Config, endpoint: str | None,
-             ) -> TransactionProducer:  # fmt: skip
+def producer(
+    group: str,
+    listener: TransactionListener,
+    config: Config,
+    endpoint: str | None,
+) -> TransactionProducer:
     kafka = config.kafka
     if endpoint is not None:
         return TransactionProducer(group, listener, endpoint=endpoint, poll_wait_seconds=1.0)
     return TransactionProducer(
-        group, listener, bootstrap_servers=kafka.bootstrap_servers, half_topic=kafka.half_topic,
-        op_topic=kafka.op_topic, check_topic=kafka.check_topic, poll_wait_seconds=1.0,
-    )  # fmt: skip
+        group,
+        listener,
+        bootstrap_servers=kafka.bootstrap_servers,
+        half_topic=kafka.half_topic,
+        op_topic=kafka.op_topic,
+        check_topic=kafka.check_topic,
+        poll_wait_seconds=1.0,
+    )
 
 
 def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
@@ -127,18 +138,26 @@ def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
                 # `first` is shut down: its transactions' checks go to `second`.
                 for i in range(PER_GROUP // 2, PER_GROUP):
                     second.send_message_in_transaction(message(group, i))
-            wait_for(lambda: table(spark, config, "system/transactions").count() >= 2 * PER_GROUP,
-                     600, "every transaction to end")  # fmt: skip
+            wait_for(
+                lambda: table(spark, config, "system/transactions").count() >= 2 * PER_GROUP,
+                600,
+                "every transaction to end",
+            )
         finally:
             for survivor in survivors:
                 survivor.shutdown()
 
-    finals = {r.transaction_id: (r.state, r.reason)
-              for r in table(spark, config, "system/transactions").collect()}  # fmt: skip
-    expected = {"commit": ("COMMITTED", "op"), "rollback": ("ROLLED_BACK", "op"),
-                "commit_when_checked": ("COMMITTED", "check"),
-                "rollback_when_checked": ("ROLLED_BACK", "check"),
-                "unknown": ("DISCARDED", "check_max")}  # fmt: skip
+    finals = {
+        r.transaction_id: (r.state, r.reason)
+        for r in table(spark, config, "system/transactions").collect()
+    }
+    expected = {
+        "commit": ("COMMITTED", "op"),
+        "rollback": ("ROLLED_BACK", "op"),
+        "commit_when_checked": ("COMMITTED", "check"),
+        "rollback_when_checked": ("ROLLED_BACK", "check"),
+        "unknown": ("DISCARDED", "check_max"),
+    }
     txs = [f"{group}-{i}" for group in ("orders", "payments") for i in range(PER_GROUP)]
     assert finals == {tx: expected[plan_of(tx)] for tx in txs}
     assert table(spark, config, "system/transactions").count() == len(txs)
@@ -146,14 +165,23 @@ def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
     assert delivered == {tx: 1 for tx in txs if plan_of(tx).startswith("commit")}
     # The first producers' checked transactions were answered by the live producer.
     for group, listener in listeners.items():
-        gone = {f"{group}-{i}" for i in range(PER_GROUP // 2) if plan_of(f"{group}-{i}")
-                in ("commit_when_checked", "rollback_when_checked", "unknown")}  # fmt: skip
+        gone = {
+            f"{group}-{i}"
+            for i in range(PER_GROUP // 2)
+            if plan_of(f"{group}-{i}")
+            in ("commit_when_checked", "rollback_when_checked", "unknown")
+        }
         assert gone <= set(listener.checked), (group, listener.checked)
 
 
 def message(group: str, i: int, immunity: int | None = None) -> Message:
-    return Message(topic="Orders", body=f"{group} {i}".encode(), keys=[f"o-{i}"],
-                   transaction_id=f"{group}-{i}", check_immunity_seconds=immunity)  # fmt: skip
+    return Message(
+        topic="Orders",
+        body=f"{group} {i}".encode(),
+        keys=[f"o-{i}"],
+        transaction_id=f"{group}-{i}",
+        check_immunity_seconds=immunity,
+    )
 
 
 def readme_sdk_example() -> str:
@@ -169,14 +197,16 @@ def sdk_only_venv(tmp_path: Path) -> Path:
     source.mkdir()
     for name in SOURCES:  # a copy, so the build leaves nothing in the checkout
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+            shutil.copytree(
+                ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
             shutil.copy2(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
     python = tmp_path / "venv" / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(source)], check=True,
-                   timeout=600)  # fmt: skip
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(source)], check=True, timeout=600
+    )
     return python
 
 
@@ -187,27 +217,47 @@ def test_the_readme_sdk_example_runs_from_an_sdk_only_install(
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     no_spark = subprocess.run(
         [str(python), "-c", "import importlib.util as u; print(u.find_spec('pyspark'))"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert no_spark.stdout.strip() == "None"  # the base install pulled no Spark
     # ... and kafka-python's native CRC-32C: every record batch sent or read is checked, in
     # pure Python without it.
     native_crc = subprocess.run(
         [str(python), "-c", "import kafka.record.util as u; print(u.crc32c_c is not None)"],
-        env=env, cwd=tmp_path, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert native_crc.stdout.strip() == "True"
     with serving(create_app(config)) as endpoint:
         example = readme_sdk_example().replace("http://127.0.0.1:8080", endpoint)
         # The example, then proof that it ran on the venv's txcoord and loaded no Spark.
-        check = ("\nimport sys, coordinator\nassert 'pyspark' not in sys.modules\n"
-                 "print(coordinator.__file__)\n")  # fmt: skip
-        ran = subprocess.run([str(python), "-c", example + check], env=env, cwd=tmp_path,
-                             check=False, capture_output=True, text=True, timeout=120)  # fmt: skip
+        check = (
+            "\nimport sys, coordinator\nassert 'pyspark' not in sys.modules\n"
+            "print(coordinator.__file__)\n"
+        )
+        ran = subprocess.run(
+            [str(python), "-c", example + check],
+            env=env,
+            cwd=tmp_path,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.strip().startswith(str(tmp_path / "venv"))
-        wait_for(lambda: table(spark, config, "system/transactions").count() >= 1, 300,
-                 "the README's transaction to end")  # fmt: skip
+        wait_for(
+            lambda: table(spark, config, "system/transactions").count() >= 1,
+            300,
+            "the README's transaction to end",
+        )
     (final,) = table(spark, config, "system/transactions").collect()
     assert (final.producer_group, final.state, final.reason) == ("orders", "COMMITTED", "op")
     (delivered,) = table(spark, config, "topics/OrderPaid").collect()
@@ -216,15 +266,31 @@ def test_the_readme_sdk_example_runs_from_an_sdk_only_install(
     # The `txcoord` command line of that install: its help lists every command, and a
     # command that needs the engine says how to get it, in one line, without a traceback.
     txcoord = str(python.parent / "txcoord")
-    shown = subprocess.run([txcoord, "--help"], env=env, cwd=tmp_path, capture_output=True,
-                           text=True, check=False, timeout=60)  # fmt: skip
+    shown = subprocess.run(
+        [txcoord, "--help"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
     assert all(f"  {name} " in shown.stdout for name in ("up", "demo", "bench")), shown.stdout
-    refused = subprocess.run([txcoord, "up"], env=env, cwd=tmp_path, capture_output=True,
-                             text=True, check=False, timeout=60)  # fmt: skip
+    refused = subprocess.run(
+        [txcoord, "up"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert refused.returncode == 1
     # Which engine package it names first depends on the import order; one line, that form.
-    assert re.fullmatch(r"Error: txcoord up needs the engine's packages \((pyspark|delta|"
-                        r"pyarrow|pandas|deltalake|fastapi|uvicorn|prometheus_client)"
-                        r" is not installed\): pip install 'txcoord\[engine\]'\n",
-                        refused.stderr), refused.stderr  # fmt: skip
+    assert re.fullmatch(
+        r"Error: txcoord up needs the engine's packages \((pyspark|delta|"
+        r"pyarrow|pandas|deltalake|fastapi|uvicorn|prometheus_client)"
+        r" is not installed\): pip install 'txcoord\[engine\]'\n",
+        refused.stderr,
+    ), refused.stderr

@@ -16,9 +16,15 @@ def test_ids_follow_the_ingest_derivation() -> None:
 
 
 def test_a_full_half_has_every_header_once() -> None:
-    msg = Message(topic="OrderPaid", body=b"b", keys=["o-1", "é"], tags="paid",
-                  properties={"region": "eu", "x": ""}, queue_id=3,
-                  check_immunity_seconds=60)  # fmt: skip
+    msg = Message(
+        topic="OrderPaid",
+        body=b"b",
+        keys=["o-1", "é"],
+        tags="paid",
+        properties={"region": "eu", "x": ""},
+        queue_id=3,
+        check_immunity_seconds=60,
+    )
     headers = msg.half_headers("orders", born_at_ms=1234)
     assert headers == [
         (fmt.PRODUCER_GROUP, b"orders"),

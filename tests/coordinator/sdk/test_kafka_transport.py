@@ -75,8 +75,15 @@ def test_a_send_writes_the_half_then_the_op_in_the_ingress_format(
             return super().execute_local_transaction(msg, arg)
 
     producer = make_producer(Listener())
-    msg = Message(topic="OrderPaid", body=b"\x00paid", keys=["o-1", "o-2"], tags="paid",
-                  properties={"region": "eu"}, queue_id=3, check_immunity_seconds=60)  # fmt: skip
+    msg = Message(
+        topic="OrderPaid",
+        body=b"\x00paid",
+        keys=["o-1", "o-2"],
+        tags="paid",
+        properties={"region": "eu"},
+        queue_id=3,
+        check_immunity_seconds=60,
+    )
     before_ms = time.time_ns() // 1_000_000
     result = producer.send_message_in_transaction(msg, arg="order-1")
 
@@ -103,8 +110,11 @@ def test_a_send_writes_the_half_then_the_op_in_the_ingress_format(
     assert op.value == b""
     op_headers = headers_of(op)
     assert int(op_headers.pop(fmt.BORN_AT)) >= born_at
-    assert op_headers == {fmt.PRODUCER_GROUP: sdk_topics.group.encode(), fmt.OP: b"COMMIT",
-                          fmt.FROM_CHECK: b"false"}  # fmt: skip
+    assert op_headers == {
+        fmt.PRODUCER_GROUP: sdk_topics.group.encode(),
+        fmt.OP: b"COMMIT",
+        fmt.FROM_CHECK: b"false",
+    }
     assert result.op_id == op_id_of(op.partition, op.offset)
     assert op.timestamp >= half.timestamp
     assert result.local_state is LocalTransactionState.COMMIT_MESSAGE
@@ -140,16 +150,22 @@ def test_every_local_outcome_becomes_its_op(
 
 
 def test_ops_sent_together_are_each_stored_with_their_own_receipt(sdk_topics: SdkTopics) -> None:
-    transport = KafkaTransport(sdk_topics.bootstrap_servers, sdk_topics.group,
-                               half_topic=sdk_topics.half, op_topic=sdk_topics.op,
-                               check_topic=sdk_topics.check)  # fmt: skip
+    transport = KafkaTransport(
+        sdk_topics.bootstrap_servers,
+        sdk_topics.group,
+        half_topic=sdk_topics.half,
+        op_topic=sdk_topics.op,
+        check_topic=sdk_topics.check,
+    )
     try:
         answers = {f"tx-{i}": ("COMMIT", "ROLLBACK", "UNKNOWN")[i % 3] for i in range(30)}
         receipts = transport.send_ops([(tx, op, True) for tx, op in answers.items()])
     finally:
         transport.close()
-    stored = {r.key.decode(): r for r in read_records(sdk_topics.bootstrap_servers, sdk_topics.op,
-                                                      len(answers))}  # fmt: skip
+    stored = {
+        r.key.decode(): r
+        for r in read_records(sdk_topics.bootstrap_servers, sdk_topics.op, len(answers))
+    }
     assert all(isinstance(receipt, OpReceipt) for receipt in receipts), receipts
     stored_ops = [receipt for receipt in receipts if isinstance(receipt, OpReceipt)]
     assert [receipt.transaction_id for receipt in stored_ops] == list(answers)
@@ -172,8 +188,11 @@ def test_a_check_request_is_answered_with_a_from_check_op(
 ) -> None:
     listener = RecordingListener(check=lambda r: State.ROLLBACK_MESSAGE)
     producer = make_producer(listener)
-    publish(sdk_topics.bootstrap_servers, sdk_topics.check,
-            [check_of("tx-other", "payments"), check_of("tx-1", sdk_topics.group, 2)])  # fmt: skip
+    publish(
+        sdk_topics.bootstrap_servers,
+        sdk_topics.check,
+        [check_of("tx-other", "payments"), check_of("tx-1", sdk_topics.group, 2)],
+    )
 
     ops = ops_by_transaction(sdk_topics, 1)
     (answer,) = ops.pop("tx-1")
@@ -185,15 +204,22 @@ def test_a_check_request_is_answered_with_a_from_check_op(
     )
     (request,) = listener.checked
     assert request.message == Message(
-        topic="OrderPaid", body=b"\x00paid", keys=["o-1"], tags="paid",
-        properties={"region": "eu"}, queue_id=1, transaction_id="tx-1",
+        topic="OrderPaid",
+        body=b"\x00paid",
+        keys=["o-1"],
+        tags="paid",
+        properties={"region": "eu"},
+        queue_id=1,
+        transaction_id="tx-1",
         msg_id="0000000000000000002A",
-    )  # fmt: skip
+    )
     assert request.check_number == 2
     # Both records (ours and the other group's) are committed once handled.
     ends = end_offsets(sdk_topics.bootstrap_servers, sdk_topics.check)
-    wait_until(lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
-               what="check offsets committed")  # fmt: skip
+    wait_until(
+        lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
+        what="check offsets committed",
+    )
     assert producer.check_stats().answered == 1
 
 
@@ -204,8 +230,11 @@ def test_other_groups_checks_do_not_hold_ours_back(
     # skip them; a poll that brought none of its own must not pause as if the topic were
     # quiet (a busy neighbour's checks had held a group's own back for minutes).
     others = [check_of(f"other-{i}", "payments") for i in range(5000)]
-    publish(sdk_topics.bootstrap_servers, sdk_topics.check,
-            [*others, check_of("tx-ours", sdk_topics.group)])  # fmt: skip
+    publish(
+        sdk_topics.bootstrap_servers,
+        sdk_topics.check,
+        [*others, check_of("tx-ours", sdk_topics.group)],
+    )
     listener = RecordingListener()
     started = time.monotonic()
     make_producer(listener, poll_wait_seconds=2.0)  # the SDK's default
@@ -235,8 +264,10 @@ def test_any_live_producer_of_the_group_answers(
     first, second = RecordingListener(), RecordingListener()
     producer_a = make_producer(first)
     make_producer(second)
-    wait_until(lambda: group_members(sdk_topics.bootstrap_servers, sdk_topics.group) == 2,
-               what="both producers holding check partitions")  # fmt: skip
+    wait_until(
+        lambda: group_members(sdk_topics.bootstrap_servers, sdk_topics.group) == 2,
+        what="both producers holding check partitions",
+    )
     batch_one = [check_of(f"a-{i}", sdk_topics.group) for i in range(20)]
     publish(sdk_topics.bootstrap_servers, sdk_topics.check, batch_one)
     wait_until(lambda: len(first.checked) + len(second.checked) == 20, what="20 answers")
@@ -245,8 +276,10 @@ def test_any_live_producer_of_the_group_answers(
     producer_a.shutdown()
     batch_two = [check_of(f"b-{i}", sdk_topics.group) for i in range(20)]
     publish(sdk_topics.bootstrap_servers, sdk_topics.check, batch_two)
-    wait_until(lambda: sum(r.transaction_id.startswith("b-") for r in second.checked) == 20,
-               what="the survivor answering every later request")  # fmt: skip
+    wait_until(
+        lambda: sum(r.transaction_id.startswith("b-") for r in second.checked) == 20,
+        what="the survivor answering every later request",
+    )
     assert not any(r.transaction_id.startswith("b-") for r in first.checked)
     ops = ops_by_transaction(sdk_topics, 40)
     assert sorted(ops) == sorted([f"a-{i}" for i in range(20)] + [f"b-{i}" for i in range(20)])
@@ -272,8 +305,10 @@ def test_a_slow_listener_with_a_tiny_queue_loses_nothing_and_answers_each_check_
     # Counted just after its acknowledgement, in a worker's thread: waited for, not read.
     wait_until(lambda: producer.check_stats().answered == 40, what="40 answers counted")
     ends = end_offsets(sdk_topics.bootstrap_servers, sdk_topics.check)
-    wait_until(lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
-               what="every offset committed, the repeats too")  # fmt: skip
+    wait_until(
+        lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
+        what="every offset committed, the repeats too",
+    )
 
 
 def test_shutdown_is_clean_idempotent_and_a_restart_answers_nothing_twice(
@@ -281,8 +316,11 @@ def test_shutdown_is_clean_idempotent_and_a_restart_answers_nothing_twice(
 ) -> None:
     first = RecordingListener()
     producer = make_producer(first)
-    publish(sdk_topics.bootstrap_servers, sdk_topics.check,
-            [check_of(f"t-{i}", sdk_topics.group) for i in range(5)])  # fmt: skip
+    publish(
+        sdk_topics.bootstrap_servers,
+        sdk_topics.check,
+        [check_of(f"t-{i}", sdk_topics.group) for i in range(5)],
+    )
     wait_until(lambda: producer.check_stats().answered == 5)
     producer.shutdown()
     producer.shutdown()
@@ -297,8 +335,10 @@ def test_shutdown_is_clean_idempotent_and_a_restart_answers_nothing_twice(
     # Positive marker: the new producer has consumed (committed) up to the end of every
     # partition, so a request it wrongly answered again would be in `checked` by now.
     ends = end_offsets(sdk_topics.bootstrap_servers, sdk_topics.check)
-    wait_until(lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
-               what="the restarted producer to consume to the end")  # fmt: skip
+    wait_until(
+        lambda: committed_offsets(sdk_topics.bootstrap_servers, sdk_topics.group) == ends,
+        what="the restarted producer to consume to the end",
+    )
     assert [r.transaction_id for r in second.checked] == ["new"]
 
 
@@ -312,8 +352,11 @@ def test_requests_abandoned_at_shutdown_are_answered_by_the_next_producer(
         return State.COMMIT_MESSAGE
 
     producer = make_producer(RecordingListener(check=stuck), check_workers=1, check_queue_size=5)
-    publish(sdk_topics.bootstrap_servers, sdk_topics.check,
-            [check_of(f"t-{i}", sdk_topics.group) for i in range(3)])  # fmt: skip
+    publish(
+        sdk_topics.bootstrap_servers,
+        sdk_topics.check,
+        [check_of(f"t-{i}", sdk_topics.group) for i in range(3)],
+    )
     wait_until(lambda: producer.check_stats().taken == 3)
     producer.shutdown(timeout=0.2)
     assert producer.check_stats().abandoned >= 2

@@ -40,8 +40,9 @@ def answers(servers: str, topic: str, count: int) -> set[str]:
 
 
 def test_the_check_listener_answers_soon_after_a_broker_restart(tmp_path: Path) -> None:
-    broker = KafkaBroker(BrokerSettings(tmp_path / "kafka", port=free_port(),
-                                        controller_port=free_port()))  # fmt: skip
+    broker = KafkaBroker(
+        BrokerSettings(tmp_path / "kafka", port=free_port(), controller_port=free_port())
+    )
     try:
         broker.start()
     except Exception as exc:
@@ -53,10 +54,14 @@ def test_the_check_listener_answers_soon_after_a_broker_restart(tmp_path: Path) 
             ensure_topic(servers, topic, 2, INGRESS_TOPIC_CONFIG)
         ensure_topic(servers, "check", 2)
         producer = TransactionProducer(
-            listener=RecordingListener(check=lambda r: State.COMMIT_MESSAGE), group=group,
-            bootstrap_servers=servers, half_topic="half", op_topic="op", check_topic="check",
+            listener=RecordingListener(check=lambda r: State.COMMIT_MESSAGE),
+            group=group,
+            bootstrap_servers=servers,
+            half_topic="half",
+            op_topic="op",
+            check_topic="check",
             poll_wait_seconds=0.2,
-        )  # fmt: skip
+        )
         producer.start()
         # The contract behind "soon": both clients of the SDK's transport retry a lost broker
         # at most a second apart.
@@ -65,8 +70,11 @@ def test_the_check_listener_answers_soon_after_a_broker_restart(tmp_path: Path) 
         for client in (transport._producer, transport._consumer):
             assert {key: client.config[key] for key in RECOVERY} == dict(RECOVERY)
         publish(servers, "check", [check_of("tx-before", group)])
-        wait_until(lambda: answers(servers, "op", 1) == {"tx-before"}, timeout=60,
-                   what="the answer before the restart")  # fmt: skip
+        wait_until(
+            lambda: answers(servers, "op", 1) == {"tx-before"},
+            timeout=60,
+            what="the answer before the restart",
+        )
 
         broker.kill()
         # The scenario, not a synchronisation: the broker stays away long enough for
@@ -74,8 +82,11 @@ def test_the_check_listener_answers_soon_after_a_broker_restart(tmp_path: Path) 
         time.sleep(12)
         broker.start()  # returns once the broker answers
         publish(servers, "check", [check_of("tx-after", group)])
-        wait_until(lambda: "tx-after" in answers(servers, "op", 2), timeout=ANSWERED_WITHIN,
-                   what="the answer after the restart")  # fmt: skip
+        wait_until(
+            lambda: "tx-after" in answers(servers, "op", 2),
+            timeout=ANSWERED_WITHIN,
+            what="the answer after the restart",
+        )
     finally:
         if producer is not None:
             producer.shutdown()

@@ -8,10 +8,18 @@ from coordinator.sdk.message import CheckRequest
 
 def request(transaction_id: str, check_number: int, offset: int = 0) -> CheckRequest:
     return CheckRequest(
-        transaction_id=transaction_id, msg_id="M", producer_group="g", topic="T", queue_id=0,
-        body=b"", keys=(), tags=None, properties={}, check_number=check_number,
+        transaction_id=transaction_id,
+        msg_id="M",
+        producer_group="g",
+        topic="T",
+        queue_id=0,
+        body=b"",
+        keys=(),
+        tags=None,
+        properties={},
+        check_number=check_number,
         source=("checks", 0, offset),
-    )  # fmt: skip
+    )
 
 
 def test_the_first_copy_is_new_and_a_copy_in_flight_waits_for_it() -> None:

@@ -92,11 +92,27 @@ def test_a_check_request_parses_the_check_topic_value() -> None:
 def test_a_check_request_is_message_like() -> None:
     request = CheckRequest.from_json(check_value())
     msg = request.message
-    assert msg == Message(topic="OrderPaid", body=b"\x00body", keys=("o-1",), tags="paid",
-                          properties={"region": "eu"}, queue_id=2, transaction_id="tx-1",
-                          msg_id="0000000000000000002A")  # fmt: skip
-    for name in ("topic", "body", "keys", "tags", "properties", "queue_id", "transaction_id",
-                 "msg_id", "check_immunity_seconds"):  # fmt: skip
+    assert msg == Message(
+        topic="OrderPaid",
+        body=b"\x00body",
+        keys=("o-1",),
+        tags="paid",
+        properties={"region": "eu"},
+        queue_id=2,
+        transaction_id="tx-1",
+        msg_id="0000000000000000002A",
+    )
+    for name in (
+        "topic",
+        "body",
+        "keys",
+        "tags",
+        "properties",
+        "queue_id",
+        "transaction_id",
+        "msg_id",
+        "check_immunity_seconds",
+    ):
         assert getattr(request, name) == getattr(msg, name)
 
 
@@ -110,8 +126,7 @@ def test_null_collections_and_queue_are_accepted() -> None:
     request = CheckRequest.from_json(
         check_value(keys=None, properties=None, tags=None, queue_id=None, body_base64="")
     )
-    assert (request.keys, request.properties, request.queue_id, request.body) == ((), {}, None,
-                                                                                  b"")  # fmt: skip
+    assert (request.keys, request.properties, request.queue_id, request.body) == ((), {}, None, b"")
 
 
 @pytest.mark.parametrize(

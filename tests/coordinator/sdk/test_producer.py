@@ -20,8 +20,9 @@ from .helpers import RecordingListener, State, check_request, wait_until
 
 
 def producer_over(transport: InMemoryTransport, listener: RecordingListener) -> TransactionProducer:
-    return TransactionProducer(group="orders", listener=listener, transport=transport,
-                               poll_wait_seconds=0.05)  # fmt: skip
+    return TransactionProducer(
+        group="orders", listener=listener, transport=transport, poll_wait_seconds=0.05
+    )
 
 
 def test_the_half_is_stored_before_the_local_transaction_runs_then_the_op_is_sent() -> None:
@@ -119,9 +120,13 @@ def test_the_producer_answers_checks_in_the_background() -> None:
 
 
 def test_a_body_over_max_message_size_is_refused() -> None:
-    producer = TransactionProducer(group="orders", listener=RecordingListener(),
-                                   transport=InMemoryTransport(), max_message_size=4,
-                                   poll_wait_seconds=0.05)  # fmt: skip
+    producer = TransactionProducer(
+        group="orders",
+        listener=RecordingListener(),
+        transport=InMemoryTransport(),
+        max_message_size=4,
+        poll_wait_seconds=0.05,
+    )
     with producer, pytest.raises(ValueError, match="more than max_message_size"):
         producer.send_message_in_transaction(Message(topic="T", body=b"12345"))
 
@@ -150,8 +155,9 @@ def test_the_listener_must_be_a_transaction_listener() -> None:
 
 
 def test_construction_connects_to_nothing_and_hides_the_token() -> None:
-    producer = TransactionProducer(group="orders", listener=RecordingListener(),
-                                   endpoint="http://127.0.0.1:9", token="s3cret")  # fmt: skip
+    producer = TransactionProducer(
+        group="orders", listener=RecordingListener(), endpoint="http://127.0.0.1:9", token="s3cret"
+    )
     assert "s3cret" not in repr(producer)
     producer.shutdown()  # never started: nothing to do
 

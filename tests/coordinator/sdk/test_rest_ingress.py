@@ -68,8 +68,13 @@ def test_a_send_over_rest_stores_the_half_then_the_op(
     sdk_topics: SdkTopics, ingress: str, rest_producers: list[TransactionProducer]
 ) -> None:
     listener = RecordingListener(execute=State.ROLLBACK_MESSAGE)
-    producer = TransactionProducer(group=sdk_topics.group, listener=listener, endpoint=ingress,
-                                   token=OUR_TOKEN, poll_wait_seconds=1)  # fmt: skip
+    producer = TransactionProducer(
+        group=sdk_topics.group,
+        listener=listener,
+        endpoint=ingress,
+        token=OUR_TOKEN,
+        poll_wait_seconds=1,
+    )
     rest_producers.append(producer)
     producer.start()
     result = producer.send_message_in_transaction(
@@ -99,12 +104,20 @@ def test_a_check_request_is_long_polled_and_answered_over_rest(
     sdk_topics: SdkTopics, ingress: str, rest_producers: list[TransactionProducer]
 ) -> None:
     listener = RecordingListener(check=lambda r: State.COMMIT_MESSAGE)
-    producer = TransactionProducer(group=sdk_topics.group, listener=listener, endpoint=ingress,
-                                   token=OUR_TOKEN, poll_wait_seconds=1)  # fmt: skip
+    producer = TransactionProducer(
+        group=sdk_topics.group,
+        listener=listener,
+        endpoint=ingress,
+        token=OUR_TOKEN,
+        poll_wait_seconds=1,
+    )
     rest_producers.append(producer)
     producer.start()
-    publish(sdk_topics.bootstrap_servers, sdk_topics.check,
-            [check_of("tx-other", "payments"), check_of("tx-1", sdk_topics.group, 3)])  # fmt: skip
+    publish(
+        sdk_topics.bootstrap_servers,
+        sdk_topics.check,
+        [check_of("tx-other", "payments"), check_of("tx-1", sdk_topics.group, 3)],
+    )
     wait_until(lambda: producer.check_stats().answered == 1, what="the answer over REST")
     (request,) = listener.checked
     assert (request.transaction_id, request.check_number, request.body) == ("tx-1", 3, b"\x00paid")
@@ -116,8 +129,9 @@ def test_a_check_request_is_long_polled_and_answered_over_rest(
 def test_another_groups_token_is_refused_with_the_contract_error(
     sdk_topics: SdkTopics, ingress: str, rest_producers: list[TransactionProducer]
 ) -> None:
-    producer = TransactionProducer(group=sdk_topics.group, listener=RecordingListener(),
-                                   endpoint=ingress, token=OTHER_TOKEN)  # fmt: skip
+    producer = TransactionProducer(
+        group=sdk_topics.group, listener=RecordingListener(), endpoint=ingress, token=OTHER_TOKEN
+    )
     rest_producers.append(producer)
     producer.start()
     with pytest.raises(RequestRejectedError) as caught:
@@ -128,8 +142,9 @@ def test_another_groups_token_is_refused_with_the_contract_error(
 def test_a_missing_token_is_unauthorized(
     sdk_topics: SdkTopics, ingress: str, rest_producers: list[TransactionProducer]
 ) -> None:
-    producer = TransactionProducer(group=sdk_topics.group, listener=RecordingListener(),
-                                   endpoint=ingress)  # fmt: skip
+    producer = TransactionProducer(
+        group=sdk_topics.group, listener=RecordingListener(), endpoint=ingress
+    )
     rest_producers.append(producer)
     producer.start()
     with pytest.raises(RequestRejectedError) as caught:

@@ -50,14 +50,16 @@ def stub_app(script: Script) -> FastAPI:
     @app.api_route("/{path:path}", methods=["GET", "POST"])
     async def anything(path: str, request: Request) -> Response:
         body = await request.body()
-        script.received.append({
-            "method": request.method,
-            "path": request.url.path,
-            "raw_path": request.scope["raw_path"].decode(),
-            "query": dict(request.query_params),
-            "authorization": request.headers.get("authorization"),
-            "json": await request.json() if body else None,
-        })  # fmt: skip
+        script.received.append(
+            {
+                "method": request.method,
+                "path": request.url.path,
+                "raw_path": request.scope["raw_path"].decode(),
+                "query": dict(request.query_params),
+                "authorization": request.headers.get("authorization"),
+                "json": await request.json() if body else None,
+            }
+        )
         if script.hold is not None:
             script.hold.wait(60)  # set by the test; the timeout only keeps a failure from hanging
         index = min(len(script.received), len(script.responses)) - 1
@@ -84,15 +86,28 @@ def sleeps() -> list[float]:
 
 @pytest.fixture
 def transport(endpoint: str, sleeps: list[float]) -> Iterator[RestTransport]:
-    rest = RestTransport(endpoint, "orders", token=TOKEN, timeout_seconds=5, attempts=3,
-                         sleep=sleeps.append, rand=lambda: 1.0)  # fmt: skip
+    rest = RestTransport(
+        endpoint,
+        "orders",
+        token=TOKEN,
+        timeout_seconds=5,
+        attempts=3,
+        sleep=sleeps.append,
+        rand=lambda: 1.0,
+    )
     yield rest
     rest.close()
 
 
 def half_answer(**fields: Any) -> JSONResponse:
-    answer = {"transaction_id": "tx-1", "msg_id": "0001000000000000002A", "status": "PREPARED",
-              "stored_at": "2025-01-02T03:04:05.678Z", "partition": 1, "offset": 42}  # fmt: skip
+    answer = {
+        "transaction_id": "tx-1",
+        "msg_id": "0001000000000000002A",
+        "status": "PREPARED",
+        "stored_at": "2025-01-02T03:04:05.678Z",
+        "partition": 1,
+        "offset": 42,
+    }
     return JSONResponse({**answer, **fields}, status_code=201)
 
 
@@ -104,8 +119,15 @@ def test_a_half_is_posted_to_the_contract_with_the_bearer_token(
     script: Script, transport: RestTransport
 ) -> None:
     script.responses = [half_answer()]
-    msg = Message(topic="OrderPaid", body=b"\x00\xffpaid", keys=["o-1"], tags="paid",
-                  properties={"region": "eu"}, queue_id=2, check_immunity_seconds=30)  # fmt: skip
+    msg = Message(
+        topic="OrderPaid",
+        body=b"\x00\xffpaid",
+        keys=["o-1"],
+        tags="paid",
+        properties={"region": "eu"},
+        queue_id=2,
+        check_immunity_seconds=30,
+    )
     receipt = transport.send_half(msg, "tx-1")
     (request,) = script.received
     assert (request["method"], request["path"]) == ("POST", "/v1/transactions")
@@ -124,8 +146,12 @@ def test_a_half_is_posted_to_the_contract_with_the_bearer_token(
 def test_an_op_goes_to_its_path_with_the_id_percent_encoded(
     script: Script, transport: RestTransport
 ) -> None:
-    answer = {"transaction_id": "a/b c?", "op": "ROLLBACK", "op_id": "op-0000-0000000000000007",
-              "stored_at": "2025-01-02T03:04:05Z"}  # fmt: skip
+    answer = {
+        "transaction_id": "a/b c?",
+        "op": "ROLLBACK",
+        "op_id": "op-0000-0000000000000007",
+        "stored_at": "2025-01-02T03:04:05Z",
+    }
     script.responses = [JSONResponse(answer, status_code=202)]
     receipt = transport.send_op("a/b c?", "ROLLBACK", from_check=True)
     (request,) = script.received
@@ -137,24 +163,64 @@ def test_an_op_goes_to_its_path_with_the_id_percent_encoded(
 def test_ops_sent_together_are_one_batch_call_answered_item_by_item(
     script: Script, transport: RestTransport
 ) -> None:
-    stored = {"transaction_id": "a", "op": "COMMIT", "op_id": "op-0000-0000000000000003",
-              "stored_at": "2025-01-02T03:04:05Z"}  # fmt: skip
-    script.responses = [JSONResponse({"results": [
-        {"status": 202, "transaction_id": "a", "op": "COMMIT", "result": stored, "error": None},
-        {"status": 503, "transaction_id": "b", "op": "ROLLBACK", "result": None,
-         "error": {"error": "unavailable", "message": "Kafka is unreachable"}},
-        {"status": 403, "transaction_id": "c", "op": "UNKNOWN", "result": None,
-         "error": {"error": "forbidden", "message": "not your group"}},
-    ]}, status_code=207)]  # fmt: skip
-    a, b, c = transport.send_ops([("a", "COMMIT", True), ("b", "ROLLBACK", True),
-                                  ("c", "UNKNOWN", False)])  # fmt: skip
+    stored = {
+        "transaction_id": "a",
+        "op": "COMMIT",
+        "op_id": "op-0000-0000000000000003",
+        "stored_at": "2025-01-02T03:04:05Z",
+    }
+    script.responses = [
+        JSONResponse(
+            {
+                "results": [
+                    {
+                        "status": 202,
+                        "transaction_id": "a",
+                        "op": "COMMIT",
+                        "result": stored,
+                        "error": None,
+                    },
+                    {
+                        "status": 503,
+                        "transaction_id": "b",
+                        "op": "ROLLBACK",
+                        "result": None,
+                        "error": {"error": "unavailable", "message": "Kafka is unreachable"},
+                    },
+                    {
+                        "status": 403,
+                        "transaction_id": "c",
+                        "op": "UNKNOWN",
+                        "result": None,
+                        "error": {"error": "forbidden", "message": "not your group"},
+                    },
+                ]
+            },
+            status_code=207,
+        )
+    ]
+    a, b, c = transport.send_ops(
+        [("a", "COMMIT", True), ("b", "ROLLBACK", True), ("c", "UNKNOWN", False)]
+    )
     (request,) = script.received
     assert (request["method"], request["path"]) == ("POST", "/v1/ops/batch")
-    assert request["json"] == {"ops": [
-        {"transaction_id": "a", "op": "COMMIT", "producer_group": "orders", "from_check": True},
-        {"transaction_id": "b", "op": "ROLLBACK", "producer_group": "orders", "from_check": True},
-        {"transaction_id": "c", "op": "UNKNOWN", "producer_group": "orders", "from_check": False},
-    ]}  # fmt: skip
+    assert request["json"] == {
+        "ops": [
+            {"transaction_id": "a", "op": "COMMIT", "producer_group": "orders", "from_check": True},
+            {
+                "transaction_id": "b",
+                "op": "ROLLBACK",
+                "producer_group": "orders",
+                "from_check": True,
+            },
+            {
+                "transaction_id": "c",
+                "op": "UNKNOWN",
+                "producer_group": "orders",
+                "from_check": False,
+            },
+        ]
+    }
     assert isinstance(a, OpReceipt)
     assert (a.transaction_id, a.op_id) == ("a", "op-0000-0000000000000003")
     assert isinstance(b, TransportError) and b.retriable
@@ -174,10 +240,29 @@ def test_a_batch_answer_that_is_not_the_contract_is_every_ops_server_error(
     script: Script, transport: RestTransport
 ) -> None:
     stored = {"transaction_id": "a", "op": "COMMIT", "op_id": "op-1"}  # no stored_at
-    script.responses = [JSONResponse({"results": [
-        {"status": 202, "transaction_id": "a", "op": "COMMIT", "result": stored, "error": None},
-        {"status": 202, "transaction_id": "b", "op": "COMMIT", "result": stored, "error": None},
-    ]}, status_code=202)]  # fmt: skip
+    script.responses = [
+        JSONResponse(
+            {
+                "results": [
+                    {
+                        "status": 202,
+                        "transaction_id": "a",
+                        "op": "COMMIT",
+                        "result": stored,
+                        "error": None,
+                    },
+                    {
+                        "status": 202,
+                        "transaction_id": "b",
+                        "op": "COMMIT",
+                        "result": stored,
+                        "error": None,
+                    },
+                ]
+            },
+            status_code=202,
+        )
+    ]
     results = transport.send_ops(
         [("a", "COMMIT", True), ("b", "COMMIT", True), ("c", "COMMIT", True)]
     )
@@ -188,8 +273,9 @@ def test_a_batch_answer_that_is_not_the_contract_is_every_ops_server_error(
 
 @pytest.mark.parametrize("op", ["COMMIT", "UNKNOWN"])
 def test_each_op_has_its_own_path(script: Script, transport: RestTransport, op: str) -> None:
-    script.responses = [JSONResponse({"op_id": "op-1", "stored_at": "2025-01-02T03:04:05Z"},
-                                     status_code=202)]  # fmt: skip
+    script.responses = [
+        JSONResponse({"op_id": "op-1", "stored_at": "2025-01-02T03:04:05Z"}, status_code=202)
+    ]
     transport.send_op("tx", op, from_check=False)
     assert script.received[0]["path"] == f"/v1/transactions/tx/{op.lower()}"
 
@@ -265,8 +351,14 @@ def test_a_500_is_a_server_error_and_is_not_retried(
 def test_a_refused_connection_is_retried_then_reported(
     sleeps: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
-    rest = RestTransport(f"http://127.0.0.1:{free_port()}", "orders", token=TOKEN, attempts=3,
-                         sleep=sleeps.append, rand=lambda: 0.0)  # fmt: skip
+    rest = RestTransport(
+        f"http://127.0.0.1:{free_port()}",
+        "orders",
+        token=TOKEN,
+        attempts=3,
+        sleep=sleeps.append,
+        rand=lambda: 0.0,
+    )
     try:
         with caplog.at_level(logging.WARNING), pytest.raises(TransportError) as caught:
             rest.send_half(Message(topic="T"), "tx-1")
@@ -301,13 +393,31 @@ def test_a_read_timeout_is_not_retried_here(
 def test_the_long_poll_asks_within_the_contract_bounds_and_keeps_valid_requests(
     script: Script, transport: RestTransport, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ours = {"transaction_id": "tx-1", "msg_id": "M", "producer_group": "orders", "topic": "T",
-            "queue_id": 0, "body_base64": base64.b64encode(b"b").decode(), "keys": [],
-            "tags": None, "properties": {}, "check_number": 4, "prepared_at_ms": 1,
-            "requested_at_ms": 2}  # fmt: skip
-    script.responses = [JSONResponse({"check_requests": [
-        ours, {**ours, "producer_group": "payments"}, {"transaction_id": "broken"},
-    ]})]  # fmt: skip
+    ours = {
+        "transaction_id": "tx-1",
+        "msg_id": "M",
+        "producer_group": "orders",
+        "topic": "T",
+        "queue_id": 0,
+        "body_base64": base64.b64encode(b"b").decode(),
+        "keys": [],
+        "tags": None,
+        "properties": {},
+        "check_number": 4,
+        "prepared_at_ms": 1,
+        "requested_at_ms": 2,
+    }
+    script.responses = [
+        JSONResponse(
+            {
+                "check_requests": [
+                    ours,
+                    {**ours, "producer_group": "payments"},
+                    {"transaction_id": "broken"},
+                ]
+            }
+        )
+    ]
     requests = transport.poll_checks(max_records=900, wait_seconds=45.4)
     (request,) = script.received
     assert (request["method"], request["path"]) == ("GET", "/v1/check-requests")

@@ -13,8 +13,11 @@ def test_unknow_is_an_alias_of_unknown() -> None:
 
 
 def test_there_are_exactly_three_states() -> None:
-    assert [s.name for s in LocalTransactionState] == ["COMMIT_MESSAGE", "ROLLBACK_MESSAGE",
-                                                      "UNKNOWN"]  # fmt: skip
+    assert [s.name for s in LocalTransactionState] == [
+        "COMMIT_MESSAGE",
+        "ROLLBACK_MESSAGE",
+        "UNKNOWN",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -41,16 +41,29 @@ def make_auth_file(root: Path, tls: bool = False, rest_tokens: str = "") -> Path
     lines = [rest_tokens]
     for role in ("engine", "operator"):
         (secret_dir / f"{role}.password").write_text(secrets.token_urlsafe(24) + "\n")
-        lines += [f"[kafka.{role}]", f'principal = "txcoord-{role}"',
-                  f'password_file = "secrets/{role}.password"', ""]  # fmt: skip
+        lines += [
+            f"[kafka.{role}]",
+            f'principal = "txcoord-{role}"',
+            f'password_file = "secrets/{role}.password"',
+            "",
+        ]
     for group in GROUPS:
         (secret_dir / f"{group}.password").write_text(secrets.token_urlsafe(24))
-        lines += ["[[kafka.group]]", f'group = "{group}"', f'principal = "{group}-app"',
-                  f'password_file = "secrets/{group}.password"', ""]  # fmt: skip
+        lines += [
+            "[[kafka.group]]",
+            f'group = "{group}"',
+            f'principal = "{group}-app"',
+            f'password_file = "secrets/{group}.password"',
+            "",
+        ]
     if tls:
         make_certificates(root / "tls")
-        lines += ["[kafka.tls]", 'certfile = "tls/broker.pem"', 'keyfile = "tls/broker.key"',
-                  'cafile = "tls/ca.pem"']  # fmt: skip
+        lines += [
+            "[kafka.tls]",
+            'certfile = "tls/broker.pem"',
+            'keyfile = "tls/broker.key"',
+            'cafile = "tls/ca.pem"',
+        ]
     path = root / "auth.toml"
     path.write_text("\n".join(lines) + "\n")
     path.chmod(0o600)
@@ -64,14 +77,42 @@ def make_certificates(folder: Path) -> None:
     def run(*arguments: str) -> None:
         subprocess.run(["openssl", *arguments], cwd=folder, check=True, capture_output=True)
 
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-        "-days", "2", "-subj", "/CN=txcoord test CA")  # fmt: skip
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=txcoord test CA",
+    )
     # genpkey writes PKCS#8, the only unencrypted PEM key format Kafka's PEM keystore reads.
     run("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "broker.key")
     run("req", "-new", "-key", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1")
     (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "broker.pem", "-days", "2", "-extfile", "san.ext")  # fmt: skip
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "broker.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "broker.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
 
 
 @dataclass(frozen=True)
@@ -109,13 +150,18 @@ def start_secured(root: Path, tls: bool = False) -> SecuredKafka:
     broker = KafkaBroker(BrokerSettings(data_dir=root / "kafka", auth=auth)).start()
     try:
         suffix = uuid.uuid4().hex[:8]
-        config = load_config(overrides={
-            "warehouse": str(root / "warehouse"),
-            "kafka.bootstrap_servers": broker.bootstrap_servers,
-            "kafka.half_topic": f"half-{suffix}", "kafka.op_topic": f"op-{suffix}",
-            "kafka.check_topic": f"check-{suffix}", "kafka.operator_topic": f"operator-{suffix}",
-            "kafka.partitions": "2", "kafka.topics_per_group": "true",
-        })  # fmt: skip
+        config = load_config(
+            overrides={
+                "warehouse": str(root / "warehouse"),
+                "kafka.bootstrap_servers": broker.bootstrap_servers,
+                "kafka.half_topic": f"half-{suffix}",
+                "kafka.op_topic": f"op-{suffix}",
+                "kafka.check_topic": f"check-{suffix}",
+                "kafka.operator_topic": f"operator-{suffix}",
+                "kafka.partitions": "2",
+                "kafka.topics_per_group": "true",
+            }
+        )
         secured = SecuredKafka(broker, auth, config, [])
         config = secured.config_as(auth.engine_security)
         ensure_ingress_topics(config)
@@ -138,8 +184,9 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredK
 
 def read_all(bootstrap: str, topic: str, count: int, security: KafkaSecurity) -> list[Any]:
     """Return `topic`'s records once at least `count` are there (30 s at most)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             **security.client_options())  # fmt: skip
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, **security.client_options()
+    )
     try:
         partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
         consumer.assign(partitions)
@@ -156,8 +203,7 @@ def read_all(bootstrap: str, topic: str, count: int, security: KafkaSecurity) ->
 
 def publish(bootstrap: str, topic: str, records: list[Any], security: KafkaSecurity) -> None:
     """Write (key, value, headers) records as `security`'s principal and wait for acks."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                             **security.client_options())  # fmt: skip
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **security.client_options())
     try:
         for key, value, headers in records:
             producer.send(topic, key=key, value=value, headers=headers)

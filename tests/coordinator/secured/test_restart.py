@@ -24,8 +24,10 @@ def test_a_restart_keeps_the_credentials_and_adds_new_group_principals(tmp_path:
     auth_file = tmp_path / "auth" / "auth.toml"
     (tmp_path / "auth" / "secrets" / "refunds.password").write_text(secrets.token_urlsafe(24))
     with auth_file.open("a") as out:
-        out.write('[[kafka.group]]\ngroup = "refunds"\nprincipal = "refunds-app"\n'
-                  'password_file = "secrets/refunds.password"\n')  # fmt: skip
+        out.write(
+            '[[kafka.group]]\ngroup = "refunds"\nprincipal = "refunds-app"\n'
+            'password_file = "secrets/refunds.password"\n'
+        )
     auth = load_broker_auth(auth_file)
     assert auth is not None
     broker = KafkaBroker(BrokerSettings(data_dir=tmp_path / "kafka", auth=auth)).start()
@@ -36,8 +38,12 @@ def test_a_restart_keeps_the_credentials_and_adds_new_group_principals(tmp_path:
         apply_auth(broker.bootstrap_servers, auth, config)
         for group in ("orders", "refunds"):
             topic = kafka.layout.half_topic(group)
-            publish(broker.bootstrap_servers, topic, [(group.encode(), b"x", [])],
-                    auth.groups[group].security())  # fmt: skip
+            publish(
+                broker.bootstrap_servers,
+                topic,
+                [(group.encode(), b"x", [])],
+                auth.groups[group].security(),
+            )
             (record,) = read_all(broker.bootstrap_servers, topic, 1, auth.engine_security)
             assert record.key == group.encode()
     finally:

@@ -67,23 +67,44 @@ def stranger(secured_kafka: SecuredKafka, tmp_path: Any) -> Iterator[KafkaSecuri
     password = tmp_path / "stranger.password"
     password.write_text("stranger-password-0123456789")
     with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
-        a.alter_user_scram_credentials([UserScramCredentialUpsertion(
-            "stranger", ScramMechanism.SCRAM_SHA_256, password.read_text())])  # fmt: skip
-    yield KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
-                        sasl_username="stranger", sasl_password_file=str(password))  # fmt: skip
+        a.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "stranger", ScramMechanism.SCRAM_SHA_256, password.read_text()
+                )
+            ]
+        )
+    yield KafkaSecurity(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="stranger",
+        sasl_password_file=str(password),
+    )
 
 
 def test_the_acls_are_the_documented_ones(secured_kafka: SecuredKafka) -> None:
     layout = secured_kafka.layout
     with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
-        everything = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
-                               ResourcePatternFilter(ResourceType.ANY, None,
-                                                     ACLResourcePatternType.ANY))  # fmt: skip
+        everything = ACLFilter(
+            None,
+            None,
+            ACLOperation.ANY,
+            ACLPermissionType.ANY,
+            ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )
         found, _ = a.describe_acls(everything)  # an error would have raised
-    granted = {(acl.principal, acl.operation.name, acl.resource_pattern.resource_name,
-                acl.resource_pattern.pattern_type.name) for acl in found}  # fmt: skip
-    expected = {("User:txcoord-operator", "WRITE",
-                 layout.operator_topic("txcoord-operator"), "LITERAL")}  # fmt: skip
+    granted = {
+        (
+            acl.principal,
+            acl.operation.name,
+            acl.resource_pattern.resource_name,
+            acl.resource_pattern.pattern_type.name,
+        )
+        for acl in found
+    }
+    expected = {
+        ("User:txcoord-operator", "WRITE", layout.operator_topic("txcoord-operator"), "LITERAL")
+    }
     for group in ("orders", "payments"):
         expected |= {
             (f"User:{group}-app", "WRITE", layout.half_topic(group), "LITERAL"),
@@ -98,11 +119,16 @@ def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka)
     kafka, layout = secured_kafka.config.kafka, secured_kafka.layout
     listener = RecordingListener()  # commits, and answers checks with commit
     producer = TransactionProducer(
-        group="orders", listener=listener, bootstrap_servers=kafka.bootstrap_servers,
-        kafka_security=secured_kafka.security_of("orders"), half_topic=kafka.half_topic,
-        op_topic=kafka.op_topic, check_topic=kafka.check_topic, topics_per_group=True,
+        group="orders",
+        listener=listener,
+        bootstrap_servers=kafka.bootstrap_servers,
+        kafka_security=secured_kafka.security_of("orders"),
+        half_topic=kafka.half_topic,
+        op_topic=kafka.op_topic,
+        check_topic=kafka.check_topic,
+        topics_per_group=True,
         poll_wait_seconds=0.2,
-    )  # fmt: skip
+    )
     producer.start()
     try:
         result = producer.send_message_in_transaction(Message(topic="OrderPaid", body=b"x"), 1)
@@ -111,8 +137,12 @@ def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka)
         engine = secured_kafka.security_of()
         (half,) = read_all(kafka.bootstrap_servers, layout.half_topic("orders"), 1, engine)
         assert half.key.decode() == result.transaction_id
-        publish(kafka.bootstrap_servers, layout.check_topic("orders"),
-                [check_of("tx-checked", "orders")], engine)  # fmt: skip
+        publish(
+            kafka.bootstrap_servers,
+            layout.check_topic("orders"),
+            [check_of("tx-checked", "orders")],
+            engine,
+        )
         wait_until(lambda: listener.check_counts()[("tx-checked", 1)] >= 1, timeout=60)
         ops = read_all(kafka.bootstrap_servers, layout.op_topic("orders"), 2, engine)
         by_id = {r.key.decode(): dict(r.headers) for r in ops}
@@ -133,8 +163,12 @@ def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredK
         assert stored.offset >= 0
         (half,) = read_all(kafka.bootstrap_servers, layout.half_topic("payments"), 1, engine)
         assert half.key == b"tx-rest"
-        publish(kafka.bootstrap_servers, layout.check_topic("payments"),
-                [check_of("tx-poll", "payments")], engine)  # fmt: skip
+        publish(
+            kafka.bootstrap_servers,
+            layout.check_topic("payments"),
+            [check_of("tx-poll", "payments")],
+            engine,
+        )
         deadline, seen = time.monotonic() + 60, list[Any]()
         while not seen and time.monotonic() < deadline:
             seen = [c for c in poller.poll("payments", 10, 1.0) if c.transaction_id == "tx-poll"]
@@ -146,8 +180,9 @@ def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredK
 
 def refused(security: KafkaSecurity, bootstrap: str, topic: str) -> bool:
     """Return True if the broker refuses `security`'s principal a write to `topic`."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_block_ms=20_000,
-                             **security.client_options())  # fmt: skip
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", max_block_ms=20_000, **security.client_options()
+    )
     started = time.monotonic()
     try:
         producer.send(topic, key=b"tx", value=b"x").get(timeout=30)
@@ -172,9 +207,14 @@ def test_a_group_cannot_write_another_groups_topics_nor_the_shared_ones(
 ) -> None:
     layout, bootstrap = secured_kafka.layout, secured_kafka.bootstrap_servers
     orders = secured_kafka.security_of("orders")
-    for topic in (layout.half_topic("payments"), layout.op_topic("payments"), layout.half,
-                  layout.op, layout.operator_topic("txcoord-operator"),
-                  layout.check_topic("orders")):  # fmt: skip
+    for topic in (
+        layout.half_topic("payments"),
+        layout.op_topic("payments"),
+        layout.half,
+        layout.op,
+        layout.operator_topic("txcoord-operator"),
+        layout.check_topic("orders"),
+    ):
         assert refused(orders, bootstrap, topic), topic
     for topic in (layout.half_topic("orders"), layout.op_topic("orders")):  # its own
         assert not refused(orders, bootstrap, topic), topic
@@ -205,8 +245,12 @@ def test_a_group_cannot_read_another_groups_checks(secured_kafka: SecuredKafka) 
         consumer.close(autocommit=False)
     # Another group's consumer group, on its own check topic: refused too (polled until the
     # group's coordinator answers: its lookup and join take seconds on a loaded machine).
-    consumer = KafkaConsumer(layout.check_topic("orders"), bootstrap_servers=bootstrap,
-                             group_id="txcoord-sdk-payments", **orders)  # fmt: skip
+    consumer = KafkaConsumer(
+        layout.check_topic("orders"),
+        bootstrap_servers=bootstrap,
+        group_id="txcoord-sdk-payments",
+        **orders,
+    )
     try:
         deadline = time.monotonic() + 60
         with pytest.raises(GroupAuthorizationFailedError):
@@ -220,8 +264,12 @@ def test_the_operator_may_write_its_operator_topic_only(secured_kafka: SecuredKa
     layout, bootstrap = secured_kafka.layout, secured_kafka.bootstrap_servers
     operator = secured_kafka.security_of(role="operator")
     assert not refused(operator, bootstrap, layout.operator_topic("txcoord-operator"))
-    for topic in (layout.op, layout.op_topic("orders"), layout.half_topic("orders"),
-                  layout.operator_topic("orders-app")):  # fmt: skip
+    for topic in (
+        layout.op,
+        layout.op_topic("orders"),
+        layout.half_topic("orders"),
+        layout.operator_topic("orders-app"),
+    ):
         assert refused(operator, bootstrap, topic), topic
 
 
@@ -230,15 +278,25 @@ def test_wrong_credentials_fail_at_start_with_a_clear_error(
 ) -> None:
     wrong = tmp_path / "wrong.password"
     wrong.write_text("not-the-password-0123456789")
-    security = KafkaSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
-                             sasl_username="orders-app", sasl_password_file=str(wrong))  # fmt: skip
+    security = KafkaSecurity(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="orders-app",
+        sasl_password_file=str(wrong),
+    )
     kafka = secured_kafka.config.kafka
     started = time.monotonic()
     with pytest.raises(TransportError) as caught:
-        KafkaTransport(kafka.bootstrap_servers, "orders", half_topic=kafka.half_topic,
-                       op_topic=kafka.op_topic, check_topic=kafka.check_topic,
-                       topics_per_group=True, send_timeout_seconds=8,
-                       security=security)  # fmt: skip
+        KafkaTransport(
+            kafka.bootstrap_servers,
+            "orders",
+            half_topic=kafka.half_topic,
+            op_topic=kafka.op_topic,
+            check_topic=kafka.check_topic,
+            topics_per_group=True,
+            send_timeout_seconds=8,
+            security=security,
+        )
     assert time.monotonic() - started < 30
     assert "login as 'orders-app'" in str(caught.value)
     assert "authentication failed" in str(caught.value)
@@ -246,10 +304,12 @@ def test_wrong_credentials_fail_at_start_with_a_clear_error(
     # The REST ingress's writer says the same (its 503 message, and its log), at the
     # broker's refusal, not at the end of its bootstrap timeout of retries: here 120 s
     # instead of 5, so the two cannot be mistaken for each other on a loaded machine.
-    monkeypatch.setattr(kafka_writer, "connect",
-                        functools.partial(kafka_producer.connect, timeout_ms=120_000))  # fmt: skip
-    writer = KafkaWriter(kafka.bootstrap_servers, kafka.layout, max_message_size=1024,
-                         security=security)  # fmt: skip
+    monkeypatch.setattr(
+        kafka_writer, "connect", functools.partial(kafka_producer.connect, timeout_ms=120_000)
+    )
+    writer = KafkaWriter(
+        kafka.bootstrap_servers, kafka.layout, max_message_size=1024, security=security
+    )
     headers = half_headers("orders", "OrderPaid", int(time.time() * 1000))
     started = time.monotonic()
     try:
@@ -276,8 +336,11 @@ def test_a_plaintext_client_gets_nothing_from_the_secured_listener(
     secured_kafka: SecuredKafka,
 ) -> None:
     with pytest.raises(KafkaError):
-        KafkaProducer(bootstrap_servers=secured_kafka.bootstrap_servers,
-                      bootstrap_timeout_ms=5_000, max_block_ms=5_000)  # fmt: skip
+        KafkaProducer(
+            bootstrap_servers=secured_kafka.bootstrap_servers,
+            bootstrap_timeout_ms=5_000,
+            max_block_ms=5_000,
+        )
 
 
 def test_a_producer_of_a_group_without_topics_is_told_at_start(
@@ -285,7 +348,13 @@ def test_a_producer_of_a_group_without_topics_is_told_at_start(
 ) -> None:
     kafka = secured_kafka.config.kafka
     with pytest.raises(TransportError, match="topics of producer group 'refunds' do not exist"):
-        KafkaTransport(kafka.bootstrap_servers, "refunds", half_topic=kafka.half_topic,
-                       op_topic=kafka.op_topic, check_topic=kafka.check_topic,
-                       topics_per_group=True, send_timeout_seconds=10,
-                       security=secured_kafka.security_of())  # fmt: skip
+        KafkaTransport(
+            kafka.bootstrap_servers,
+            "refunds",
+            half_topic=kafka.half_topic,
+            op_topic=kafka.op_topic,
+            check_topic=kafka.check_topic,
+            topics_per_group=True,
+            send_timeout_seconds=10,
+            security=secured_kafka.security_of(),
+        )

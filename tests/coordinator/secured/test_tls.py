@@ -40,18 +40,25 @@ def test_the_sdk_sends_over_sasl_ssl(tls_kafka: SecuredKafka) -> None:
     security = tls_kafka.security_of("orders")
     assert security.security_protocol == "SASL_SSL" and security.ssl_cafile
     producer = TransactionProducer(
-        group="orders", listener=RecordingListener(), bootstrap_servers=kafka.bootstrap_servers,
-        kafka_security=security, half_topic=kafka.half_topic, op_topic=kafka.op_topic,
-        check_topic=kafka.check_topic, topics_per_group=True, poll_wait_seconds=0.2,
-    )  # fmt: skip
+        group="orders",
+        listener=RecordingListener(),
+        bootstrap_servers=kafka.bootstrap_servers,
+        kafka_security=security,
+        half_topic=kafka.half_topic,
+        op_topic=kafka.op_topic,
+        check_topic=kafka.check_topic,
+        topics_per_group=True,
+        poll_wait_seconds=0.2,
+    )
     producer.start()
     try:
         sent = producer.send_message_in_transaction(Message(topic="OrderPaid", body=b"tls"), 1)
     finally:
         producer.shutdown(timeout=5)
     assert sent.local_state == LocalTransactionState.COMMIT_MESSAGE
-    (half,) = read_all(kafka.bootstrap_servers, kafka.layout.half_topic("orders"), 1,
-                       tls_kafka.security_of())  # fmt: skip
+    (half,) = read_all(
+        kafka.bootstrap_servers, kafka.layout.half_topic("orders"), 1, tls_kafka.security_of()
+    )
     assert half.value == b"tls"
     assert dict(half.headers)[fmt.PRODUCER_GROUP] == b"orders"
 
@@ -63,19 +70,22 @@ def test_the_rest_writer_sends_over_sasl_ssl_and_refuses_an_untrusted_broker(
     kafka, engine = tls_kafka.config.kafka, tls_kafka.security_of()
     headers = half_headers("orders", "OrderPaid", int(time.time() * 1000))
     record = Record(key=b"tx-rest-tls", value=b"rest over tls", headers=headers)
-    writer = KafkaWriter(kafka.bootstrap_servers, kafka.layout, max_message_size=1024,
-                         security=engine)  # fmt: skip
+    writer = KafkaWriter(
+        kafka.bootstrap_servers, kafka.layout, max_message_size=1024, security=engine
+    )
     try:
         stored = writer.send_half(record)
     finally:
         writer.close()
-    found = read_all(kafka.bootstrap_servers, kafka.layout.half_topic("orders"),
-                     stored.offset + 1, engine)  # fmt: skip
+    found = read_all(
+        kafka.bootstrap_servers, kafka.layout.half_topic("orders"), stored.offset + 1, engine
+    )
     (half,) = [r for r in found if r.key == b"tx-rest-tls"]
     assert (half.value, half.offset) == (b"rest over tls", stored.offset)
     untrusting = KafkaSecurity(**{**engine.__dict__, "ssl_cafile": ""})  # the system's CAs
-    writer = KafkaWriter(kafka.bootstrap_servers, kafka.layout, max_message_size=1024,
-                         security=untrusting)  # fmt: skip
+    writer = KafkaWriter(
+        kafka.bootstrap_servers, kafka.layout, max_message_size=1024, security=untrusting
+    )
     started = time.monotonic()
     try:
         with pytest.raises(KafkaUnavailableError, match="cannot be reached"):
@@ -90,8 +100,11 @@ def test_a_client_that_does_not_trust_the_ca_is_refused(tls_kafka: SecuredKafka)
     untrusting = KafkaSecurity(**{**trusting.__dict__, "ssl_cafile": ""})  # the system's CAs
     started = time.monotonic()
     with pytest.raises(KafkaError):
-        KafkaProducer(bootstrap_servers=tls_kafka.bootstrap_servers, bootstrap_timeout_ms=5_000,
-                      **untrusting.client_options())  # fmt: skip
+        KafkaProducer(
+            bootstrap_servers=tls_kafka.bootstrap_servers,
+            bootstrap_timeout_ms=5_000,
+            **untrusting.client_options(),
+        )
     assert time.monotonic() - started < 20
 
 

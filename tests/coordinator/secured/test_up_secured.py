@@ -42,8 +42,9 @@ def test_up_with_a_kafka_auth_file_runs_the_engine_on_a_secured_broker(tmp_path:
     auth = load_broker_auth(auth_file)
     assert auth is not None
     rest_port = free_port()
-    up = Up(tmp_path / "var", tmp_path / "warehouse", rest_port,
-            options=("--auth-file", str(auth_file)))  # fmt: skip
+    up = Up(
+        tmp_path / "var", tmp_path / "warehouse", rest_port, options=("--auth-file", str(auth_file))
+    )
     try:
         bootstrap = "127.0.0.1:" + up.wait_for(r"txcoord is up: kafka at 127\.0\.0\.1:(\d+)")[1]
         text = up.text()
@@ -51,10 +52,13 @@ def test_up_with_a_kafka_auth_file_runs_the_engine_on_a_secured_broker(tmp_path:
         # A group's producer straight to Kafka, as its own principal: the engine (ingest
         # source, coordinator, ticker) reads it over SASL and commits it.
         producer = TransactionProducer(
-            group="orders", listener=RecordingListener(), bootstrap_servers=bootstrap,
-            kafka_security=auth.groups["orders"].security(), topics_per_group=True,
+            group="orders",
+            listener=RecordingListener(),
+            bootstrap_servers=bootstrap,
+            kafka_security=auth.groups["orders"].security(),
+            topics_per_group=True,
             poll_wait_seconds=0.2,
-        )  # fmt: skip
+        )
         producer.start()
         try:
             sent = producer.send_message_in_transaction(Message(topic="OrderPaid", body=b"x"), 1)
@@ -64,8 +68,9 @@ def test_up_with_a_kafka_auth_file_runs_the_engine_on_a_secured_broker(tmp_path:
         base, headers = f"http://127.0.0.1:{rest_port}", {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         state, deadline = None, time.monotonic() + 240
         while state != "COMMITTED" and time.monotonic() < deadline:
-            answer = httpx.get(f"{base}/v1/transactions/{sent.transaction_id}", headers=headers,
-                               timeout=10)  # fmt: skip
+            answer = httpx.get(
+                f"{base}/v1/transactions/{sent.transaction_id}", headers=headers, timeout=10
+            )
             state = answer.json().get("state") if answer.status_code == 200 else None
             time.sleep(1)
         assert state == "COMMITTED", up.text()[-3000:]
@@ -87,8 +92,9 @@ class Secured:
     auth: BrokerAuth
 
     def state_of(self, transaction_id: str) -> Any:
-        answer = httpx.get(f"{self.base}/v1/transactions/{transaction_id}",
-                           headers=self.headers, timeout=10)  # fmt: skip
+        answer = httpx.get(
+            f"{self.base}/v1/transactions/{transaction_id}", headers=self.headers, timeout=10
+        )
         return answer.json().get("state")
 
 
@@ -98,14 +104,24 @@ def the_broker_vouches_for_groups_and_operators(stack: Secured) -> None:
     layout = TopicLayout(per_group=True)
     orders = auth.groups["orders"].security()
     stamp = int(time.time() * 1000)
-    publish(bootstrap, layout.half_topic("orders"), [
-        (b"tx-held", b"held", half_headers("orders", "OrderPaid", stamp)),
-        (b"tx-unanswered", b"checked", half_headers("orders", "OrderPaid", stamp)),
-        (b"tx-forged", b"forged", half_headers("payments", "OrderPaid", stamp)),
-    ], orders)  # fmt: skip
-    publish(bootstrap, layout.op_topic("orders"), [
-        (b"tx-held", b"", op_headers("orders", "COMMIT", False, stamp, operator="mallory")),
-    ], orders)  # fmt: skip
+    publish(
+        bootstrap,
+        layout.half_topic("orders"),
+        [
+            (b"tx-held", b"held", half_headers("orders", "OrderPaid", stamp)),
+            (b"tx-unanswered", b"checked", half_headers("orders", "OrderPaid", stamp)),
+            (b"tx-forged", b"forged", half_headers("payments", "OrderPaid", stamp)),
+        ],
+        orders,
+    )
+    publish(
+        bootstrap,
+        layout.op_topic("orders"),
+        [
+            (b"tx-held", b"", op_headers("orders", "COMMIT", False, stamp, operator="mallory")),
+        ],
+        orders,
+    )
 
     def quarantined() -> list[dict[str, Any]]:
         return rows(stack.warehouse / "system" / "quarantine")
@@ -116,29 +132,57 @@ def the_broker_vouches_for_groups_and_operators(stack: Secured) -> None:
     assert reasons[b"tx-held"].startswith("refused: an operator's op"), reasons
     # The forged op decided nothing (it never became an op record, asserted below): tx-held
     # waits for its checks. Its half may land a moment after the quarantine (two commits).
-    wait_until(lambda: stack.state_of("tx-held") in ("PREPARED", "CHECKING"), timeout=60,
-               what="tx-held known and undecided")  # fmt: skip
+    wait_until(
+        lambda: stack.state_of("tx-held") in ("PREPARED", "CHECKING"),
+        timeout=60,
+        what="tx-held known and undecided",
+    )
 
     # The operator commits it, from its own topic; the recorded who is its principal.
     operator = auth.operator.security()
-    environ = {**os.environ, **{f"TXCOORD_KAFKA__{k.upper()}": str(v)
-                                for k, v in asdict(operator).items()},
-               "TXCOORD_KAFKA__TOPICS_PER_GROUP": "true"}  # fmt: skip
+    environ = {
+        **os.environ,
+        **{f"TXCOORD_KAFKA__{k.upper()}": str(v) for k, v in asdict(operator).items()},
+        "TXCOORD_KAFKA__TOPICS_PER_GROUP": "true",
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "coordinator", "transactions", "commit", "tx-held",
-         "--reason", "paid by phone", "--operator", "Alice", "--warehouse",
-         str(stack.warehouse), "--bootstrap-servers", bootstrap, "--wait", "120"],
-        check=False, env=environ, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "transactions",
+            "commit",
+            "tx-held",
+            "--reason",
+            "paid by phone",
+            "--operator",
+            "Alice",
+            "--warehouse",
+            str(stack.warehouse),
+            "--bootstrap-servers",
+            bootstrap,
+            "--wait",
+            "120",
+        ],
+        check=False,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert layout.operator_topic("txcoord-operator") in done.stdout, done.stdout
     ops = rows(stack.warehouse / "system" / "op_records")
     (by_operator,) = [r for r in ops if r["operator"] is not None]
     assert (by_operator["transaction_id"], by_operator["operator"]) == (
-        "tx-held", "txcoord-operator (Alice)",
-    )  # fmt: skip
-    wait_until(lambda: stack.state_of("tx-held") == "COMMITTED", timeout=60,
-               what="tx-held committed by the operator")  # fmt: skip
+        "tx-held",
+        "txcoord-operator (Alice)",
+    )
+    wait_until(
+        lambda: stack.state_of("tx-held") == "COMMITTED",
+        timeout=60,
+        what="tx-held committed by the operator",
+    )
 
     # Checks go to the group's own check topic, which its principal reads.
     def checked() -> bool:
