@@ -94,8 +94,12 @@ WORDS = [
 
 def value_bytes() -> st.SearchStrategy[bytes]:
     big = st.sampled_from([b"v" * fmt.HEADER_BUDGET, b"\x00" * 70_000, b"9" * 5000])
-    return st.one_of(st.sampled_from(NUMBERS + WORDS + FUZZ_GROUPS), st.binary(max_size=40),
-                     st.text(max_size=40).map(str.encode), big)  # fmt: skip
+    return st.one_of(
+        st.sampled_from(NUMBERS + WORDS + FUZZ_GROUPS),
+        st.binary(max_size=40),
+        st.text(max_size=40).map(str.encode),
+        big,
+    )
 
 
 def header() -> st.SearchStrategy[tuple[str, bytes]]:
@@ -105,8 +109,11 @@ def header() -> st.SearchStrategy[tuple[str, bytes]]:
 
 def near_valid(topic: str) -> st.SearchStrategy[list[tuple[str, bytes]]]:
     """The headers of a valid half or op with a few replaced or added."""
-    base = ([(fmt.PRODUCER_GROUP, b"orders"), (fmt.TOPIC, TOPIC.encode())] if topic == "half"
-            else [(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, b"COMMIT")])  # fmt: skip
+    base = (
+        [(fmt.PRODUCER_GROUP, b"orders"), (fmt.TOPIC, TOPIC.encode())]
+        if topic == "half"
+        else [(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, b"COMMIT")]
+    )
 
     def mutate(extra: list[tuple[str, bytes]], replace: bool) -> list[tuple[str, bytes]]:
         if replace:
@@ -121,10 +128,14 @@ def near_valid(topic: str) -> st.SearchStrategy[list[tuple[str, bytes]]]:
 def raw_record(draw: st.DrawFn) -> dict[str, Any]:
     topic = draw(st.sampled_from(["half", "op"]))
     headers = draw(st.one_of(st.lists(header(), max_size=12), near_valid(topic)))
-    key = draw(st.one_of(st.none(), st.sampled_from([b"fz-1", b"fz-1\n", b"", b"\xff", b"x" * 200]),
-                         st.binary(max_size=30)))  # fmt: skip
-    value = draw(st.one_of(st.none(), st.binary(max_size=64),
-                           st.just(b"b" * (MAX_MESSAGE + 1))))  # fmt: skip
+    key = draw(
+        st.one_of(
+            st.none(),
+            st.sampled_from([b"fz-1", b"fz-1\n", b"", b"\xff", b"x" * 200]),
+            st.binary(max_size=30),
+        )
+    )
+    value = draw(st.one_of(st.none(), st.binary(max_size=64), st.just(b"b" * (MAX_MESSAGE + 1))))
     # Never exactly a valid heartbeat (see the module docstring).
     headers = [(n, b"TICK\n" if n == fmt.KIND and v == b"TICK" else v) for n, v in headers]
     if key is None and value is None:  # kafka-python refuses a record with neither

@@ -53,12 +53,14 @@ def run(spark: SparkSession, tmp_path: Path) -> Iterator[Callable[[Body], Stream
 
     def start(batches: Batches) -> StreamingQuery:
         query = (
-            spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", 20)
+            .load()
             .writeStream.foreachBatch(batches)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
             .trigger(processingTime="0 seconds")
             .start()
-        )  # fmt: skip
+        )
         queries.append(query)
         return query
 

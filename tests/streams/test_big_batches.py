@@ -49,8 +49,7 @@ def test_a_backlog_larger_than_the_drivers_result_limit_is_delivered_once(
     make_config: ConfigFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    config: Config = make_config(transaction_timeout="120s",
-                                 **{"streams.trigger_interval": "1s"})  # fmt: skip
+    config: Config = make_config(transaction_timeout="120s", **{"streams.trigger_interval": "1s"})
     bodies = {f"big-{i:02d}": os.urandom(BODY_BYTES) for i in range(TRANSACTIONS)}
     # The premise: the halves alone are several times the limit (their deliveries as much).
     assert sum(map(len, bodies.values())) >= 4 * LIMIT

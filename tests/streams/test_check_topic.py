@@ -72,9 +72,11 @@ def wait_until_limit_is(config: Config, limit: int) -> None:
 def consume_all(config: Config, expected: int) -> list[Any]:
     """Read `expected` records of the check topic with kafka-python's default fetch sizes."""
     consumer = KafkaConsumer(
-        config.kafka.check_topic, bootstrap_servers=config.kafka.bootstrap_servers,
-        group_id=f"reader-{os.getpid()}-{time.monotonic_ns()}", auto_offset_reset="earliest",
-    )  # fmt: skip
+        config.kafka.check_topic,
+        bootstrap_servers=config.kafka.bootstrap_servers,
+        group_id=f"reader-{os.getpid()}-{time.monotonic_ns()}",
+        auto_offset_reset="earliest",
+    )
     try:
         got: list[Any] = []
         deadline = time.monotonic() + 60
@@ -126,9 +128,11 @@ def test_a_record_with_oversized_fields_is_published_slim() -> None:
 @pytest.mark.kafka
 def test_an_existing_smaller_check_topic_is_raised_at_start(config: Config) -> None:
     ensure_topic(
-        config.kafka.bootstrap_servers, config.kafka.check_topic, 2,
+        config.kafka.bootstrap_servers,
+        config.kafka.check_topic,
+        2,
         {"max.message.bytes": str(KAFKA_DEFAULT_MAX_MESSAGE_BYTES)},
-    )  # fmt: skip
+    )
     ensure_ingress_topics(config)
     wait_until_limit_is(config, check_topic_max_bytes(config.max_message_size))
 
@@ -152,9 +156,12 @@ def test_a_check_with_a_body_of_max_message_size_reaches_default_consumers(
     assert base64.b64decode(json.loads(record.value)["body_base64"]) == body
     # The SDK's transport (its own consumer settings) gets it whole too.
     transport = KafkaTransport(
-        config.kafka.bootstrap_servers, "orders", half_topic=config.kafka.half_topic,
-        op_topic=config.kafka.op_topic, check_topic=config.kafka.check_topic,
-    )  # fmt: skip
+        config.kafka.bootstrap_servers,
+        "orders",
+        half_topic=config.kafka.half_topic,
+        op_topic=config.kafka.op_topic,
+        check_topic=config.kafka.check_topic,
+    )
     try:
         requests: list[CheckRequest] = []
         deadline = time.monotonic() + 60
@@ -171,8 +178,9 @@ def test_a_check_kafka_refuses_as_too_large_goes_out_slim(config: Config) -> Non
     ensure_ingress_topics(config)
     with admin_client(config.kafka.bootstrap_servers) as admin:
         small = {"max.message.bytes": str(64 * 1024)}
-        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, config.kafka.check_topic,
-                                            small)])  # fmt: skip
+        admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, config.kafka.check_topic, small)]
+        )
     wait_until_limit_is(config, 64 * 1024)  # else the big one could go out before, whole
     # Small checks in the same call, before and after: a refused batch aborts what is in
     # flight with it in an idempotent producer; they must still arrive, once published.

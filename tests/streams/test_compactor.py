@@ -41,8 +41,11 @@ def test_only_output_tables_with_enough_files_are_compacted_and_keep_their_rows(
     topic = topics.table("OrderPaid")
     topic.create_if_absent(spark, home)
     compactor = Compactor(spark, home, timedelta(0), min_files=FILES)
-    for spec, count in ((transactions.TABLE, FILES), (half_messages.TABLE, FILES),
-                        (topic, FILES - 1)):  # fmt: skip
+    for spec, count in (
+        (transactions.TABLE, FILES),
+        (half_messages.TABLE, FILES),
+        (topic, FILES - 1),
+    ):
         _append_files(spark, spec, home, count)
     assert compactor.compact_once() == [transactions.TABLE.name]
     assert compactor.files(transactions.TABLE.name) == 1
@@ -80,15 +83,33 @@ def test_batches_appended_while_the_compactor_folds_the_table_are_all_kept_once(
     create_system_tables(spark, home)
     location = transactions.TABLE.path(home)
     schema = spark.read.format("delta").load(location).schema
-    row = spark.createDataFrame([("t", "m", "g", "T", 0, "COMMITTED", None, 0, None,
-                                  datetime.now(UTC), datetime.now(UTC), 0)], schema)  # fmt: skip
+    row = spark.createDataFrame(
+        [
+            (
+                "t",
+                "m",
+                "g",
+                "T",
+                0,
+                "COMMITTED",
+                None,
+                0,
+                None,
+                datetime.now(UTC),
+                datetime.now(UTC),
+                0,
+            )
+        ],
+        schema,
+    )
     compactor = Compactor(spark, home, timedelta(seconds=0.1), min_files=2).start()
     ledger = BatchLedger("app-compacted")
     batches = 30
     try:
         for batch in range(batches):
-            assert ledger.append(row.withColumn("batch_id", F.lit(batch).cast("long")),
-                                 location, batch)  # fmt: skip
+            assert ledger.append(
+                row.withColumn("batch_id", F.lit(batch).cast("long")), location, batch
+            )
     finally:
         compactor.stop()
     written = spark.read.format("delta").load(location).select("batch_id").collect()

@@ -69,8 +69,9 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
             producer.op(tx, "ROLLBACK")
     producer.close()
 
-    wait_for(lambda: table(spark, config, "system/transactions").count() >= 20, 480,
-             "20 final states")  # fmt: skip
+    wait_for(
+        lambda: table(spark, config, "system/transactions").count() >= 20, 480, "20 final states"
+    )
     # A check wrongly sent after a decision (or after the discard) would be due within one
     # check interval of the last one: once the engine's event time is past that, it would show.
     due = time.time() + config.transaction_check_interval.total_seconds()
@@ -79,10 +80,13 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
     finals = {r.transaction_id: r for r in table(spark, config, "system/transactions").collect()}
     assert len(finals) == 20 and table(spark, config, "system/transactions").count() == 20
     for i, tx in enumerate(txs):
-        expected = {"commit": ("COMMITTED", "op"), "rollback": ("ROLLED_BACK", "op"),
-                    "commit_when_checked": ("COMMITTED", "check"),
-                    "rollback_when_checked": ("ROLLED_BACK", "check"),
-                    "unknown": ("DISCARDED", "check_max")}[PLAN[i % 5]]  # fmt: skip
+        expected = {
+            "commit": ("COMMITTED", "op"),
+            "rollback": ("ROLLED_BACK", "op"),
+            "commit_when_checked": ("COMMITTED", "check"),
+            "rollback_when_checked": ("ROLLED_BACK", "check"),
+            "unknown": ("DISCARDED", "check_max"),
+        }[PLAN[i % 5]]
         assert (finals[tx].state, finals[tx].reason) == expected, (tx, finals[tx])
 
     # Every committed body exactly once, never a rolled-back or discarded one.
@@ -111,11 +115,13 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
             assert 1 <= checks[tx] <= check_max, (tx, checks[tx])
         else:
             assert checks[tx] == 0, (tx, checks[tx])
-    late = [r.transaction_id for r in requests
-            if r.requested_at > finals[r.transaction_id].resolved_at]  # fmt: skip
+    late = [
+        r.transaction_id for r in requests if r.requested_at > finals[r.transaction_id].resolved_at
+    ]
     assert late == []
-    numbers = {tx: sorted(r.check_number for r in requests if r.transaction_id == tx)
-               for tx in checks}  # fmt: skip
+    numbers = {
+        tx: sorted(r.check_number for r in requests if r.transaction_id == tx) for tx in checks
+    }
     assert all(n == list(range(1, len(n) + 1)) for n in numbers.values()), numbers
     discarded = table(spark, config, "system/discarded").collect()
     assert sorted(r.transaction_id for r in discarded) == sorted(
@@ -149,7 +155,16 @@ def assert_a_restart_counts_the_tables(spark: SparkSession, config: Config, engi
 
 def totals(counts: Counts) -> tuple[Any, ...]:
     """Return the counts the tables imply (not the process's finish-latency histogram)."""
-    return (counts.halves, counts.ops, counts.quarantined, counts.committed,
-            counts.rolled_back, counts.discarded, counts.checks_sent, counts.first_checks,
-            counts.finals_after_check, dict(counts.halves_by_topic),
-            dict(counts.finals_by_topic))  # fmt: skip
+    return (
+        counts.halves,
+        counts.ops,
+        counts.quarantined,
+        counts.committed,
+        counts.rolled_back,
+        counts.discarded,
+        counts.checks_sent,
+        counts.first_checks,
+        counts.finals_after_check,
+        dict(counts.halves_by_topic),
+        dict(counts.finals_by_topic),
+    )

@@ -27,8 +27,9 @@ def deliver_row(tx: str, topic: str, queue: int, committed_ms: int) -> dict[str,
     }  # fmt: skip
 
 
-def deliver(spark: SparkSession, writer: CoordinatorBatchWriter, rows: list[dict[str, Any]],
-            batch_id: int) -> None:  # fmt: skip
+def deliver(
+    spark: SparkSession, writer: CoordinatorBatchWriter, rows: list[dict[str, Any]], batch_id: int
+) -> None:
     schema = arrow_schema(OUTPUT_SCHEMA)  # the stage's rows, as the writer collects them
     batch = pa.Table.from_pylist(
         [{f.name: row.get(f.name) for f in schema} for row in rows], schema
@@ -50,8 +51,10 @@ def test_two_topics_in_one_batch_are_numbered_per_queue_in_commit_order(
     deliver(spark, writer, first, 0)  # a replay of batch 0 writes nothing again
 
     def numbered(topic: str) -> list[tuple[int, int, str]]:
-        return sorted((r.queue_id, r.queue_offset, r.transaction_id)
-                      for r in table(spark, config, f"topics/{topic}").collect())  # fmt: skip
+        return sorted(
+            (r.queue_id, r.queue_offset, r.transaction_id)
+            for r in table(spark, config, f"topics/{topic}").collect()
+        )
 
     # Within a queue, in commit order (op store time), from 0 up without gaps; batch 1 goes on.
     assert numbered("Alpha") == [
@@ -59,8 +62,10 @@ def test_two_topics_in_one_batch_are_numbered_per_queue_in_commit_order(
         (1, 0, "a3"), (1, 1, "a1"), (1, 2, "a9"),
     ]  # fmt: skip
     assert numbered("Beta") == [(0, 0, "b0"), (0, 1, "b1"), (0, 2, "b2"), (0, 3, "b9")]
-    offsets = {(r.topic, r.queue_id, r.next_offset, r.batch_id)
-               for r in table(spark, config, "system/queue_offsets").collect()}  # fmt: skip
+    offsets = {
+        (r.topic, r.queue_id, r.next_offset, r.batch_id)
+        for r in table(spark, config, "system/queue_offsets").collect()
+    }
     assert offsets == {
         ("Alpha", 0, 3, 0), ("Alpha", 1, 2, 0), ("Beta", 0, 3, 0),
         ("Alpha", 1, 3, 1), ("Beta", 0, 4, 1),

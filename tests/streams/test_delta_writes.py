@@ -115,9 +115,13 @@ def test_a_table_written_with_delta_txn_options_only_is_still_checked(
     table = tmp_path / "t"
     for batch in range(2):
         (
-            rows(spark, batch).write.format("delta").mode("append")
-            .option("txnAppId", "app-a").option("txnVersion", batch).save(str(table))
-        )  # fmt: skip
+            rows(spark, batch)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", "app-a")
+            .option("txnVersion", batch)
+            .save(str(table))
+        )
     assert last_marked_batch(spark, str(table), "app-a") is None
     ledger = BatchLedger("app-a")
     assert not ledger.append(rows(spark, 1), str(table), 1)  # Delta itself skips the replay
@@ -194,12 +198,21 @@ def test_a_local_append_cleans_the_expired_log_up_once_in_cleanup_every(
     table = tmp_path / "t"
 
     def arrow_rows(batch_id: int) -> pa.Table:
-        return pa.table({"id": pa.array([0, 1, 2], pa.int64()),
-                         "batch_id": pa.array([batch_id] * 3, pa.int64())})  # fmt: skip
+        return pa.table(
+            {
+                "id": pa.array([0, 1, 2], pa.int64()),
+                "batch_id": pa.array([batch_id] * 3, pa.int64()),
+            }
+        )
 
-    write_deltalake(str(table), arrow_rows(-1), configuration={
-        "delta.checkpointInterval": "5", "delta.logRetentionDuration": "interval 1 seconds",
-    })  # fmt: skip
+    write_deltalake(
+        str(table),
+        arrow_rows(-1),
+        configuration={
+            "delta.checkpointInterval": "5",
+            "delta.logRetentionDuration": "interval 1 seconds",
+        },
+    )
     oldest = table / "_delta_log" / f"{0:020d}.json"
     ledger = BatchLedger("app-a")
     for batch in range(8):  # appends 1..8 (versions 1..8, a checkpoint at 5): one cleanup

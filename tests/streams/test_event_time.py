@@ -19,9 +19,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2)]
 def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigFactory) -> None:
     timeout, interval = 4, 6
     config = make_config(
-        transaction_timeout=f"{timeout}s", transaction_check_interval=f"{interval}s",
+        transaction_timeout=f"{timeout}s",
+        transaction_check_interval=f"{interval}s",
         transaction_check_max="3",
-    )  # fmt: skip
+    )
     engine = Engine(spark, config)
     try:
         warm(engine)
@@ -32,20 +33,25 @@ def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigF
         producer.half("hanging")  # and no other traffic at all, only the heartbeats
         producer.close()
         wait_for(engine.pace.busy, 30, "the half's batch to wake the ticker")
-        wait_for(lambda: table(spark, config, "system/discarded").count() == 1, 240,
-                 "the hanging transaction to be discarded")  # fmt: skip
+        wait_for(
+            lambda: table(spark, config, "system/discarded").count() == 1,
+            240,
+            "the hanging transaction to be discarded",
+        )
         # Each check's batch kept it ticking until the discard (the last timer).
         assert engine.pace.busy()
     finally:
         engine.stop()
 
-    requests = sorted(table(spark, config, "system/check_requests").collect(),
-                      key=lambda r: r.check_number)  # fmt: skip
+    requests = sorted(
+        table(spark, config, "system/check_requests").collect(), key=lambda r: r.check_number
+    )
     assert [r.check_number for r in requests] == [1, 2, 3]
     first = (requests[0].requested_at - requests[0].prepared_at).total_seconds()
     assert timeout <= first <= 2 * timeout + FEW_SECONDS, first
-    gaps = [(b.requested_at - a.requested_at).total_seconds()
-            for a, b in itertools.pairwise(requests)]  # fmt: skip
+    gaps = [
+        (b.requested_at - a.requested_at).total_seconds() for a, b in itertools.pairwise(requests)
+    ]
     # Check n+1 is due an interval after check n was sent (store time): never early, late
     # by the time the stream takes to see that far (its store-time lag).
     assert all(interval <= gap <= interval + timeout + FEW_SECONDS for gap in gaps), gaps
@@ -96,9 +102,14 @@ def test_a_long_stop_with_a_backlog_drops_nothing(
         producer.flush()
         before = engine.progress.batches[QUERY_NAME]
         engine.start_coordinator()
-        wait_for(lambda: table(spark, config, "system/transactions").count() >= 4 * rounds
-                 and table(spark, config, "system/check_requests").count() >= 3, 300,
-                 "the backlog to be decided")  # fmt: skip
+        wait_for(
+            lambda: (
+                table(spark, config, "system/transactions").count() >= 4 * rounds
+                and table(spark, config, "system/check_requests").count() >= 3
+            ),
+            300,
+            "the backlog to be decided",
+        )
         # A check wrongly sent for a missed interval or a decided half was due during the
         # stop: once the engine's event time is past now, every such check would show.
         wait_past(engine, time.time(), 240, "the end of the backlog")
@@ -107,12 +118,17 @@ def test_a_long_stop_with_a_backlog_drops_nothing(
         engine.stop()
 
     assert engine.progress.dropped_late(QUERY_NAME) == 0
-    catch_up = [line for line in list(engine.progress.recent)
-                if line["query"] == QUERY_NAME and line["rows"]]  # fmt: skip
+    catch_up = [
+        line
+        for line in list(engine.progress.recent)
+        if line["query"] == QUERY_NAME and line["rows"]
+    ]
     assert engine.progress.batches[QUERY_NAME] > before and len(catch_up) >= 3, catch_up
 
-    finals = {r.transaction_id: (r.state, r.reason)
-              for r in table(spark, config, "system/transactions").collect()}  # fmt: skip
+    finals = {
+        r.transaction_id: (r.state, r.reason)
+        for r in table(spark, config, "system/transactions").collect()
+    }
     expected: dict[str, tuple[str, str]] = {}
     for r in range(rounds):
         expected |= {f"{kind}-{r}": ("COMMITTED", "op") for kind in ("commit", "first", "slow")}
@@ -120,8 +136,9 @@ def test_a_long_stop_with_a_backlog_drops_nothing(
     assert finals == expected
     assert table(spark, config, "system/transactions").count() == len(expected)
     # RocketMQ: an old half with no op gets exactly one check (not one per missed interval).
-    checks = Counter(r.transaction_id for r in table(spark, config, "system/check_requests")
-                     .collect())  # fmt: skip
+    checks = Counter(
+        r.transaction_id for r in table(spark, config, "system/check_requests").collect()
+    )
     assert_backlog_checks(checks)
     verdicts = Counter(r.verdict for r in table(spark, config, "system/op_verdicts").collect())
     assert verdicts == {"APPLIED": 4 * rounds}, verdicts

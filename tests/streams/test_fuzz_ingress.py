@@ -36,18 +36,24 @@ COMMITS, ROLLBACKS, CHECKED = ["c0", "c1", "c2"], ["r0", "r1"], ["k0"]
 @pytest.fixture
 def config(make_config: ConfigFactory) -> Config:
     return make_config(
-        transaction_timeout="3s", transaction_check_interval="10s", transaction_check_max="4",
+        transaction_timeout="3s",
+        transaction_check_interval="10s",
+        transaction_check_max="4",
         max_message_size=str(MAX_MESSAGE),
         **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
-    )  # fmt: skip
+    )
 
 
 def positions(spark: SparkSession, config: Config) -> set[tuple[str, int, int]]:
     """Return the (topic, partition, offset) of every record in quarantine or a table."""
-    found = {(r.source_topic, r.source_partition, r.source_offset)
-             for r in table(spark, config, "system/quarantine").collect()}  # fmt: skip
-    for topic, name in ((config.kafka.half_topic, "system/half_messages"),
-                        (config.kafka.op_topic, "system/op_records")):  # fmt: skip
+    found = {
+        (r.source_topic, r.source_partition, r.source_offset)
+        for r in table(spark, config, "system/quarantine").collect()
+    }
+    for topic, name in (
+        (config.kafka.half_topic, "system/half_messages"),
+        (config.kafka.op_topic, "system/op_records"),
+    ):
         rows = table(spark, config, name).where("kind != 'TICK'").collect()
         found |= {(topic, r.ingress_partition, r.ingress_offset) for r in rows}
     return found
@@ -65,17 +71,21 @@ def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
             producer.flush()
 
     responder = Responder(config, answer, group=GROUP)
-    fuzzer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all",
-                           max_request_size=4 << 20)  # fmt: skip
+    fuzzer = KafkaProducer(
+        bootstrap_servers=config.kafka.bootstrap_servers, acks="all", max_request_size=4 << 20
+    )
     topics = {"half": config.kafka.half_topic, "op": config.kafka.op_topic}
     fuzzed: list[tuple[str, int, int]] = []
 
-    @settings(max_examples=25, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(records=st.lists(raw_record(), min_size=1, max_size=12))
     def flood(records: list[dict[str, Any]]) -> None:
-        futures = [fuzzer.send(topics[r["topic"]], key=r["key"], value=r["value"],
-                               headers=r["headers"]) for r in records]  # fmt: skip
+        futures = [
+            fuzzer.send(topics[r["topic"]], key=r["key"], value=r["value"], headers=r["headers"])
+            for r in records
+        ]
         for future in futures:
             stored = future.get(timeout=60)
             fuzzed.append((stored.topic, stored.partition, stored.offset))
@@ -118,7 +128,8 @@ def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
     assert sorted((r.transaction_id, bytes(r.body), r.keys) for r in delivered.collect()) == [
         (tx, f"body-{tx}".encode(), [tx]) for tx in sorted(COMMITS + CHECKED)
     ]
-    offsets = sorted((r.queue_id, r.queue_offset) for r in table(
-        spark, config, f"topics/{TOPIC}").collect())  # fmt: skip
+    offsets = sorted(
+        (r.queue_id, r.queue_offset) for r in table(spark, config, f"topics/{TOPIC}").collect()
+    )
     assert len(offsets) == len(set(offsets))  # dense queues stay unique under the flood
     assert json.dumps(fuzzed)

@@ -54,10 +54,14 @@ def test_two_groups_with_the_same_transaction_id_never_touch(
         seen: list[Any] = []
 
         def settled() -> bool:
-            finals = {(r.producer_group, r.transaction_id, r.state)
-                      for r in rows(spark, config, "system/transactions")}  # fmt: skip
-            verdicts = {(r.producer_group, r.transaction_id, r.op, r.verdict)
-                        for r in rows(spark, config, "system/op_verdicts")}  # fmt: skip
+            finals = {
+                (r.producer_group, r.transaction_id, r.state)
+                for r in rows(spark, config, "system/transactions")
+            }
+            verdicts = {
+                (r.producer_group, r.transaction_id, r.op, r.verdict)
+                for r in rows(spark, config, "system/op_verdicts")
+            }
             seen[:] = [finals, verdicts]
             orphans = [v for v in verdicts if v[3] == "ORPHAN"]
             return (
@@ -75,8 +79,10 @@ def test_two_groups_with_the_same_transaction_id_never_touch(
         payments.stop()
         orders.stop()
 
-    finals = sorted((r.producer_group, r.transaction_id, r.state, r.reason)
-                    for r in rows(spark, config, "system/transactions"))  # fmt: skip
+    finals = sorted(
+        (r.producer_group, r.transaction_id, r.state, r.reason)
+        for r in rows(spark, config, "system/transactions")
+    )
     assert finals == [
         ("orders", "lone", "ROLLED_BACK", "op"),
         ("orders", "shared", "COMMITTED", "op"),
@@ -93,8 +99,10 @@ def test_two_groups_with_the_same_transaction_id_never_touch(
     }
     assert orders.requests == []
     assert payments.requests and {r["transaction_id"] for r in payments.requests} == {"shared"}
-    verdicts = sorted((r.producer_group, r.transaction_id, r.op, r.verdict)
-                      for r in rows(spark, config, "system/op_verdicts"))  # fmt: skip
+    verdicts = sorted(
+        (r.producer_group, r.transaction_id, r.op, r.verdict)
+        for r in rows(spark, config, "system/op_verdicts")
+    )
     assert ("payments", "lone", "COMMIT", "ORPHAN") in verdicts
     # A second check answered before the first answer landed gives a duplicate, nothing else.
     others = {v for v in verdicts if v[3] != "APPLIED"}
@@ -123,7 +131,14 @@ def test_every_table_that_names_a_transaction_names_its_group() -> None:
         transactions,
     )
 
-    specs = [check_requests.TABLE, discarded.TABLE, half_messages.TABLE, op_records.TABLE,
-             op_verdicts.TABLE, transactions.TABLE, topics.table("OrderPaid")]  # fmt: skip
+    specs = [
+        check_requests.TABLE,
+        discarded.TABLE,
+        half_messages.TABLE,
+        op_records.TABLE,
+        op_verdicts.TABLE,
+        transactions.TABLE,
+        topics.table("OrderPaid"),
+    ]
     for spec in specs:
         assert {"producer_group", "transaction_id"} <= set(spec.schema.fieldNames()), spec.name

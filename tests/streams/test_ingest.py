@@ -27,9 +27,11 @@ from streams.ingest import (
 pytestmark = pytest.mark.spark
 
 RULES = IngestRules(
-    layout=TopicLayout(), max_message_size=64, default_queue_count=4,
+    layout=TopicLayout(),
+    max_message_size=64,
+    default_queue_count=4,
     max_check_immunity_seconds=3600,
-)  # fmt: skip
+)
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
@@ -82,16 +84,23 @@ def reasons(classified: DataFrame) -> list[str | None]:
 def test_a_valid_half_is_parsed_with_every_field(spark: SparkSession) -> None:
     headers = half_headers(
         **{
-            fmt.QUEUE_ID: b"2", fmt.KEYS: json.dumps(["o-1", "o-2"]).encode(),
-            fmt.TAGS: b"paid", fmt.CHECK_IMMUNITY_SECONDS: b"60", fmt.BORN_AT: b"1795000000000",
-            "prop.region": b"eu", "prop.tier": "gold\u00e9".encode(),
+            fmt.QUEUE_ID: b"2",
+            fmt.KEYS: json.dumps(["o-1", "o-2"]).encode(),
+            fmt.TAGS: b"paid",
+            fmt.CHECK_IMMUNITY_SECONDS: b"60",
+            fmt.BORN_AT: b"1795000000000",
+            "prop.region": b"eu",
+            "prop.tier": "gold\u00e9".encode(),
         }
-    )  # fmt: skip
+    )
     classified = Records(spark).add("txcoord.half", b"tx-1", headers).classify()
     (row,) = halves(classified, RULES).collect()
     assert row.kind == "HALF"
-    assert (row.transaction_id, row.msg_id, row.producer_group) == ("tx-1", fmt.msg_id_of(0, 0),
-                                                                    "orders")  # fmt: skip
+    assert (row.transaction_id, row.msg_id, row.producer_group) == (
+        "tx-1",
+        fmt.msg_id_of(0, 0),
+        "orders",
+    )
     assert (row.topic, row.queue_id, row.body) == ("OrderPaid", 2, bytearray(b"body"))
     assert row.keys == ["o-1", "o-2"]
     assert row.tags == "paid"

@@ -88,14 +88,19 @@ def send_all(
     config: Config, records: list[tuple[str, bytes, Headers]]
 ) -> list[tuple[str, int, int]]:
     """Send the records one by one; return each one's (source topic, metadata)."""
-    producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all",
-                             max_request_size=4 << 20)  # fmt: skip
+    producer = KafkaProducer(
+        bootstrap_servers=config.kafka.bootstrap_servers, acks="all", max_request_size=4 << 20
+    )
     topics = {"half": config.kafka.half_topic, "op": config.kafka.op_topic}
     sent = []
     try:
         for which, key, headers in records:
-            future = producer.send(topics[which], key=key, value=b"body" if which == "half"
-                                   else b"", headers=list(headers.items()))  # fmt: skip
+            future = producer.send(
+                topics[which],
+                key=key,
+                value=b"body" if which == "half" else b"",
+                headers=list(headers.items()),
+            )
             sent.append(future.get(timeout=60))
     finally:
         producer.close()
@@ -118,19 +123,24 @@ def test_extreme_records_are_quarantined_and_the_stream_keeps_running(
             query.stop()
         assert query.exception() is None, query.exception()
 
-    found = {(r.source_topic, r.source_partition, r.source_offset): r.reason
-             for r in spark.read.format("delta").load(
-                 quarantine.TABLE.path(config.warehouse)).collect()}  # fmt: skip
+    found = {
+        (r.source_topic, r.source_partition, r.source_offset): r.reason
+        for r in spark.read.format("delta").load(quarantine.TABLE.path(config.warehouse)).collect()
+    }
     for position, (_, key, _, reason) in zip(bad, BAD, strict=True):
         assert reason in (found.get(position) or ""), (key, found.get(position))
     assert len(found) == len(BAD), found
 
     # Every table reads back without a JVM: no timestamp beyond what Python can hold.
-    landed = {(topic, r["ingress_partition"], r["ingress_offset"])
-              for topic, name in ((config.kafka.half_topic, half_messages.TABLE.name),
-                                  (config.kafka.op_topic, op_records.TABLE.name))
-              for r in DeltaTable(f"{config.warehouse}/{name}").to_pyarrow_table().to_pylist()
-              if r["transaction_id"] != half_messages.HEARTBEAT_ID}  # fmt: skip
+    landed = {
+        (topic, r["ingress_partition"], r["ingress_offset"])
+        for topic, name in (
+            (config.kafka.half_topic, half_messages.TABLE.name),
+            (config.kafka.op_topic, op_records.TABLE.name),
+        )
+        for r in DeltaTable(f"{config.warehouse}/{name}").to_pyarrow_table().to_pylist()
+        if r["transaction_id"] != half_messages.HEARTBEAT_ID
+    }
     assert landed == set(good)
     described = inventory.describe(config.warehouse, "tx-g1")
     assert described is not None and described.state.msg_id is not None
@@ -144,8 +154,24 @@ def test_describe_reads_a_half_whose_born_at_no_reader_can_hold(
     warehouse = str(tmp_path / "warehouse")
     create_system_tables(spark, warehouse)
     stored = datetime(2026, 1, 1, 12, 0, 0)
-    row = ("HALF", "tx-1", "MSG-1", "orders", "OrderPaid", 2, b"b", ["k"], "t", {"p": "v"},
-           None, datetime(9999, 12, 31, 23, 59, 59), stored, 0, 5, stored)  # fmt: skip
+    row = (
+        "HALF",
+        "tx-1",
+        "MSG-1",
+        "orders",
+        "OrderPaid",
+        2,
+        b"b",
+        ["k"],
+        "t",
+        {"p": "v"},
+        None,
+        datetime(9999, 12, 31, 23, 59, 59),
+        stored,
+        0,
+        5,
+        stored,
+    )
     spark.createDataFrame([row], half_messages.SCHEMA).write.format("delta").mode("append").save(
         half_messages.TABLE.path(warehouse)
     )

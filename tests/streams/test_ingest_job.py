@@ -35,13 +35,21 @@ def config(make_config: ConfigFactory) -> Config:
 def send_half(producer: KafkaProducer, config: Config, tx: str, **headers: bytes) -> None:
     base = {fmt.PRODUCER_GROUP: b"orders", fmt.TOPIC: b"OrderPaid", **headers}
     # A producer clock 20 years behind must not become the store time.
-    producer.send(config.kafka.half_topic, key=tx.encode(), value=f"body-{tx}".encode(),
-                  headers=list(base.items()), timestamp_ms=946_684_800_000)  # fmt: skip
+    producer.send(
+        config.kafka.half_topic,
+        key=tx.encode(),
+        value=f"body-{tx}".encode(),
+        headers=list(base.items()),
+        timestamp_ms=946_684_800_000,
+    )
 
 
 def send_op(producer: KafkaProducer, config: Config, tx: str, op: bytes) -> None:
-    producer.send(config.kafka.op_topic, key=tx.encode(),
-                  headers=[(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, op)])  # fmt: skip
+    producer.send(
+        config.kafka.op_topic,
+        key=tx.encode(),
+        headers=[(fmt.PRODUCER_GROUP, b"orders"), (fmt.OP, op)],
+    )
 
 
 def drain(spark: SparkSession, config: Config) -> None:
@@ -78,8 +86,11 @@ def test_ingest_lands_each_record_once_in_its_table(spark: SparkSession, config:
     send_half(producer, config, "tx-bad", **{fmt.TOPIC: b"../escape"})
     send_op(producer, config, "tx-0", b"MAYBE")
     producer.flush()
-    Ticker(config.kafka.bootstrap_servers, [config.kafka.half_topic, config.kafka.op_topic],
-           timedelta(seconds=1)).tick_once(producer)  # fmt: skip
+    Ticker(
+        config.kafka.bootstrap_servers,
+        [config.kafka.half_topic, config.kafka.op_topic],
+        timedelta(seconds=1),
+    ).tick_once(producer)
 
     drain(spark, config)
     assert counts(spark, config) == {
@@ -89,8 +100,10 @@ def test_ingest_lands_each_record_once_in_its_table(spark: SparkSession, config:
     stored = halves.agg(F.min("stored_at").alias("lo"), F.max("stored_at").alias("hi")).first()
     assert stored is not None
     assert before <= stored.lo <= stored.hi <= datetime.utcnow() + timedelta(seconds=5)
-    reasons = {r.reason for r in spark.read.format("delta")
-               .load(quarantine.TABLE.path(config.warehouse)).collect()}  # fmt: skip
+    reasons = {
+        r.reason
+        for r in spark.read.format("delta").load(quarantine.TABLE.path(config.warehouse)).collect()
+    }
     assert any("real topic must be" in r for r in reasons), reasons
     assert any("COMMIT, ROLLBACK, UNKNOWN or RESUME" in r for r in reasons), reasons
 
@@ -142,8 +155,9 @@ def test_an_ingress_topic_with_producer_time_is_refused(config: Config) -> None:
 
 def test_the_ticker_reaches_every_partition(config: Config) -> None:
     ensure_ingress_topics(config)
-    ticker = Ticker(config.kafka.bootstrap_servers, [config.kafka.half_topic],
-                    timedelta(milliseconds=200)).start()  # fmt: skip
+    ticker = Ticker(
+        config.kafka.bootstrap_servers, [config.kafka.half_topic], timedelta(milliseconds=200)
+    ).start()
     deadline = time.monotonic() + 30
     while ticker.sent < 4 and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -27,8 +27,12 @@ from streams.ingest import IngestRules, classify
 
 pytestmark = pytest.mark.spark
 
-RULES = IngestRules(layout=TopicLayout(half="h", op="o"), max_message_size=1024,
-                    default_queue_count=4, max_check_immunity_seconds=3600)  # fmt: skip
+RULES = IngestRules(
+    layout=TopicLayout(half="h", op="o"),
+    max_message_size=1024,
+    default_queue_count=4,
+    max_check_immunity_seconds=3600,
+)
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
@@ -72,8 +76,14 @@ def test_spark_and_protocol_agree_on_names(spark: SparkSession, generated: list[
     spark_ok = [r.reason is None for r in found]
     python_ok = []
     for tx, group, topic in cases:
-        python_ok += [transaction_id_problem(tx) is None, group_problem(group) is None,
-                      topic_name_problem(topic) is None]  # fmt: skip
-    disagree = [(rows[i][0], rows[i][7], found[i].reason)
-                for i in range(len(rows)) if spark_ok[i] != python_ok[i]]  # fmt: skip
+        python_ok += [
+            transaction_id_problem(tx) is None,
+            group_problem(group) is None,
+            topic_name_problem(topic) is None,
+        ]
+    disagree = [
+        (rows[i][0], rows[i][7], found[i].reason)
+        for i in range(len(rows))
+        if spark_ok[i] != python_ok[i]
+    ]
     assert disagree == []

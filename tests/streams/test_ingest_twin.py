@@ -30,10 +30,18 @@ KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
 )
-SHARED = IngestRules(layout=TopicLayout(half="h", op="o"), max_message_size=MAX_MESSAGE,
-                     default_queue_count=4, max_check_immunity_seconds=3600)  # fmt: skip
-PER_GROUP = IngestRules(layout=TopicLayout(per_group=True), max_message_size=MAX_MESSAGE,
-                        default_queue_count=7, max_check_immunity_seconds=2**40)  # fmt: skip
+SHARED = IngestRules(
+    layout=TopicLayout(half="h", op="o"),
+    max_message_size=MAX_MESSAGE,
+    default_queue_count=4,
+    max_check_immunity_seconds=3600,
+)
+PER_GROUP = IngestRules(
+    layout=TopicLayout(per_group=True),
+    max_message_size=MAX_MESSAGE,
+    default_queue_count=7,
+    max_check_immunity_seconds=2**40,
+)
 #: Source topics per layout and kind of record; the last of each is read by neither kind.
 SOURCES = {
     SHARED: {"half": ["h"], "op": ["o"], "other": ["x"]},
@@ -119,8 +127,16 @@ def record(draw: st.DrawFn, rules: IngestRules) -> tuple[Any, ...]:
     partition = draw(st.sampled_from([0, 3, 0xFFFF, 0x12345]))
     offset = draw(st.sampled_from([0, 17, 2**40, 2**63 - 1]))
     timestamp_type = draw(st.sampled_from([1] * 8 + [0, None]))
-    return (raw["key"], raw["value"], source, partition, offset, datetime(2026, 1, 1),
-            timestamp_type, headers)  # fmt: skip
+    return (
+        raw["key"],
+        raw["value"],
+        source,
+        partition,
+        offset,
+        datetime(2026, 1, 1),
+        timestamp_type,
+        headers,
+    )
 
 
 VALID = {
@@ -159,8 +175,13 @@ def generated(rules: IngestRules, count: int) -> list[tuple[Any, ...]]:
     """
     found: list[tuple[Any, ...]] = []
 
-    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(one=record(rules))
     def draw(one: tuple[Any, ...]) -> None:
         found.append(one)
@@ -177,8 +198,11 @@ def test_the_twin_agrees_with_the_rules(spark: SparkSession, rules: IngestRules)
     assert ours.schema.simpleString() == reference.schema.simpleString()
     assert ours.columns == list(PARSED_COLUMNS)
     theirs = rows(reference)
-    disagree = [(records[i], got, want) for i, (got, want)
-                in enumerate(zip(rows(ours), theirs, strict=True)) if got != want]  # fmt: skip
+    disagree = [
+        (records[i], got, want)
+        for i, (got, want) in enumerate(zip(rows(ours), theirs, strict=True))
+        if got != want
+    ]
     assert disagree == []
     # The valid path was taken: the known records' verdicts are as written.
     assert [row["reason"] for row in theirs[-len(KNOWN) :]] == [None] * (len(KNOWN) - 1) + [

@@ -24,9 +24,14 @@ from streams.lifecycle import (
 
 S = 1000
 RULES = Rules(
-    timeout_ms=6 * S, check_interval_ms=30 * S, check_max=15, file_reserved_ms=72 * 3600 * S,
-    resolved_retention_ms=1800 * S, orphan_wait_ms=22 * S, max_check_immunity_ms=3600 * S,
-)  # fmt: skip
+    timeout_ms=6 * S,
+    check_interval_ms=30 * S,
+    check_max=15,
+    file_reserved_ms=72 * 3600 * S,
+    resolved_retention_ms=1800 * S,
+    orphan_wait_ms=22 * S,
+    max_check_immunity_ms=3600 * S,
+)
 T0 = 1_800_000_000_000
 
 

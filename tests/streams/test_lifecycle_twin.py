@@ -26,9 +26,14 @@ from streams.lifecycle import Emit, Half, Op, Rules, Step, TxState, on_input, on
 S = 1000
 T0 = 1_800_000_000_000
 RULES = Rules(
-    timeout_ms=6 * S, check_interval_ms=10 * S, check_max=3, file_reserved_ms=120 * S,
-    resolved_retention_ms=30 * S, orphan_wait_ms=20 * S, max_check_immunity_ms=50 * S,
-)  # fmt: skip
+    timeout_ms=6 * S,
+    check_interval_ms=10 * S,
+    check_max=3,
+    file_reserved_ms=120 * S,
+    resolved_retention_ms=30 * S,
+    orphan_wait_ms=20 * S,
+    max_check_immunity_ms=50 * S,
+)
 TX, GROUP = "tx-1", "orders"
 
 
@@ -149,8 +154,9 @@ def run_model(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for step in steps:
         result = Step(state)
         if step["kind"] == "input":
-            result = on_input(state, step["halves"], step["ops"], step["now"], RULES,
-                              wall_ms=step["wall"])  # fmt: skip
+            result = on_input(
+                state, step["halves"], step["ops"], step["now"], RULES, wall_ms=step["wall"]
+            )
         elif step["kind"] == "timer" and state is not None and due(state, step["now"]):
             result = on_timer(state, step["now"], RULES, wall_ms=step["wall"])
         state = result.state
@@ -180,8 +186,11 @@ def jvm(spark: SparkSession) -> SparkSession:
     return spark
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-          HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(steps=histories())
 def test_the_jvm_twin_agrees_with_the_model(jvm: SparkSession, steps: list[dict[str, Any]]) -> None:
     model = run_model(steps)

@@ -54,10 +54,13 @@ def test_each_batch_arrives_as_its_json_and_a_failing_listener_harms_nothing(
         .count()
     )
     query = (
-        counts.writeStream.queryName(name).format("noop").outputMode("append")
+        counts.writeStream.queryName(name)
+        .format("noop")
+        .outputMode("append")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="200 milliseconds").start()
-    )  # fmt: skip
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
         wait_for(lambda: len(kept.of(name)) >= 4, 120, "four batches' progress")
         assert query.isActive and query.exception() is None
@@ -67,8 +70,11 @@ def test_each_batch_arrives_as_its_json_and_a_failing_listener_harms_nothing(
         progress = query.lastProgress
         assert progress is not None
         last = progress.batchId
-        wait_for(lambda: kept.of(name)[-1]["batchId"] == last == log.last[name]["batch"], 60,
-                 "the last batch's progress to reach every listener")  # fmt: skip
+        wait_for(
+            lambda: kept.of(name)[-1]["batchId"] == last == log.last[name]["batch"],
+            60,
+            "the last batch's progress to reach every listener",
+        )
     finally:
         query.stop()
         for remove in removers:
@@ -90,13 +96,18 @@ def test_each_batch_arrives_as_its_json_and_a_failing_listener_harms_nothing(
     marker = Kept()
     unlisten = listen(spark, marker)
     again = (
-        rows.writeStream.queryName(after).format("noop")
+        rows.writeStream.queryName(after)
+        .format("noop")
         .option("checkpointLocation", str(tmp_path / "checkpoint-after"))
-        .trigger(processingTime="200 milliseconds").start()
-    )  # fmt: skip
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
     try:
-        wait_for(lambda: any(p["batchId"] >= 2 for p in marker.of(after)), 120,
-                 "the second query's batches to reach a listener")  # fmt: skip
+        wait_for(
+            lambda: any(p["batchId"] >= 2 for p in marker.of(after)),
+            120,
+            "the second query's batches to reach a listener",
+        )
     finally:
         again.stop()
         unlisten()

@@ -78,8 +78,11 @@ def produce_every_case(spark: SparkSession, config: Config, engine: Engine) -> N
         # once the op has landed, i.e. once the batch that read the op is done.
         producer.op("op-first", "COMMIT")
         producer.flush()
-        wait_for(lambda: bool(landed(spark, config, "system/op_records", "op-first")), 240,
-                 "the op of 'op-first' to land before its half")  # fmt: skip
+        wait_for(
+            lambda: bool(landed(spark, config, "system/op_records", "op-first")),
+            240,
+            "the op of 'op-first' to land before its half",
+        )
         producer.half("op-first")
         # An op whose half never comes: an orphan, deciding nothing.
         producer.op("orphan", "COMMIT")
@@ -100,11 +103,16 @@ def produce_every_case(spark: SparkSession, config: Config, engine: Engine) -> N
         producer.flush()
 
         def settled() -> bool:
-            verdicts = {(r.transaction_id, r.op, r.verdict)
-                        for r in rows(spark, config, "system/op_verdicts")}  # fmt: skip
+            verdicts = {
+                (r.transaction_id, r.op, r.verdict)
+                for r in rows(spark, config, "system/op_verdicts")
+            }
             finals = {r.transaction_id for r in rows(spark, config, "system/transactions")}
-            wanted = {("late", "COMMIT", "LATE"), ("orphan", "COMMIT", "ORPHAN"),
-                      ("wrong-group", "COMMIT", "ORPHAN")}  # fmt: skip
+            wanted = {
+                ("late", "COMMIT", "LATE"),
+                ("orphan", "COMMIT", "ORPHAN"),
+                ("wrong-group", "COMMIT", "ORPHAN"),
+            }
             return wanted <= verdicts and len(finals) >= 8
 
         wait_for(settled, 240, "every transaction to settle")
@@ -124,10 +132,13 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
     (half,) = landed(spark, config, "system/half_messages", "op-first")
     assert half.stored_at > op.ingested_at, (op, half)
 
-    finals = [(r.transaction_id, r.state, r.reason)
-              for r in rows(spark, config, "system/transactions")]  # fmt: skip
-    timeline = sorted((r.transaction_id, r.check_number, str(r.prepared_at), str(r.requested_at))
-                      for r in rows(spark, config, "system/check_requests"))  # fmt: skip
+    finals = [
+        (r.transaction_id, r.state, r.reason) for r in rows(spark, config, "system/transactions")
+    ]
+    timeline = sorted(
+        (r.transaction_id, r.check_number, str(r.prepared_at), str(r.requested_at))
+        for r in rows(spark, config, "system/check_requests")
+    )
     assert sorted(finals) == [  # one final state each (contract 7.3)
         ("dup-conflict", "COMMITTED", "op"),
         ("immune", "COMMITTED", "check"),
@@ -147,8 +158,11 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
         and (r.transaction_id, r.op) != ("late", "UNKNOWN")
     )
     # The UNKNOWN answers to the three checks: no effect, or late if the discard came first.
-    unknowns = [r.verdict for r in rows(spark, config, "system/op_verdicts")
-                if (r.transaction_id, r.op) == ("late", "UNKNOWN")]  # fmt: skip
+    unknowns = [
+        r.verdict
+        for r in rows(spark, config, "system/op_verdicts")
+        if (r.transaction_id, r.op) == ("late", "UNKNOWN")
+    ]
     assert len(unknowns) == 3 and set(unknowns) <= {"NO_EFFECT", "LATE"}, unknowns
     assert verdicts == [
         ("dup-conflict", "COMMIT", "orders", "APPLIED"),
@@ -178,8 +192,11 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
     assert sorted(reader.column("transaction_id").to_pylist()) == visible
 
     # Checks: only for the transactions nobody decided; immunity honoured, never below T.
-    assert all((r.properties, r.tags) == (PROPERTIES, TAGS)
-               for r in requests if r.transaction_id == "immune")  # fmt: skip
+    assert all(
+        (r.properties, r.tags) == (PROPERTIES, TAGS)
+        for r in requests
+        if r.transaction_id == "immune"
+    )
     checks = Counter(r.transaction_id for r in requests)
     assert checks.pop("late") == 3, checks
     # How many an answered one gets depends on the answer's round trip (machine speed); none
@@ -187,8 +204,11 @@ def test_lifecycle_rules_end_to_end(spark: SparkSession, config: Config, engine:
     assert set(checks) == {"immune", "immune-low", "immune-bad"}, checks
     resolved = {r.transaction_id: r.resolved_at for r in rows(spark, config, "system/transactions")}
     assert [r for r in requests if r.requested_at > resolved[r.transaction_id]] == []
-    waited = {r.transaction_id: (r.requested_at - r.prepared_at).total_seconds()
-              for r in requests if r.check_number == 1}  # fmt: skip
+    waited = {
+        r.transaction_id: (r.requested_at - r.prepared_at).total_seconds()
+        for r in requests
+        if r.check_number == 1
+    }
     assert waited["immune"] >= IMMUNITY_S, waited
     assert min(waited.values()) >= TIMEOUT_S, waited
     assert waited["immune-low"] < IMMUNITY_S and waited["immune-bad"] < IMMUNITY_S, waited

@@ -30,20 +30,16 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from core.config import Config
 from streams.coordinator_job import QUERY_NAME
 from tests.conftest import config_under
 from tests.harness import (
     FEW_SECONDS,
-    TOPIC,
     Engine,
     Producer,
     Reply,
@@ -53,10 +49,18 @@ from tests.harness import (
     warm,
 )
 from tests.streams.conftest import ConfigFactory
+from tests.streams.store_time_story import (
+    CHECK_MAX,
+    INTERVAL,
+    TIMEOUT,
+    Story,
+    read_stories,
+    seconds,
+    warm_up_cycle,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2.2)]
 
-TIMEOUT, INTERVAL, CHECK_MAX = 3, 4, 3
 #: Store time and `requested_at` are clocks of one host, read to the millisecond.
 CLOCK = 0.5
 #: The contract's bound on how late after its due time a check may be sent, and reach the
@@ -100,128 +104,25 @@ def answer(request: dict[str, Any]) -> str | Reply | None:
     return "UNKNOWN"
 
 
-@dataclass
-class Story:
-    """What the tables say about one transaction."""
-
-    stored_at: datetime | None = None  # the half's
-    checks: dict[int, datetime] = field(default_factory=dict)  # check number -> requested_at
-    published: dict[int, datetime] = field(default_factory=dict)  # -> on the check topic at
-    answers: list[tuple[datetime, str]] = field(default_factory=list)  # decisive ops, stored
-    finals: list[Any] = field(default_factory=list)  # rows of system/transactions
-    discarded_at: datetime | None = None
-    delivered: int = 0
-    verdicts: list[tuple[str, str]] = field(default_factory=list)  # (op, verdict)
-
-    @property
-    def requested(self) -> list[datetime]:
-        """Return requested_at of checks 1, 2, ..., in check order."""
-        return [self.checks[n] for n in sorted(self.checks)]
-
-    @property
-    def answered_at(self) -> datetime | None:
-        """Return when the first decisive op was stored (the one that must win)."""
-        return min(self.answers)[0] if self.answers else None
-
-    def due(self, number: int) -> datetime:
-        """Return when check `number` (CHECK_MAX + 1: the discard) is due, by the rules."""
-        assert self.stored_at is not None
-        if number == 1:
-            return self.stored_at + timedelta(seconds=TIMEOUT)
-        return self.checks[number - 1] + timedelta(seconds=INTERVAL)
-
-    def sent_after_answer(self) -> list[int]:
-        """Return the checks sent although an answer was stored before they were due."""
-        answered = self.answered_at
-        return [n for n in sorted(self.checks) if answered is not None and answered < self.due(n)]
-
-    def state(self) -> str | None:
-        return self.finals[-1].state if self.finals else None
-
-
-def read_stories(
-    spark: SparkSession, config: Config, published_ms: dict[tuple[str, int], int] | None = None
-) -> dict[str, Story]:
-    """Return what every table says, by transaction id, and when each check was published.
-
-    `published_ms` is the responder's: the check records' own timestamps. Spark hands
-    timestamps to Python as naive local times, so those are made naive local times too.
-    """
-    stories: dict[str, Story] = {}
-
-    def story(tx: str) -> Story:
-        return stories.setdefault(tx, Story())
-
-    for r in table(spark, config, "system/half_messages").where("kind = 'HALF'").collect():
-        story(r.transaction_id).stored_at = r.stored_at
-    for r in table(spark, config, "system/op_records").where("kind = 'OP'").collect():
-        if r.op in ("COMMIT", "ROLLBACK"):
-            story(r.transaction_id).answers.append((r.stored_at, r.op))
-    for r in table(spark, config, "system/check_requests").collect():
-        checks = story(r.transaction_id).checks
-        assert r.check_number not in checks, f"check {r.check_number} of {r.transaction_id} twice"
-        checks[r.check_number] = r.requested_at
-    for r in table(spark, config, "system/transactions").orderBy("resolved_at").collect():
-        story(r.transaction_id).finals.append(r)
-    for r in table(spark, config, "system/discarded").collect():
-        story(r.transaction_id).discarded_at = r.discarded_at
-    # The topic table is created by its first delivery: none yet, nothing delivered.
-    if Path(config.warehouse, "topics", TOPIC, "_delta_log").is_dir():
-        for r in table(spark, config, f"topics/{TOPIC}").collect():
-            story(r.transaction_id).delivered += 1
-    for r in table(spark, config, "system/op_verdicts").collect():
-        story(r.transaction_id).verdicts.append((r.op, r.verdict))
-    for (tx, number), ms in (published_ms or {}).items():
-        story(tx).published[number] = datetime.fromtimestamp(ms / 1000)
-    return {tx: s for tx, s in stories.items() if not tx.startswith(WARM_UP)}
-
-
-#: The transactions of `warm_up_cycle` (their own producer group), left out of every story.
-WARM_UP = "warm-up-"
-
-
-def warm_up_cycle(spark: SparkSession, config: Config) -> None:
-    """Run one committed and one checked transaction through the engine, and wait for both.
-
-    A warm stack has done each kind of work once: the first delivery to a topic creates its
-    table, and the first write of a fresh warehouse's table goes through Delta's own
-    idempotence check (streams/delta_writes.py). Those one-time costs (seconds) delayed
-    every check due during them; a freshly started stack is measured by its own test above.
-    """
-    group = "warm-up"
-    listener = Responder(config, lambda request: "COMMIT", group=group)
-    producer = Producer(config)
-    try:
-        producer.half(f"{WARM_UP}commit", group=group)
-        producer.op(f"{WARM_UP}commit", "COMMIT", group=group)
-        producer.half(f"{WARM_UP}checked", group=group)
-        producer.flush()
-        wait_for(lambda: table(spark, config, "system/transactions").count() >= 2, 240,
-                 "the warm-up transactions to end")  # fmt: skip
-    finally:
-        producer.close()
-        listener.stop()
-
-
-def seconds(later: datetime, earlier: datetime) -> float:
-    return round((later - earlier).total_seconds(), 3)
-
-
 # -- a freshly started stack (runs first: nothing else has warmed Spark yet) ----------------
 def test_a_freshly_started_stack_sends_the_first_check_on_time(
     spark: SparkSession, make_config: ConfigFactory
 ) -> None:
     config = make_config(
-        transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{INTERVAL}s",
+        transaction_timeout=f"{TIMEOUT}s",
+        transaction_check_interval=f"{INTERVAL}s",
         transaction_check_max="1",
-    )  # fmt: skip
+    )
     engine = Engine(spark, config)
     try:
         producer = Producer(config)
         producer.half("cold")  # right after the start, and no other traffic at all
         producer.close()
-        wait_for(lambda: table(spark, config, "system/check_requests").count() >= 1, 300,
-                 "the first check")  # fmt: skip
+        wait_for(
+            lambda: table(spark, config, "system/check_requests").count() >= 1,
+            300,
+            "the first check",
+        )
     finally:
         engine.stop()
     story = read_stories(spark, config)["cold"]
@@ -240,16 +141,16 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
     # (seconds each on a loaded machine: the interval leaves room for both).
     interval = 30
     config = make_config(
-        transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{interval}s",
+        transaction_timeout=f"{TIMEOUT}s",
+        transaction_check_interval=f"{interval}s",
         transaction_check_max="1",
-    )  # fmt: skip
+    )
     engine = Engine(spark, config)
     producer = Producer(config)
     try:
         warm(engine)
         producer.half("lagging").get(timeout=60)
-        wait_for(lambda: table(spark, config, "system/check_requests").count() >= 1, 240,
-                 "check 1")  # fmt: skip
+        wait_for(lambda: table(spark, config, "system/check_requests").count() >= 1, 240, "check 1")
         engine.stop_coordinator()
         producer.op("lagging", "COMMIT", from_check=True).get(timeout=60)
         # The scenario, not a synchronisation: the query stays down past the moment a
@@ -259,9 +160,14 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
         time.sleep(max(0.0, discard_due + 5 - time.time()))
         engine.start_coordinator()
         # Ended, and the answer landed and judged (APPLIED, or LATE after a discard).
-        wait_for(lambda: table(spark, config, "system/transactions").count() >= 1
-                 and table(spark, config, "system/op_verdicts").count() >= 1, 240,
-                 "the transaction to end and its answer to be judged")  # fmt: skip
+        wait_for(
+            lambda: (
+                table(spark, config, "system/transactions").count() >= 1
+                and table(spark, config, "system/op_verdicts").count() >= 1
+            ),
+            240,
+            "the transaction to end and its answer to be judged",
+        )
     finally:
         producer.close()
         engine.stop()
@@ -282,10 +188,12 @@ def stories(
 ) -> Iterator[dict[str, Story]]:
     """Run every plan on one warm engine; return the tables' story of each transaction."""
     config = config_under(
-        tmp_path_factory.mktemp("store-time"), bootstrap_servers,
-        transaction_timeout=f"{TIMEOUT}s", transaction_check_interval=f"{INTERVAL}s",
+        tmp_path_factory.mktemp("store-time"),
+        bootstrap_servers,
+        transaction_timeout=f"{TIMEOUT}s",
+        transaction_check_interval=f"{INTERVAL}s",
         transaction_check_max=str(CHECK_MAX),
-    )  # fmt: skip
+    )
     txs = [f"{plan}-{i}" for plan, count in PLANS.items() for i in range(count)]
     engine = Engine(spark, config)
     responder = Responder(config, answer)
@@ -296,8 +204,11 @@ def stories(
         sends = {tx: producer.half(tx) for tx in txs}
         # The "meanwhile" producers commit on their own, MEANWHILE_AFTER past their half's
         # store time (the send's LogAppendTime): a producer's timing, not a synchronisation.
-        stored = sorted((sends[tx].get(timeout=60).timestamp / 1000, tx) for tx in txs
-                        if plan_of(tx) == "meanwhile")  # fmt: skip
+        stored = sorted(
+            (sends[tx].get(timeout=60).timestamp / 1000, tx)
+            for tx in txs
+            if plan_of(tx) == "meanwhile"
+        )
         for at, tx in stored:
             time.sleep(max(0.0, at + MEANWHILE_AFTER - time.time()))
             producer.op(tx, "COMMIT").get(timeout=60)
@@ -309,12 +220,18 @@ def stories(
         wait_for(lambda: finals() >= len(txs), 300, "every transaction to end")
         # Every answer sent is judged (a late one too): nothing of the run is still on its way.
         sent = len(responder.sent)
-        wait_for(lambda: table(spark, config, "system/op_verdicts").count() >= sent, 120,
-                 f"verdicts on the {sent} answers")  # fmt: skip
+        wait_for(
+            lambda: table(spark, config, "system/op_verdicts").count() >= sent,
+            120,
+            f"verdicts on the {sent} answers",
+        )
         # And the coordinator has moved on by two batches: a stray check would show by now.
         written = max(r.batch_id for r in table(spark, config, "system/op_verdicts").collect())
-        wait_for(lambda: engine.progress.last[QUERY_NAME]["batch"] >= written + 2, 60,
-                 "two more coordinator batches")  # fmt: skip
+        wait_for(
+            lambda: engine.progress.last[QUERY_NAME]["batch"] >= written + 2,
+            60,
+            "two more coordinator batches",
+        )
         told = read_stories(spark, config, dict(responder.published_ms))
         print(figures(told))  # shown with -rP: what the bounds below are judged on
         yield told
@@ -333,16 +250,19 @@ def figures(stories: dict[str, Story]) -> str:
     """Return the run's timings in one line: first checks, spacing, lateness after due."""
     firsts = first_check_delays(stories)
     gaps = sorted(g for each in later_checks(stories).values() for g in each)
-    late = sorted(max(after_due(s, n)) for s in stories.values() for n in s.checks
-                  if n in s.published)  # fmt: skip
+    late = sorted(
+        max(after_due(s, n)) for s in stories.values() for n in s.checks if n in s.published
+    )
     extra = sum(len(s.sent_after_answer()) for s in stories.values())
 
     def spread(values: list[float]) -> str:
         return f"{values[0]}/{values[len(values) // 2]}/{values[-1]}" if values else "-"
 
-    return (f"store-time figures (min/p50/max s): first check after the half {spread(firsts)}; "
-            f"later checks apart {spread(gaps)}; sent or published after due {spread(late)}; "
-            f"checks sent after a stored answer {extra}")  # fmt: skip
+    return (
+        f"store-time figures (min/p50/max s): first check after the half {spread(firsts)}; "
+        f"later checks apart {spread(gaps)}; sent or published after due {spread(late)}; "
+        f"checks sent after a stored answer {extra}"
+    )
 
 
 def of_plan(stories: dict[str, Story], plan: str) -> dict[str, Story]:
@@ -413,9 +333,15 @@ def test_no_check_is_sent_after_an_answer_was_stored(stories: dict[str, Story]) 
     # Committed after check 1 was due and (as planned) before check 2 could be: check 1 may
     # have gone out (it was due first), check 2 only if the commit was stored after it was due
     # (a test process paused past its plan); most commits must have kept to the plan.
-    meanwhile = {tx: (s.state(), sorted(s.checks), s.delivered,
-                      seconds(s.answered_at, s.due(1)) if s.answered_at else None)
-                 for tx, s in of_plan(stories, "meanwhile").items()}  # fmt: skip
+    meanwhile = {
+        tx: (
+            s.state(),
+            sorted(s.checks),
+            s.delivered,
+            seconds(s.answered_at, s.due(1)) if s.answered_at else None,
+        )
+        for tx, s in of_plan(stories, "meanwhile").items()
+    }
     assert all(v[3] is not None and v[3] > 0 for v in meanwhile.values()), meanwhile
     assert all(v[0] == "COMMITTED" and v[2] == 1 for v in meanwhile.values()), meanwhile
     assert_mostly_in_time(
@@ -425,8 +351,10 @@ def test_no_check_is_sent_after_an_answer_was_stored(stories: dict[str, Story]) 
     # Every check answered COMMIT a second after it was requested: committed, delivered
     # once, and (by the rule above) checked again only if a check reached it too late to
     # answer before the next one was due.
-    first = {tx: (s.state(), sorted(s.checks), s.delivered)
-             for tx, s in of_plan(stories, "answer-first").items()}  # fmt: skip
+    first = {
+        tx: (s.state(), sorted(s.checks), s.delivered)
+        for tx, s in of_plan(stories, "answer-first").items()
+    }
     assert all(v[0] == "COMMITTED" and v[2] == 1 for v in first.values()), first
 
 
@@ -434,8 +362,11 @@ def later_checks(stories: dict[str, Story]) -> dict[str, list[float]]:
     """Return the seconds between consecutive checks of every transaction answered UNKNOWN
     (or not yet) until its last interval: they are all checked on the same clock."""
     unanswered = ("silent", "commit-last", "rollback-last")
-    return {tx: [seconds(b, a) for a, b in itertools.pairwise(s.requested)]
-            for tx, s in stories.items() if plan_of(tx) in unanswered}  # fmt: skip
+    return {
+        tx: [seconds(b, a) for a, b in itertools.pairwise(s.requested)]
+        for tx, s in stories.items()
+        if plan_of(tx) in unanswered
+    }
 
 
 def test_later_checks_come_an_interval_apart_and_the_discard_one_interval_after(
@@ -452,11 +383,17 @@ def test_later_checks_come_an_interval_apart_and_the_discard_one_interval_after(
     for tx, s in {**of_plan(stories, "commit-last"), **of_plan(stories, "rollback-last")}.items():
         assert sorted(s.checks) in ([1, 2], [1, 2, 3]), (tx, s)
         assert 3 in s.checks or s.answered_at is not None, (tx, s)
-    ends = {tx: (s.state(), s.finals[-1].reason if s.finals else None,
-                 seconds(s.discarded_at, s.requested[-1]) if s.discarded_at else None)
-            for tx, s in silent.items()}  # fmt: skip
-    assert all(state == "DISCARDED" and reason == "check_max" for state, reason, _ in
-               ends.values()), ends  # fmt: skip
+    ends = {
+        tx: (
+            s.state(),
+            s.finals[-1].reason if s.finals else None,
+            seconds(s.discarded_at, s.requested[-1]) if s.discarded_at else None,
+        )
+        for tx, s in silent.items()
+    }
+    assert all(
+        state == "DISCARDED" and reason == "check_max" for state, reason, _ in ends.values()
+    ), ends
     assert all(after is not None and after >= INTERVAL - CLOCK for *_, after in ends.values()), ends
 
 
@@ -499,8 +436,11 @@ def test_checks_reach_the_producers_after_due_and_within_the_contracts_bound(
 
 def first_check_delays(stories: dict[str, Story]) -> list[float]:
     """Return the seconds from each half's store time to its check 1, sorted."""
-    return sorted(seconds(s.checks[1], s.stored_at) for s in stories.values()
-                  if s.stored_at is not None and 1 in s.checks)  # fmt: skip
+    return sorted(
+        seconds(s.checks[1], s.stored_at)
+        for s in stories.values()
+        if s.stored_at is not None and 1 in s.checks
+    )
 
 
 def test_a_warm_stack_checks_every_unanswered_transaction_never_early(
@@ -512,8 +452,9 @@ def test_a_warm_stack_checks_every_unanswered_transaction_never_early(
     # time ("meanwhile" commits TIMEOUT + 2 s after its half: it needs no check); every
     # other one was checked.
     unchecked = {tx: s for tx, s in stories.items() if 1 not in s.checks}
-    assert all(plan_of(tx) == "meanwhile" and s.answered_at is not None
-               for tx, s in unchecked.items()), unchecked  # fmt: skip
+    assert all(
+        plan_of(tx) == "meanwhile" and s.answered_at is not None for tx, s in unchecked.items()
+    ), unchecked
 
 
 def test_a_warm_stack_sends_first_checks_on_time(stories: dict[str, Story]) -> None:
@@ -521,9 +462,12 @@ def test_a_warm_stack_sends_first_checks_on_time(stories: dict[str, Story]) -> N
     delays = first_check_delays(stories)
     assert delays and delays[-1] <= late, delays
     unchecked = [s for s in stories.values() if 1 not in s.checks]
-    assert all(s.stored_at is not None and s.answered_at is not None
-               and seconds(s.answered_at, s.stored_at) <= late
-               for s in unchecked), unchecked  # fmt: skip
+    assert all(
+        s.stored_at is not None
+        and s.answered_at is not None
+        and seconds(s.answered_at, s.stored_at) <= late
+        for s in unchecked
+    ), unchecked
 
 
 def test_every_transaction_ends_once(stories: dict[str, Story]) -> None:

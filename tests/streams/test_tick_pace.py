@@ -17,9 +17,11 @@ class Clock:
 
 def pace(clock: Clock) -> TickPace:
     return TickPace(
-        horizon=timedelta(seconds=30), margin=timedelta(seconds=5),
-        idle_interval=timedelta(seconds=15), clock=clock,
-    )  # fmt: skip
+        horizon=timedelta(seconds=30),
+        margin=timedelta(seconds=5),
+        idle_interval=timedelta(seconds=15),
+        clock=clock,
+    )
 
 
 def test_a_start_is_busy_for_the_horizon_and_the_margin() -> None:

@@ -72,8 +72,9 @@ def stored_after(bootstrap_servers: str, topic: str, moment: float) -> list[floa
 
 
 def test_heartbeats_resume_after_the_broker_is_killed_and_restarted(tmp_path: Path) -> None:
-    broker = KafkaBroker(BrokerSettings(tmp_path / "kafka", port=free_port(),
-                                        controller_port=free_port()))  # fmt: skip
+    broker = KafkaBroker(
+        BrokerSettings(tmp_path / "kafka", port=free_port(), controller_port=free_port())
+    )
     try:
         broker.start()
     except Exception as exc:
@@ -93,8 +94,11 @@ def test_heartbeats_resume_after_the_broker_is_killed_and_restarted(tmp_path: Pa
         broker.start()  # returns once the broker answers
         ready = time.time()
         # Five heartbeats (a few ticks, both partitions), not one lucky tick: they flow again.
-        wait_for(lambda: len(stored_after(servers, "half", killed)) >= 5, 120,
-                 "heartbeats to resume after the restart")  # fmt: skip
+        wait_for(
+            lambda: len(stored_after(servers, "half", killed)) >= 5,
+            120,
+            "heartbeats to resume after the restart",
+        )
         resumed = stored_after(servers, "half", killed)[4] - ready
         assert resumed <= RESUME_WITHIN, f"heartbeats resumed {resumed:.1f} s after the restart"
     finally:
@@ -144,14 +148,18 @@ def test_the_ticker_rests_when_idle(bootstrap_servers: str) -> None:
     store times of consecutive idle heartbeats are at least that far apart (not a tick)."""
     topic = f"tick-idle-{time.monotonic_ns()}"
     ensure_topic(bootstrap_servers, topic, 1, STORED_BY_THE_BROKER)
-    pace = TickPace(horizon=timedelta(0), margin=timedelta(seconds=1),
-                    idle_interval=timedelta(seconds=3))  # fmt: skip
+    pace = TickPace(
+        horizon=timedelta(0), margin=timedelta(seconds=1), idle_interval=timedelta(seconds=3)
+    )
     ticker = Ticker(bootstrap_servers, [topic], timedelta(seconds=0.2), pace=pace).start()
     try:
         wait_for(lambda: not pace.busy(), 60, "the start's busy stretch to end")
         idle_from = time.time()
-        wait_for(lambda: len(stored_after(bootstrap_servers, topic, idle_from)) >= 3, 60,
-                 "three idle heartbeats")  # fmt: skip
+        wait_for(
+            lambda: len(stored_after(bootstrap_servers, topic, idle_from)) >= 3,
+            60,
+            "three idle heartbeats",
+        )
     finally:
         ticker.stop()
     # The first may be the busy stretch's last (sent before the pace turned idle).
@@ -169,16 +177,20 @@ def test_the_ticker_is_busy_again_at_activity_not_at_its_next_idle_heartbeat(
     within the busy stretch (20 s, plus the margin), where an idle pace would send none."""
     topic = f"tick-busy-{time.monotonic_ns()}"
     ensure_topic(bootstrap_servers, topic, 1, STORED_BY_THE_BROKER)
-    pace = TickPace(horizon=timedelta(0), margin=timedelta(seconds=1),
-                    idle_interval=timedelta(seconds=60))  # fmt: skip
+    pace = TickPace(
+        horizon=timedelta(0), margin=timedelta(seconds=1), idle_interval=timedelta(seconds=60)
+    )
     ticker = Ticker(bootstrap_servers, [topic], timedelta(seconds=0.2), pace=pace).start()
     try:
         wait_for(lambda: not pace.busy(), 60, "the start's busy stretch to end")
         active = time.time()
         pace.saw_activity(timedelta(seconds=20))
         busy_until = time.time() + 20 + pace.margin
-        wait_for(lambda: len(stored_after(bootstrap_servers, topic, active)) >= 20, 50,
-                 "twenty heartbeats after the activity")  # fmt: skip
+        wait_for(
+            lambda: len(stored_after(bootstrap_servers, topic, active)) >= 20,
+            50,
+            "twenty heartbeats after the activity",
+        )
     finally:
         ticker.stop()
     busy = stored_after(bootstrap_servers, topic, active)[:20]
