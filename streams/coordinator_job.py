@@ -18,11 +18,11 @@ The stage (streams/coordinator_stage.py; its processor runs in the JVM, streams/
 the join of halves and ops: it keeps, per (producer group, transaction id), what arrived of
 either side, matches a half with the first decisive op of its group (either may come first:
 an op waits `orphan_wait` for its half), and emits deliveries, checks, outcomes and verdicts
-(rules: streams/lifecycle.py). A half with no decisive op within `transaction_timeout` of
-its store time (the join window, contract 1) is checked; later checks follow every
-`transaction_check_interval`. A transaction is identified by (producer group, transaction
-id) (contract 3): the stage is keyed by both, so two groups may use the same id without
-touching each other.
+(rules: streams/jvm/txcoord/Lifecycle.java; its readable model tests/reference/lifecycle.py).
+A half with no decisive op within `transaction_timeout` of its store time (the join window,
+contract 1) is checked; later checks follow every `transaction_check_interval`. A
+transaction is identified by (producer group, transaction id) (contract 3): the stage is
+keyed by both, so two groups may use the same id without touching each other.
 
 Every decision is made in store time
 -----------------------------------------------
@@ -30,7 +30,7 @@ Store time is the broker's LogAppendTime, never a producer's clock (contract 9).
 in event time: its timers (checks, discards, expiries, orphans) are store times, and fire
 only once the watermark has passed them, i.e. once the stream has seen everything stored up
 to then. An op stored before a check or a discard was due has therefore always been seen
-first, and wins (streams/lifecycle.py). The watermark is the largest store time read so far
+first, and wins (tests/reference/lifecycle.py). The watermark is the largest store time read so far
 minus `store_time_skew`, the margin for partitions whose store times trail each other
 slightly. Invalid records never reach it (a CreateTime record may carry any clock).
 

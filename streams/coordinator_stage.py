@@ -3,7 +3,7 @@
 Every per-transaction step runs in the JVM: `txcoord.Stage.decisions` groups the stage's
 input by (producer group, transaction id) and runs `txcoord.TransactionProcessor` through
 Spark's `transformWithState`, in event time. The processor follows `txcoord.Lifecycle`, the
-JVM twin of streams/lifecycle.py (the readable reference model; tests/streams/
+JVM twin of tests/reference/lifecycle.py (the readable reference model; tests/streams/
 test_lifecycle_twin.py proves that both agree on random histories). This module only says,
 once per query, what the stage needs: the input and output schemas, the rules, the table of
 legal moves (core/state_machine.TRANSITIONS) and the heartbeat id. Nothing of the

@@ -11,7 +11,7 @@ speeds:
   and a batch to carry it past a due time). Every timer the stage sets is due within
   `horizon` of the batch that set it: a half's first check at its store time + max(timeout,
   its immunity), an op's orphan wait, a check's successor (or the discard) one check
-  interval after it was sent (streams/lifecycle.py). A batch that sets a timer due later
+  interval after it was sent (tests/reference/lifecycle.py). A batch that sets a timer due later
   than the horizon (a half with a longer `check_immunity_seconds`) extends the busy time to
   cover it. A timer that fires emits a check, a discard or a verdict, so its batch starts
   the next busy stretch: the chain of checks of one transaction keeps the ticker busy until

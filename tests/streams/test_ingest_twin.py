@@ -1,6 +1,6 @@
 """The ingest's rules and their JVM twin give the same rows for any record.
 
-streams/ingest_rules.py's `reference_parse` (Spark SQL expressions, the readable model) and
+tests/reference/ingest_rules.py's `reference_parse` (Spark SQL expressions, the readable model) and
 streams/ingest.py's `parse` (txcoord.Ingress in the JVM, what the query runs) see the same
 random raw records (tests/streams/ingress_records.py: near-valid, extreme and any bytes), in
 both topic layouts, with the source topics, timestamp types and positions varied too. Every
@@ -21,7 +21,8 @@ from pyspark.sql import DataFrame, SparkSession
 from core.topics import TopicLayout
 from protocol import ingress as fmt
 from streams.ingest import parse
-from streams.ingest_rules import PARSED_COLUMNS, IngestRules, reference_parse
+from streams.ingest_rules import PARSED_COLUMNS, IngestRules
+from tests.reference.ingest_rules import reference_parse
 from tests.streams.ingress_records import MAX_MESSAGE, header, raw_record
 
 pytestmark = [pytest.mark.spark, pytest.mark.long(1.1)]

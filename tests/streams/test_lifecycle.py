@@ -7,12 +7,11 @@ from dataclasses import replace
 import pytest
 
 from core.state_machine import TransactionState
-from streams.lifecycle import (
+from streams.lifecycle import Kind, Rules
+from tests.reference.lifecycle import (
     Emit,
     Half,
-    Kind,
     Op,
-    Rules,
     Step,
     TxState,
     first_check_due_ms,

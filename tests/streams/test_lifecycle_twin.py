@@ -1,7 +1,7 @@
-"""The JVM twin of the rules agrees with streams/lifecycle.py on random histories.
+"""The JVM twin of the rules agrees with tests/reference/lifecycle.py on random histories.
 
 The coordinator's stage runs `txcoord.Lifecycle` (streams/jvm/), a port of the reference
-model streams/lifecycle.py. Hypothesis draws histories of one transaction: batches of
+model tests/reference/lifecycle.py. Hypothesis draws histories of one transaction: batches of
 halves and ops (duplicates, either side first, every op kind, operators), timers, and
 restarts (the JVM state goes through the processor's state row and back), with the
 watermark and the batch time moving as they do in the stream. Both sides must emit the same
@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from streams.coordinator_stage import transitions_table
-from streams.lifecycle import Emit, Half, Op, Rules, Step, TxState, on_input, on_timer
+from streams.lifecycle import Rules
+from tests.reference.lifecycle import Emit, Half, Op, Step, TxState, on_input, on_timer
 
 S = 1000
 T0 = 1_800_000_000_000
@@ -35,6 +36,28 @@ RULES = Rules(
     max_check_immunity_ms=50 * S,
 )
 TX, GROUP = "tx-1", "orders"
+
+
+# -- drawing rule settings -------------------------------------------------------------------
+@st.composite
+def rule_sets(draw: st.DrawFn) -> Rules:
+    """Draw the configuration too: the twin reads every setting, so every one is varied.
+
+    Within what the configuration allows (core/config.py): the expiry and the largest
+    immunity are never below the timeout, and an orphan waits 2 x timeout + 10 s in the
+    product (streams/coordinator_job.rules_of), varied here around that. The histories' steps
+    (0-130 s) cross every one of these timers.
+    """
+    timeout = draw(st.integers(1, 12)) * S
+    return Rules(
+        timeout_ms=timeout,
+        check_interval_ms=draw(st.integers(1, 40)) * S,
+        check_max=draw(st.integers(1, 4)),
+        file_reserved_ms=timeout + draw(st.integers(10, 200)) * S,
+        resolved_retention_ms=draw(st.integers(5, 60)) * S,
+        orphan_wait_ms=2 * timeout + draw(st.integers(0, 20)) * S,
+        max_check_immunity_ms=timeout + draw(st.integers(0, 80)) * S,
+    )
 
 
 # -- drawing histories ---------------------------------------------------------------------
@@ -147,27 +170,29 @@ def due(state: TxState, now: int) -> bool:
     return state.timer_ms is not None and state.timer_ms <= now
 
 
-def run_model(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run a history through streams/lifecycle.py, the way Twin.java runs it."""
+def run_model(steps: list[dict[str, Any]], rules: Rules = RULES) -> list[dict[str, Any]]:
+    """Run a history through tests/reference/lifecycle.py, the way Twin.java runs it."""
     state: TxState | None = None
     out = []
     for step in steps:
         result = Step(state)
         if step["kind"] == "input":
             result = on_input(
-                state, step["halves"], step["ops"], step["now"], RULES, wall_ms=step["wall"]
+                state, step["halves"], step["ops"], step["now"], rules, wall_ms=step["wall"]
             )
         elif step["kind"] == "timer" and state is not None and due(state, step["now"]):
-            result = on_timer(state, step["now"], RULES, wall_ms=step["wall"])
+            result = on_timer(state, step["now"], rules, wall_ms=step["wall"])
         state = result.state
         out.append({"emits": [emit_json(e) for e in result.emits], "state": state_json(state)})
     return out
 
 
-def run_twin(spark: SparkSession, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_twin(
+    spark: SparkSession, steps: list[dict[str, Any]], rules: Rules = RULES
+) -> list[dict[str, Any]]:
     """Run a history through the JVM twin (txcoord.Twin)."""
     history = {
-        "rules": asdict(RULES),
+        "rules": asdict(rules),
         "transitions": transitions_table(),
         "steps": [
             {**step, "halves": [half_json(h) for h in step.get("halves", [])],
@@ -191,10 +216,12 @@ def jvm(spark: SparkSession) -> SparkSession:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(steps=histories())
-def test_the_jvm_twin_agrees_with_the_model(jvm: SparkSession, steps: list[dict[str, Any]]) -> None:
-    model = run_model(steps)
-    twin = run_twin(jvm, steps)
+@given(rules=rule_sets(), steps=histories())
+def test_the_jvm_twin_agrees_with_the_model(
+    jvm: SparkSession, rules: Rules, steps: list[dict[str, Any]]
+) -> None:
+    model = run_model(steps, rules)
+    twin = run_twin(jvm, steps, rules)
     for index, (expected, got) in enumerate(zip(model, twin, strict=True)):
         assert got == expected, f"step {index} ({steps[index]['kind']}) differs"
 

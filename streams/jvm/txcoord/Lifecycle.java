@@ -9,9 +9,9 @@ import java.util.Map;
 import java.util.Objects;
 
 /**
- * The JVM twin of streams/lifecycle.py: what happens to one transaction, in store time.
+ * The JVM twin of tests/reference/lifecycle.py: what happens to one transaction, in store time.
  *
- * <p>streams/lifecycle.py is the readable reference model; this class follows it function by
+ * <p>tests/reference/lifecycle.py is the readable reference model; this class follows it function by
  * function (same names in camelCase) so that the two can be read side by side, and
  * tests/streams/test_lifecycle_twin.py drives both with random histories and demands identical
  * output. The table of legal moves is not repeated here: it is core/state_machine.py's

@@ -19,7 +19,7 @@ import txcoord.Lifecycle.TxState;
  * <p>A history is JSON: the rules, the table of moves, and steps ("input" with halves, ops and
  * the two times; "timer" at a time, acting only if the transaction's timer is due; "restart":
  * the state goes through the processor's state row and back). The answer is, per step, the
- * rows emitted and the state after, in the field names of streams/lifecycle.py.
+ * rows emitted and the state after, in the field names of tests/reference/lifecycle.py.
  */
 public final class Twin {
   private Twin() {}
