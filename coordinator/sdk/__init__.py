@@ -1,9 +1,22 @@
 """The Python SDK of contract 5.3: RocketMQ's transactional producer contract, Pythonic names.
 
-See coordinator/sdk/producer.py for a usage example. Importing this package connects to
-nothing; `TransactionProducer.start()` does. It imports only core and protocol (no Spark:
-tests/test_layers.py). The transports load on demand (a REST producer never imports
-kafka-python): `kafka_transport.KafkaTransport`, `rest_transport.RestTransport`.
+Importing this package connects to nothing; `TransactionProducer.start()` does. It imports
+only core and protocol (no Spark: tests/test_layers.py).
+
+    producer.py          TransactionProducer: send in a transaction, answer checks (example)
+    listener.py          TransactionListener: the application's local transaction and check
+    state.py             LocalTransactionState (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW(N))
+    message.py           Message, SendResult, CheckRequest
+    errors.py            what a producer may catch, and which errors are worth a retry
+    transport.py         what a transport does (Transport, SendsOps) and its receipts
+    kafka_transport.py   straight to Kafka (loaded on demand: a REST producer never
+                         imports kafka-python)
+    rest_transport.py    through the REST ingress (loaded on demand)
+    memory_transport.py  an in-memory transport for tests of an application's listener
+    check_answerer.py    the background check loop; inside it, ledger.py (requests in flight
+                         or answered lately: a duplicate is skipped), offsets.py (which
+                         check-topic offsets may be committed) and backoff.py (retries with
+                         jitter, so failing producers do not retry in lockstep)
 """
 
 from coordinator.sdk.check_answerer import CheckAnswerer, CheckStats
