@@ -17,13 +17,13 @@ import os
 import sys
 from pathlib import Path
 
+from coordinator.core import failpoints
+from coordinator.core.config import Config, load_config, parse_overrides
+from coordinator.core.errors import TxcoordError
 from coordinator.engine import Engine
 from coordinator.program_exit import leave
 from coordinator.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
-from core import failpoints
-from core.config import Config, load_config, parse_overrides
-from core.errors import TxcoordError
 
 log = logging.getLogger("txcoord.app")
 
@@ -42,7 +42,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set transaction_timeout=10s",
     )
-    # Crash tests only (core/failpoints.py): freeze at the N-th pass of a failpoint.
+    # Crash tests only (coordinator/core/failpoints.py): freeze at the N-th pass of a failpoint.
     parser.add_argument("--failpoint", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.errors import ArtifactsMissingError
+from coordinator.core.errors import ArtifactsMissingError
 
 #: Environment variable that points at a jar cache outside the checkout.
 JAR_CACHE_ENV = "TXCOORD_JAR_CACHE"

@@ -9,8 +9,8 @@ from typing import Any, NoReturn
 
 import click
 
+from coordinator.core.errors import TxcoordError
 from coordinator.program_exit import leave
-from core.errors import TxcoordError
 
 #: Every command (the function of that name in coordinator/commands/<name>.py) and its summary
 #: for `--help`: the first sentence of its docstring (tests/coordinator/test_cli_commands.py
@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
     "bench": "Measure txcoord end to end on this machine, with Kafka's transactions as the peer.",
 }
 #: txcoord's own packages: a module of these missing is a broken install, not a missing extra.
-OWN_PACKAGES = ("coordinator", "core", "protocol", "delta_tables", "streams")
+OWN_PACKAGES = ("coordinator", "delta_tables", "streams")
 
 
 def _needs_engine(name: str, missing: str) -> click.Command:

@@ -40,7 +40,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from core.errors import ConfigurationError
+from coordinator.core.errors import ConfigurationError
 from streams.tally import FINISH_BUCKETS_S
 
 if TYPE_CHECKING:

@@ -27,10 +27,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from coordinator.core import failpoints
+from coordinator.core.config import Config
 from coordinator.driver_metrics import MetricsServer, serve_metrics
 from coordinator.table_counts import table_counts
-from core import failpoints
-from core.config import Config
 from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
@@ -115,7 +115,7 @@ class Engine:
     def _await_first_batch(self) -> None:
         """Wait until the coordinator query has run a batch, stopped, or FIRST_BATCH_WAIT passed.
 
-        A batch frozen at a failpoint (core/failpoints.py) never ends: no wait then.
+        A batch frozen at a failpoint (coordinator/core/failpoints.py) never ends: no wait then.
         """
         query = self.coordinator
         deadline = time.monotonic() + FIRST_BATCH_WAIT

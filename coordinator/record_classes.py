@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from coordinator import class_archives
 from coordinator.artifacts import jar_cache_dir
+from coordinator.core.config import Config, load_config
 from coordinator.engine import Engine
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.sdk import (
@@ -34,7 +35,6 @@ from coordinator.sdk import (
     TransactionProducer,
 )
 from coordinator.spark_session import SparkSettings, build_spark_session
-from core.config import Config, load_config
 
 TOPIC = "ClassArchive"
 #: Seconds for the one transaction to be delivered (the first batches compile their code).

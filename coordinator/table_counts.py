@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from core.config import Config
-from core.state_machine import TransactionState as State
+from coordinator.core.config import Config
+from coordinator.core.state_machine import TransactionState as State
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.lookup import delta_uri
 from delta_tables.table import TableSpec

@@ -29,14 +29,15 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pydantic import BaseModel, Field
 
-from core import state_machine
-from core.state_machine import Event
-from core.state_machine import TransactionState as State
+from coordinator.core import state_machine
+from coordinator.core.state_machine import Event
+from coordinator.core.state_machine import TransactionState as State
 from delta_tables import check_requests, half_messages, transactions
 
 log = logging.getLogger("txcoord.rest.lookup")
 
-#: core.state_machine.TransactionState's names as a type (tests/coordinator/rest/test_lookup.py).
+#: coordinator.core.state_machine.TransactionState's names as a type
+#: (tests/coordinator/rest/test_lookup.py).
 STATES = Literal["PREPARED", "CHECKING", "COMMITTED", "ROLLED_BACK", "DISCARDED"]
 Row = dict[str, Any]
 #: What the lookup needs: (table name, transaction id, columns) -> matching rows.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from core.config import StreamsConfig
+from coordinator.core.config import StreamsConfig
 from delta_tables import (
     check_requests,
     discarded,

@@ -14,7 +14,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from core.config import StreamsConfig
+from coordinator.core.config import StreamsConfig
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A committed half is restored to its real topic and queue (RocketMQ's REAL_TOPIC and
 REAL_QID) and appended here exactly once, at the next offset of its queue. Topic names
-become table paths, so only names that pass protocol/names.py `topic_name_problem` are
+become table paths, so only names that pass coordinator/protocol/names.py `topic_name_problem` are
 accepted: nothing a producer sends can address a path outside `topics/`.
 """
 
@@ -16,9 +16,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from coordinator.protocol.names import topic_name_problem
 from delta_tables.columns import MESSAGE, PREPARED_AT
 from delta_tables.table import TableSpec
-from protocol.names import topic_name_problem
 
 SCHEMA = StructType(
     [

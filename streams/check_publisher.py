@@ -1,7 +1,7 @@
 """The coordinator's check requests, published on the check topics (at least once).
 
 Each CHECK row of a batch becomes a record on its group's check topic (the shared one, or
-the group's own in the per-group layout, core/topics.py), acknowledged by every in-sync
+the group's own in the per-group layout, coordinator/core/topics.py), acknowledged by every in-sync
 replica before the batch ends. A replayed batch publishes its checks again, with the same
 transaction id and check number, which the SDK ignores. A check record too large to publish
 goes out slim instead of failing the batch for ever (streams/check_topic.py).
@@ -18,11 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from core.config import Config
-from core.errors import RecordTooLargeError
-from core.failpoints import failpoint
-from core.topics import group_topic_problem
-from protocol.check_record import Record
+from coordinator.core.config import Config
+from coordinator.core.errors import RecordTooLargeError
+from coordinator.core.failpoints import failpoint
+from coordinator.core.topics import group_topic_problem
+from coordinator.protocol.check_record import Record
 from streams.check_topic import (
     check_record_limit,
     check_topic_max_bytes,
@@ -52,7 +52,7 @@ class CheckPublisher:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._client: Client | None = None
-        # The per-group check topics known to exist (core/topics.py).
+        # The per-group check topics known to exist (coordinator/core/topics.py).
         self._check_topics: set[str] = set()
 
     def connect(self) -> None:

@@ -29,10 +29,10 @@ from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from core.config import Config
-from core.errors import ConfigurationError
+from coordinator.core.config import Config
+from coordinator.core.errors import ConfigurationError
+from coordinator.protocol.check_record import CheckRecord, Record
 from delta_tables import check_requests
-from protocol.check_record import CheckRecord, Record
 from streams.kafka_topics import admin_client, ensure_configured_topic
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ record or decided anything, and at every start; every `idle_tick_interval` other
 watermark follows the wall clock, so a quiet half is checked ~`transaction_timeout` + skew
 + a batch or two after it was stored (each heartbeat is sent just before a batch starts, and
 the skew is less than a trigger interval: streams/ticker.py). In the per-group
-topic layout (core/topics.py) the heartbeats stay on the shared topics: the watermark is
+topic layout (coordinator/core/topics.py) the heartbeats stay on the shared topics: the watermark is
 one for the whole query, and a batch plans every partition of every subscribed topic at
 once, so a heartbeat on a shared topic vouches for a group's topic exactly as it does for
 another partition of its own topic (the same `store_time_skew` covers both). A group's
@@ -81,8 +81,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from core.config import Config
-from core.errors import ConfigurationError
+from coordinator.core.config import Config
+from coordinator.core.errors import ConfigurationError
 from delta_tables.half_messages import HEARTBEAT_ID
 from streams.batch_gate import BatchGate
 from streams.coordinator_stage import INPUT_SCHEMA, decisions
@@ -144,7 +144,9 @@ def _side(name: str, is_half: Column, is_op: Column, decided: Column) -> Column:
     value = {
         "stored_ms": F.unix_millis(F.col("stored_at")),
         "reason": F.col("reason_text"),  # an operator's reason; `reason` is validation's
-        "operator": F.col("who"),  # the principal, in the per-group layout (core/topics.py)
+        "operator": F.col(
+            "who"
+        ),  # the principal, in the per-group layout (coordinator/core/topics.py)
     }.get(source, F.col(source))
     return F.when(side, value).cast(INPUT_SCHEMA[name].dataType).alias(name)
 

@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from core.state_machine import TRANSITIONS
+from coordinator.core.state_machine import TRANSITIONS
 from delta_tables.columns import MESSAGE
 from delta_tables.half_messages import HEARTBEAT_ID
 from streams.landing import KIND_LAND, RAW_PREFIX

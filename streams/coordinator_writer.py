@@ -41,9 +41,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from core.config import Config
-from core.failpoints import failpoint
-from core.state_machine import TransactionState as State
+from coordinator.core.config import Config
+from coordinator.core.failpoints import failpoint
+from coordinator.core.state_machine import TransactionState as State
 from delta_tables import (
     check_requests,
     discarded,

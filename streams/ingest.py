@@ -25,8 +25,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
-from protocol import ingress as fmt
 from streams.arrow_rows import project
 from streams.ingest_rules import (
     KIND_HALF,

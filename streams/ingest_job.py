@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from core.config import Config
-from core.failpoints import failpoint
+from coordinator.core.config import Config
+from coordinator.core.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.table import TableSpec
 from streams.arrow_rows import TIMESTAMP, constant, summary
@@ -205,7 +205,7 @@ def census(parsed: pa.Table) -> Census:
 def ingress_records(spark: SparkSession, config: Config) -> DataFrame:
     """Return the streaming Kafka source over the ingress topics.
 
-    In the per-group layout (core/topics.py) it subscribes by pattern: a group's topics,
+    In the per-group layout (coordinator/core/topics.py) it subscribes by pattern: a group's topics,
     created later, are read from their start by the batch after they appear.
     """
     layout = config.kafka.layout

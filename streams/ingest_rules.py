@@ -7,10 +7,10 @@ returns, and the few header helpers the query shares. The readable reference mod
 rules, a tree of Spark SQL expressions, lives with the tests that hold the two together
 (tests/reference/ingest_rules.py, tests/streams/test_ingest_twin.py).
 
-Each fact has one home: the header names, patterns and limits are protocol/ingress.py's and
-protocol/names.py's, the texts of the reasons are `messages`, and `twin_spec` hands all of
-them to the JVM; only the logic is written twice (the JVM twin and the reference model). A
-reason's id names its rule in both.
+Each fact has one home: the header names, patterns and limits are
+coordinator/protocol/ingress.py's and coordinator/protocol/names.py's, the texts of the
+reasons are `messages`, and `twin_spec` hands all of them to the JVM; only the logic is
+written twice (the JVM twin and the reference model). A reason's id names its rule in both.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from core.topics import TopicLayout
-from protocol import ingress as fmt
-from protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
 
 LOG_APPEND_TIME = 1
 MAX_INT = 2**31 - 1
@@ -34,7 +34,7 @@ MAX_INT = 2**31 - 1
 class IngestRules:
     """The parts of the configuration that validation needs."""
 
-    #: Which topic carries what (core/topics.py): a record's kind, and in the per-group
+    #: Which topic carries what (coordinator/core/topics.py): a record's kind, and in the per-group
     #: layout its group or operator, come from the topic it was read from.
     layout: TopicLayout
     max_message_size: int

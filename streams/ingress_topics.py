@@ -6,9 +6,9 @@ from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from core.config import Config
-from core.errors import ConfigurationError
-from protocol.ingress import HEADER_ALLOWANCE_BYTES
+from coordinator.core.config import Config
+from coordinator.core.errors import ConfigurationError
+from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.check_topic import ensure_check_topic
 from streams.kafka_topics import admin_client, ensure_configured_topic
 
@@ -36,7 +36,7 @@ def ensure_ingress_topics(config: Config) -> None:
 def ensure_group_topics(config: Config, group: str) -> tuple[str, str, str]:
     """Create `group`'s half, op and check topics (per-group layout); return their names.
 
-    Raises ValueError if the group cannot have topics of its own (core/topics.py), and
+    Raises ValueError if the group cannot have topics of its own (coordinator/core/topics.py), and
     ConfigurationError if an existing ingress topic does not use LogAppendTime.
     """
     layout = config.kafka.layout

@@ -31,10 +31,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from core.errors import KafkaUnavailableError, RecordTooLargeError
-from core.kafka_clients import librdkafka_options
-from core.kafka_security import AuthenticationWatch, KafkaSecurity, reachable
-from protocol.check_record import Record
+from coordinator.core.errors import KafkaUnavailableError, RecordTooLargeError
+from coordinator.core.kafka_clients import librdkafka_options
+from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity, reachable
+from coordinator.protocol.check_record import Record
 
 #: How long `connect` tries to reach the bootstrap servers.
 BOOTSTRAP_TIMEOUT_MS = 5000

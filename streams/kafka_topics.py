@@ -1,6 +1,6 @@
 """Create and delete Kafka topics: the few admin calls the product and its tests need.
 
-Every call takes the cluster's security settings (core/kafka_security.py); None is
+Every call takes the cluster's security settings (coordinator/core/kafka_security.py); None is
 the open plaintext default. `ensure_topic` takes the replication of a real cluster
 (`[kafka] replication_factor`, `min_insync_replicas`: contract 7.7's acks=all means that many
 copies); `ensure_configured_topic` applies all of `[kafka]` at once.
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import KafkaSecurity
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import KafkaSecurity
 
 if TYPE_CHECKING:
-    from core.config import KafkaConfig
+    from coordinator.core.config import KafkaConfig
 
 
 @contextlib.contextmanager

@@ -37,9 +37,9 @@ from datetime import timedelta
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import KafkaSecurity
-from protocol import ingress as fmt
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.protocol import ingress as fmt
 from streams.tick_pace import TickPace
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """What the end-to-end tests share: a Kafka-ingress producer, a check responder, the engine.
 
-Producers and responders speak the documented Kafka ingress format (protocol/ingress.py)
+Producers and responders speak the documented Kafka ingress format (coordinator/protocol/ingress.py)
 through a real broker; `Engine` runs the real coordinator query in this test process's Spark
 session, stoppable and startable again.
 """
@@ -18,10 +18,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
-from core.config import Config
-from core.kafka_clients import kafka_python_options
-from protocol import ingress as fmt
-from protocol.check_record import CheckRecord
+from coordinator.core.config import Config
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.check_record import CheckRecord
 from streams.coordinator_job import QUERY_NAME
 
 GROUP = "orders"

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "protocol", "coordinator", "streams", "delta_tables")
+PACKAGES = ("coordinator", "streams", "delta_tables")
 #: What every package has without saying so.
 UNSAID = {"__init__", "__main__"}
 

@@ -1,14 +1,14 @@
 """State and op names are the state machine's own, never spelt out again (one fact, one place).
 
-`core/state_machine.py` owns the names of the states (PREPARED … DISCARDED) and of the ops
-(COMMIT, ROLLBACK, UNKNOWN, RESUME). Everywhere else the product derives them
+`coordinator/core/state_machine.py` owns the names of the states (PREPARED … DISCARDED) and
+of the ops (COMMIT, ROLLBACK, UNKNOWN, RESUME). Everywhere else the product derives them
 (`TransactionState.COMMITTED.name`, `Event.COMMIT.value`), so a renamed or added state
 cannot leave a stale copy behind. This test reads every string literal of the product and
 fails on one that restates a name, outside the places that must spell one out:
 
 - a `Literal[...]` type (a type checker needs the letters): each has a test of its own that
   it agrees with the state machine (`get_args` in tests/coordinator/rest/test_lookup.py and
-  tests/protocol/test_check_record.py);
+  tests/coordinator/protocol/test_check_record.py);
 - the SDK's `LocalTransactionState`, RocketMQ's own enum, whose UNKNOWN is its own name.
 """
 
@@ -19,11 +19,11 @@ import io
 import tokenize
 from pathlib import Path
 
-from core.state_machine import PRODUCER_OPS, Event, TransactionState
+from coordinator.core.state_machine import PRODUCER_OPS, Event, TransactionState
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "protocol", "coordinator", "streams", "delta_tables")
-OWNER = Path("core/state_machine.py")
+PACKAGES = ("coordinator", "streams", "delta_tables")
+OWNER = Path("coordinator/core/state_machine.py")
 #: Lines that must spell a name out (see the docstring), by file: a marker the line holds.
 SPELT_OUT = {
     Path("coordinator/sdk/state.py"): "UNKNOW",  # LocalTransactionState.UNKNOWN (and UNKNOW)
@@ -59,7 +59,7 @@ def test_no_state_or_op_name_is_restated_outside_the_state_machine() -> None:
             path = file.relative_to(ROOT)
             if path != OWNER:
                 found += restated_names(path, file.read_text())
-    assert found == [], "derive these from core.state_machine:\n" + "\n".join(found)
+    assert found == [], "derive these from coordinator.core.state_machine:\n" + "\n".join(found)
 
 
 def test_the_guard_sees_a_restated_name() -> None:

@@ -18,8 +18,8 @@ from typing import Any
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from core.errors import TxcoordError
-from core.state_machine import TransactionState as State
+from coordinator.core.errors import TxcoordError
+from coordinator.core.state_machine import TransactionState as State
 from delta_tables import (
     check_requests,
     half_messages,

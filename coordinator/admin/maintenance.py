@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from core.config import Config
+from coordinator.core.config import Config
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
 from delta_tables.table import REMOVED_FILES_PROPERTY, parse_interval, spark_table_properties
 from streams.coordinator_job import checkpoint_of

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from core.errors import KafkaUnavailableError, TxcoordError
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import AuthenticationWatch, KafkaSecurity
-from core.state_machine import applies_in, event_for_op
+from coordinator.core.errors import KafkaUnavailableError, TxcoordError
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity
+from coordinator.core.state_machine import applies_in, event_for_op
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import op_id_of
+from coordinator.protocol.records import op_headers
 from delta_tables.lookup import TransactionState
-from protocol import ingress as fmt
-from protocol.ingress import op_id_of
-from protocol.records import op_headers
 
 #: Operator op -> the states in which the coordinator would apply it: the state machine's
 #: table for the event an operator's op becomes (COMMIT, ROLLBACK: PREPARED, CHECKING or

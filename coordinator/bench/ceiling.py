@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kafka import KafkaProducer
 
 from coordinator.bench.stats import median
-from protocol import ingress as fmt
+from coordinator.protocol import ingress as fmt
 from streams.kafka_topics import ensure_topic
 
 if TYPE_CHECKING:

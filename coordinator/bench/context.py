@@ -10,8 +10,8 @@ from coordinator.bench.workload import DEFAULT_MIX
 
 if TYPE_CHECKING:
     from coordinator.bench.batches import BatchRecorder
+    from coordinator.core.config import Config
     from coordinator.engine import Engine
-    from core.config import Config
 
 
 class Reporter(Protocol):

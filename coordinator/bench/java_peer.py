@@ -44,7 +44,7 @@ from kafka import KafkaConsumer, TopicPartition
 from coordinator.artifacts import jars
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import median
-from core.errors import ArtifactsMissingError
+from coordinator.core.errors import ArtifactsMissingError
 from streams.kafka_topics import ensure_topic
 
 log = logging.getLogger(__name__)

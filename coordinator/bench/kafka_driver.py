@@ -1,7 +1,7 @@
 """The Kafka path: halves and ops written straight to the ingress topics (contract 5.2).
 
 Records are the documented ingress format, built by the SDK's own
-protocol/records.py (as the SDK's Kafka transport builds them), written by one
+coordinator/protocol/records.py (as the SDK's Kafka transport builds them), written by one
 idempotent producer with acks=all, as the contract (5.2) asks of Kafka producers. Per batch:
 send every half, wait until all are acknowledged (a producer runs its local transaction
 only once its half is stored), then send the batch's ops without waiting; the next batch's
@@ -26,8 +26,8 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from coordinator.bench.workload import Kind
+from coordinator.protocol.records import half_headers, op_headers
 from coordinator.sdk import Message as SdkMessage
-from protocol.records import half_headers, op_headers
 
 #: Seconds a batch's halves (or the last ops) may take to be acknowledged.
 ACK_TIMEOUT = 60.0

@@ -29,7 +29,7 @@ from coordinator.bench.load import LoadProcess
 from coordinator.bench.stats import median, summarize
 from coordinator.bench.throughput import decisions_since, drive, plan_for
 from coordinator.bench.visibility import latencies_ms, visible_times
-from core.config import Config
+from coordinator.core.config import Config
 from delta_tables import topics
 from streams.coordinator_job import QUERY_NAME as COORDINATOR
 

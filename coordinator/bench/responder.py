@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from coordinator.bench.kafka_driver import now_ms
 from coordinator.bench.workload import kind_of
+from coordinator.core.state_machine import Event
 from coordinator.sdk import (
     CheckAnswerer,
     CheckRequest,
@@ -28,7 +29,6 @@ from coordinator.sdk import (
     TransactionListener,
     Transport,
 )
-from core.state_machine import Event
 
 
 class BatchTransport(Transport, SendsOps, Protocol):

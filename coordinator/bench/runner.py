@@ -46,10 +46,10 @@ from coordinator.bench.resources import Processes, Sampler, Usage, cpu_between
 from coordinator.bench.stats import ratio
 from coordinator.bench.throughput import idle, run_path, wait_to_rest, warm_up
 from coordinator.bench.visibility import commit_counts
+from coordinator.core.config import Config, load_config
 from coordinator.engine import Engine
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from coordinator.spark_session import SparkSettings, build_spark_session
-from core.config import Config, load_config
 from streams.progress_listener import listen
 
 SCHEMA = "txcoord-bench/1"

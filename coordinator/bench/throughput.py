@@ -46,9 +46,9 @@ from coordinator.bench.outcomes import (
 from coordinator.bench.stats import median, summarize, sustained_rate
 from coordinator.bench.visibility import latencies_ms, visible_times
 from coordinator.bench.workload import kind_of
-from core.state_machine import Event
-from core.state_machine import TransactionState as State
-from core.topics import check_consumer_group
+from coordinator.core.state_machine import Event
+from coordinator.core.state_machine import TransactionState as State
+from coordinator.core.topics import check_consumer_group
 from delta_tables import topics
 
 TOPICS = {"kafka": "BenchKafka", "rest": "BenchRest"}

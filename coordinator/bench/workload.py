@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from core.state_machine import Event
-from core.state_machine import TransactionState as State
+from coordinator.core.state_machine import Event
+from coordinator.core.state_machine import TransactionState as State
 
 #: The op and state names, the state machine's own (they meet the tables' strings).
 _COMMIT, _ROLLBACK, _UNKNOWN = Event.COMMIT.value, Event.ROLLBACK.value, Event.UNKNOWN.value

@@ -17,7 +17,7 @@ from coordinator.bench.context import BenchSettings
 from coordinator.bench.report import write
 from coordinator.bench.runner import Bench
 from coordinator.bench.workload import DEFAULT_MIX, Mix
-from core.config import parse_overrides
+from coordinator.core.config import parse_overrides
 
 #: Without a terminal, progress is printed this often instead of redrawn.
 PLAIN_EVERY_SECONDS = 10.0

@@ -23,6 +23,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from coordinator.core.state_machine import TransactionState as State
 from coordinator.sdk import (
     CheckRequest,
     LocalTransactionState,
@@ -30,7 +31,6 @@ from coordinator.sdk import (
     TransactionListener,
     TransactionProducer,
 )
-from core.state_machine import TransactionState as State
 
 KINDS = ("commit", "rollback", "checked-commit", "never-answers")
 DECISIVE = {state.name for state in State if state.is_final}

@@ -1,6 +1,6 @@
 """`txcoord provision`: a group's own topics on a cluster, and the ACLs that keep it apart.
 
-For the per-group topic layout (`[kafka] topics_per_group = true`, core/topics.py) on a
+For the per-group topic layout (`[kafka] topics_per_group = true`, coordinator/core/topics.py) on a
 cluster txcoord does not run itself (a managed Kafka)::
 
     txcoord provision --config prod.toml --group orders=orders-app --operator ops-admin
@@ -22,9 +22,9 @@ from pathlib import Path
 import click
 
 from coordinator.commands.options import configuration_options
-from core.config import load_config, parse_overrides
-from core.errors import ConfigurationError
-from core.topics import grants, group_topic_problem, principal_problem
+from coordinator.core.config import load_config, parse_overrides
+from coordinator.core.errors import ConfigurationError
+from coordinator.core.topics import grants, group_topic_problem, principal_problem
 
 
 def _group_of(value: str) -> tuple[str, str | None]:

@@ -33,11 +33,11 @@ from rich.table import Table
 
 from coordinator.admin import inventory
 from coordinator.admin.operator_ops import APPLIES_IN, either, send_operator_op
+from coordinator.core import state_machine
+from coordinator.core.config import Config, load_config, parse_duration, parse_overrides
+from coordinator.core.errors import ConfigurationError
+from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
-from core import state_machine
-from core.config import Config, load_config, parse_duration, parse_overrides
-from core.errors import ConfigurationError
-from core.kafka_security import KafkaSecurity
 from delta_tables.lookup import TransactionState
 
 STATES = tuple(state.name for state in state_machine.TransactionState)
@@ -72,7 +72,7 @@ def _target(
             bootstrap_servers = info.bootstrap_servers
     try:
         # Per-group layout: the operator's own topic, so that the broker vouches for who
-        # sent the op (core/topics.py); the shared op topic otherwise.
+        # sent the op (coordinator/core/topics.py); the shared op topic otherwise.
         op_topic = config.kafka.layout.operator_topic(config.kafka.sasl_username or None)
     except ValueError as exc:
         raise ConfigurationError(f"[kafka] topics_per_group: {exc}") from exc

@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from coordinator.core.config import Config, load_config, parse_overrides
+from coordinator.core.errors import StackError
 from coordinator.local_stack.broker_auth import load_broker_auth
 from coordinator.local_stack.stack import LocalStack, RestServer, StackSettings
 from coordinator.stop_signals import StopSignals
-from core.config import Config, load_config, parse_overrides
-from core.errors import StackError
 
 #: Without a terminal (CI, a log file) the status is logged this often instead of redrawn.
 PLAIN_STATUS_EVERY_SECONDS = 30.0

@@ -37,8 +37,8 @@ added when the storage is formatted (`kafka-storage format --add-scram`, passed 
 private java @argfile so no password is on a command line) and upserted on every start
 through the admin API, so an edited auth file takes effect on restart.
 
-ACLs (`acls`), all on literal names of the per-group topic layout (core/topics.py), which
-`txcoord up --auth-file` switches on (`[kafka] topics_per_group = true`):
+ACLs (`acls`), all on literal names of the per-group topic layout (coordinator/core/topics.py),
+which `txcoord up --auth-file` switches on (`[kafka] topics_per_group = true`):
 
 - group principal: WRITE `txcoord.half.<group>` and `txcoord.op.<group>`, READ
   `txcoord.check.<group>`, READ its SDK consumer group `txcoord-sdk-<group>`; nothing on the
@@ -58,12 +58,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ConfigurationError
-from core.kafka_security import KafkaSecurity
-from core.topics import TopicLayout, grants, group_topic_problem
+from coordinator.core.errors import ConfigurationError
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import TopicLayout, grants, group_topic_problem
 
 if TYPE_CHECKING:
-    from core.config import Config
+    from coordinator.core.config import Config
 
 __all__ = ["BrokerAuth", "BrokerPrincipal", "BrokerTls", "acls", "load_broker_auth"]
 
@@ -182,7 +182,8 @@ def _combined_pem(tls: BrokerTls) -> Path:
 
 
 def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
-    """Return the ACLs of the module docstring (core/topics.py's `grants`) for kafka-python.
+    """Return the ACLs of the module docstring (coordinator/core/topics.py's `grants`) for
+    kafka-python.
 
     `layout` must be the per-group one: shared topics cannot keep groups apart. Raises
     ConfigurationError for a group whose name no topic can hold.

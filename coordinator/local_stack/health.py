@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import KafkaSecurity
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import KafkaSecurity
 from streams.kafka_topics import admin_client, ensure_topic
 
 if TYPE_CHECKING:

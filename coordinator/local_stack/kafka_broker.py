@@ -51,10 +51,10 @@ from kafka.admin import KafkaAdminClient
 
 from coordinator import class_archives
 from coordinator.artifacts import jars
+from coordinator.core.errors import BrokerError
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.local_stack.broker_auth import BrokerAuth
-from core.errors import BrokerError
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)
 

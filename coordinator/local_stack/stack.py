@@ -30,13 +30,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from coordinator.core.config import Config
+from coordinator.core.errors import StackError
 from coordinator.engine import Engine
 from coordinator.local_stack.broker_auth import BrokerAuth, apply_auth
 from coordinator.local_stack.health import Health, check_kafka, check_spark
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.spark_session import SparkSettings, build_spark_session
-from core.config import Config
-from core.errors import StackError
 from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
 from streams.tally import Counts
 

@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from core.config import load_config, parse_overrides
-from core.errors import TxcoordError
+from coordinator.core.config import load_config, parse_overrides
+from coordinator.core.errors import TxcoordError
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -18,6 +18,8 @@ from importlib.metadata import PackageNotFoundError, version
 import uvicorn
 from fastapi import FastAPI
 
+from coordinator.core.config import Config
+from coordinator.core.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.auth import Authenticator, require_safe_listen
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.errors import install_error_handlers
@@ -29,8 +31,6 @@ from coordinator.rest.openapi import install_openapi
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.routes import build_router
 from coordinator.rest.services import Lookup, Poller, Services, Writer, epoch_ms
-from core.config import Config
-from core.errors import KafkaUnavailableError, TxcoordError
 from delta_tables.lookup import DeltaRows, TransactionLookup
 
 log = logging.getLogger("txcoord.rest")

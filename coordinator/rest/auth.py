@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coordinator.core.errors import ConfigurationError
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.errors import ApiError
-from core.errors import ConfigurationError
-from protocol import ingress as fmt
 
 log = logging.getLogger("txcoord.rest.auth")
 

@@ -3,7 +3,7 @@
 The coordinator publishes each check request (RocketMQ's CHECK_TRANSACTION_STATE) on the
 check topic with header `txcoord.producer_group` (streams/coordinator_writer.py). For a group
 G the REST keeps one consumer in Kafka consumer group `txcoord-rest-G`, which reads the
-whole topic (in the per-group layout G's own check topic, core/topics.py) and hands out
+whole topic (in the per-group layout G's own check topic, coordinator/core/topics.py) and hands out
 only G's records. Pollers of G share that consumer one at a time, so each request reaches
 one of them; several REST processes share the Kafka consumer group, so they split the
 partitions. A new group starts at the earliest offset: a check request
@@ -26,13 +26,13 @@ from typing import Any
 from kafka import KafkaConsumer
 from kafka import errors as kafka_errors
 
+from coordinator.core.errors import KafkaUnavailableError
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.check_record import CheckRecord
 from coordinator.rest.models import CheckRequest
-from core.errors import KafkaUnavailableError
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import KafkaSecurity
-from core.topics import TopicLayout
-from protocol import ingress as fmt
-from protocol.check_record import CheckRecord
 from streams.kafka_producer import BOOTSTRAP_TIMEOUT_MS
 
 log = logging.getLogger("txcoord.rest.checks")
@@ -72,7 +72,7 @@ class CheckPoller:
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
-        #: A group's checks are on the shared check topic, or its own (core/topics.py).
+        #: A group's checks are on the shared check topic, or its own (coordinator/core/topics.py).
         self.layout = layout
         self.idle_timeout = idle_timeout
         self.max_groups = max_groups

@@ -24,8 +24,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from coordinator.core.errors import KafkaUnavailableError, RecordTooLargeError
 from coordinator.rest.models import INVALID_TOPIC
-from core.errors import KafkaUnavailableError, RecordTooLargeError
 
 log = logging.getLogger("txcoord.rest")
 

@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from coordinator.rest.records import Record
-from core.kafka_security import KafkaSecurity
-from core.topics import TopicLayout
-from protocol import ingress as fmt
-from protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.kafka_producer import (
     BOOTSTRAP_TIMEOUT_MS,
     Client,
@@ -61,7 +61,8 @@ class KafkaWriter:
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
-        #: Where each record goes: the shared topics, or its group's own (core/topics.py).
+        #: Where each record goes: the shared topics, or its group's own
+        #: (coordinator/core/topics.py).
         self.layout = layout
         # Creates a group's topics before its first record (per-group layout), if given.
         self._ensure_group_topics = ensure_group_topics

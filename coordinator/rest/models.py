@@ -7,7 +7,7 @@ accepts is quarantined later:
 
     producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup)
     transaction_id   TRANSACTION_ID_PATTERN (printable ASCII, 1..128)
-    topic            TOPIC_NAME, then protocol.names.topic_name_problem (refused as
+    topic            TOPIC_NAME, then coordinator.protocol.names.topic_name_problem (refused as
                      `invalid_topic`)
 
 Every name rule matches the whole string (`re.fullmatch`): `re.match` with a `$` anchor
@@ -46,8 +46,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from protocol import ingress as fmt
-from protocol.names import TOPIC_NAME, topic_name_problem
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.names import TOPIC_NAME, topic_name_problem
 
 #: Codes of the custom validation errors that errors.py maps to their own answers.
 INVALID_TOPIC = "invalid_topic"
@@ -60,7 +60,8 @@ MAX_IMMUNITY_SECONDS = 2**31 - 1
 MAX_BATCH = 1000
 #: Property names become header keys `prop.<name>` (the ingest's rule, fmt.PROPERTY_NAME_PATTERN).
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
-#: protocol.ingress.OPS as a type (a Literal must be spelt out; tests/protocol checks they agree).
+#: coordinator.protocol.ingress.OPS as a type (a Literal must be spelt out;
+#: tests/coordinator/protocol checks they agree).
 OPS = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
 
 
@@ -296,7 +297,8 @@ class OpBatchResult(BaseModel):
 class CheckRequest(BaseModel):
     """One check request, as the coordinator publishes it on the check topic.
 
-    The value of protocol/check_record.py `CheckRecord.to_value()`; check_poll.py decodes
+    The value of coordinator/protocol/check_record.py `CheckRecord.to_value()`; check_poll.py
+    decodes
     each record with that codec. A slim record adds omitted, omitted_reason, body_size and
     message_in.
     """

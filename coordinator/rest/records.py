@@ -1,4 +1,4 @@
-"""A validated request -> the Kafka record the ingest parses (protocol/ingress.py).
+"""A validated request -> the Kafka record the ingest parses (coordinator/protocol/ingress.py).
 
 Pure functions. The rules that need the configuration or the whole record live here:
 
@@ -8,7 +8,7 @@ Pure functions. The rules that need the configuration or the whole record live h
 - keys, tags and properties together must fit HEADER_BUDGET bytes. RocketMQ keeps a
   message's properties (keys and tags among them) behind a 2-byte length (MessageDecoder,
   at most Short.MAX_VALUE); the same budget keeps every record inside the ingress topics'
-  `max.message.bytes` (max_message_size + protocol.ingress.HEADER_ALLOWANCE_BYTES).
+  `max.message.bytes` (max_message_size + coordinator.protocol.ingress.HEADER_ALLOWANCE_BYTES).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.records import half_headers, op_headers
 from coordinator.rest.errors import ApiError
 from coordinator.rest.models import MAX_IMMUNITY_SECONDS, OpRequest, SendRequest
-from protocol import ingress as fmt
-from protocol.records import half_headers, op_headers
 
 HEADER_BUDGET = fmt.HEADER_BUDGET
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -25,6 +25,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 from starlette.convertors import PathConvertor, register_url_convertor
 
+from coordinator.core.config import Config
+from coordinator.core.topics import group_topic_problem
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.records import operator_label
 from coordinator.rest.auth import OPEN_MODE, Principal, require_admin, require_group
 from coordinator.rest.errors import ApiError, printable, write_failure
 from coordinator.rest.gate import principal_of
@@ -50,11 +54,7 @@ from coordinator.rest.models import (
 from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
-from core.config import Config
-from core.topics import group_topic_problem
 from delta_tables.lookup import TransactionState
-from protocol import ingress as fmt
-from protocol.records import operator_label
 
 #: A batch of which some items are durable and some are not (WebDAV's Multi-Status).
 MULTI_STATUS = 207
@@ -146,7 +146,7 @@ def _as_operator(who: Principal, request: OpRequest) -> OpRequest:
     """Return `request` with the recorded operator: the admin token's name, then `operator`.
 
     With an auth file the "who" of an operator's op is the authenticated token, and the
-    request's `operator` at most a display name beside it (protocol/records.py).
+    request's `operator` at most a display name beside it (coordinator/protocol/records.py).
     """
     if request.operator is None or who is OPEN_MODE:
         return request

@@ -9,13 +9,13 @@ from typing import Protocol
 
 import anyio
 
+from coordinator.core.config import Config
 from coordinator.rest.auth import Authenticator
 from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import Metrics
 from coordinator.rest.models import CheckRequest
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.records import Record
-from core.config import Config
 from delta_tables.lookup import TransactionState
 
 

@@ -1,6 +1,6 @@
 """Errors the SDK raises, so callers can decide retry-or-give-up by class.
 
-    TxcoordError                    core/errors.py
+    TxcoordError                    coordinator/core/errors.py
     └── SdkError                    base of every SDK error
         ├── TransportError          Kafka or the REST ingress could not be reached (retriable)
         ├── RequestRejectedError    the REST ingress refused the request: a 4xx with a code
@@ -12,7 +12,7 @@ Each error carries `retriable`: True when the same call may succeed later unchan
 
 from __future__ import annotations
 
-from core.errors import TxcoordError
+from coordinator.core.errors import TxcoordError
 
 
 class SdkError(TxcoordError):

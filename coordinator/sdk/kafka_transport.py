@@ -26,17 +26,17 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from coordinator.core.config import KafkaConfig
+from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity
+from coordinator.core.topics import TopicLayout, check_consumer_group
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
+from coordinator.protocol.records import op_headers
 from coordinator.sdk.errors import SdkError, TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpReceipt
-from core.config import KafkaConfig
-from core.kafka_clients import kafka_python_options
-from core.kafka_security import AuthenticationWatch, KafkaSecurity
-from core.topics import TopicLayout, check_consumer_group
-from protocol import ingress as fmt
-from protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
-from protocol.records import op_headers
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class KafkaTransport:
         its start: never miss a check, at the price of answering old ones once.
         `security` is the cluster's TLS/SASL settings (the `[kafka]` ones; default plaintext).
         `topics_per_group` (the `[kafka]` setting of a secured deployment) sends to and reads
-        from the group's own topics, `<half_topic>.<group>` and so on (core/topics.py);
+        from the group's own topics, `<half_topic>.<group>` and so on (coordinator/core/topics.py);
         ValueError if the group's name cannot be a topic's.
         """
         layout = TopicLayout(

@@ -11,10 +11,10 @@ from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from coordinator.protocol.ingress import msg_id_of, op_id_of
 from coordinator.sdk.errors import TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.transport import HalfReceipt, OpReceipt
-from protocol.ingress import msg_id_of, op_id_of
 
 
 class InMemoryTransport:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.check_record import CheckRecord
+from coordinator.protocol.names import topic_name_problem, transaction_id_problem
+from coordinator.protocol.records import Headers, half_headers
 from coordinator.sdk.state import LocalTransactionState
-from protocol import ingress as fmt
-from protocol.check_record import CheckRecord
-from protocol.names import topic_name_problem, transaction_id_problem
-from protocol.records import Headers, half_headers
 
 _PROPERTY_NAME = re.compile(fmt.PROPERTY_NAME_PATTERN)
 
@@ -156,7 +156,7 @@ class SendResult:
 class CheckRequest(CheckRecord):
     """ "Tell me the state of transaction X": one item of the check topic or the long poll.
 
-    The fields are the check record's (protocol/check_record.py). `source` is where the
+    The fields are the check record's (coordinator/protocol/check_record.py). `source` is where the
     transport read it (for acknowledgement); it takes no part in equality. The request's
     identity is `key`: (transaction_id, check_number). When `omitted` is not empty, the
     message itself is in system/check_requests.

@@ -39,15 +39,15 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
+from coordinator.core.config import KafkaConfig
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import TopicLayout, group_topic_problem
+from coordinator.protocol import ingress as fmt
 from coordinator.sdk.check_answerer import CheckAnswerer, CheckStats
 from coordinator.sdk.errors import ProducerStateError, SdkError
 from coordinator.sdk.listener import TransactionListener, decide
 from coordinator.sdk.message import Message, SendResult
 from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, Transport
-from core.config import KafkaConfig
-from core.kafka_security import KafkaSecurity
-from core.topics import TopicLayout, group_topic_problem
-from protocol import ingress as fmt
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from core.state_machine import Event
+from coordinator.core.state_machine import Event
 
 
 class LocalTransactionState(Enum):

@@ -12,8 +12,8 @@ from deltalake import DeltaTable
 from kafka import KafkaProducer
 
 from coordinator import class_archives
+from coordinator.protocol import ingress as fmt
 from coordinator.spark_session import JIT_OPTIONS
-from protocol import ingress as fmt
 from tests.app_process import AppProcess
 from tests.class_archive_check import assert_starts_from_archive
 from tests.quiet_stop import noise_in

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.artifacts import JAR_CACHE_ENV
-from core.config import (
+from coordinator.core.config import (
     Config,
     StreamsConfig,
     load_config,
@@ -16,7 +16,7 @@ from core.config import (
     parse_overrides,
     parse_size,
 )
-from core.errors import ConfigurationError
+from coordinator.core.errors import ConfigurationError
 
 
 def test_defaults_are_rocketmqs() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from core import failpoints
-from core.errors import ConfigurationError
+from coordinator.core import failpoints
+from coordinator.core.errors import ConfigurationError
 
 
 @pytest.fixture(autouse=True)

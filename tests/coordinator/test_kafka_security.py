@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.config import load_config
-from core.errors import ConfigurationError
-from core.kafka_security import KafkaSecurity, Secret
+from coordinator.core.config import load_config
+from coordinator.core.errors import ConfigurationError
+from coordinator.core.kafka_security import KafkaSecurity, Secret
 
 PASSWORD = 's3cr3t-"quoted"-\\back'  # a quote and a backslash: JAAS must escape both
 

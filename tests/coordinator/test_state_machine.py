@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from core.state_machine import (
+from coordinator.core.state_machine import (
     DECISIVE_OPS,
     TRANSITIONS,
     Event,

@@ -24,8 +24,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from coordinator.core.config import load_config
 from coordinator.table_counts import Totals, read_totals, spark_totals, table_counts
-from core.config import load_config
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol.names import topic_name_problem
 from delta_tables.topics import table
-from protocol.names import topic_name_problem
 
 
 @pytest.mark.parametrize("topic", ["OrderPaid", "a", "x" * 127, "with-dash_and%pct|bar", "0"])

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from core.config import Config, load_config
+from coordinator.core.config import Config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from core.config import Config
+from coordinator.core.config import Config
 from tests.app_process import AppProcess
 from tests.conftest import ConfigFactory, unavailable
 from tests.harness import TOPIC, Producer, Responder, wait_for

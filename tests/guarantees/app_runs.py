@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 
-from core.failpoints import OPTION, REACHED
+from coordinator.core.failpoints import OPTION, REACHED
 from tests.app_process import AppProcess
 
 #: Seconds to wait for the application to say it runs (JVM and Spark warm-up).

@@ -4,7 +4,7 @@ One run of the real engine (`deploy/submit-coordinator`) against a broker of the
 while a producer keeps sending a mix of transactions (some never answered, so they are
 discarded; a few malformed records, so quarantine is written) and a listener answers check
 requests. The application is killed with SIGKILL (the whole process tree at once) at every
-failpoint between the writes of a micro-batch (core/failpoints.py; that every
+failpoint between the writes of a micro-batch (coordinator/core/failpoints.py; that every
 failpoint of the code is armed here is test_failpoint_coverage.py), once at a random moment,
 and the broker is killed once while the application runs. After a final clean run every
 table must show: every acknowledged record landed, every committed message exactly once,
@@ -36,11 +36,11 @@ from deltalake import DeltaTable
 from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
+from coordinator.core.config import Config, load_config
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
-from core.config import Config, load_config
+from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
-from protocol import ingress as fmt
 from tests.conftest import unavailable
 from tests.guarantees.app_runs import AppRuns
 from tests.harness import GROUP, Producer, Responder, last_progress, wait_for, watermark_past
@@ -70,7 +70,7 @@ def answer(request: dict[str, Any]) -> str | None:
 
 #: The application starts that end at failpoints, in order (name=N: the N-th pass of that
 #: failpoint), one failpoint per start: one query lands and decides in one thread per table,
-#: so two failpoints of one start could not both be reached (core/failpoints.py).
+#: so two failpoints of one start could not both be reached (coordinator/core/failpoints.py).
 #: The discard comes first: it needs CHECK_MAX checks of one transaction, i.e. several
 #: coordinator batches, which are quickest while the backlog is small (on a loaded machine a
 #: late start's batches took 60-110 s each and the discard missed the bound).

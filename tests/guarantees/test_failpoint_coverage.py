@@ -1,6 +1,6 @@
 """Every failpoint in the code has a crash case, and every crash case names a real failpoint.
 
-A new write in a micro-batch gets a failpoint after it (core/failpoints.py); this test
+A new write in a micro-batch gets a failpoint after it (coordinator/core/failpoints.py); this test
 then fails until the crash test (test_crash_recovery.py) arms it, so no write goes without a
 `kill -9` right after it. Names are read from the source, not restated: a literal
 ``failpoint("x")`` gives "x"; an f-string inside a ``for`` loop over a literal tuple (the

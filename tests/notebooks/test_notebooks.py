@@ -22,7 +22,7 @@ import pytest
 from nbclient import NotebookClient
 from pyspark.sql import SparkSession
 
-from core.config import Config, load_config
+from coordinator.core.config import Config, load_config
 from tests.harness import Engine, Producer, Responder, table, wait_for
 
 pytestmark = pytest.mark.long(2)

@@ -17,9 +17,9 @@ import functools
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from core.topics import TopicLayout
-from protocol import ingress as fmt
-from protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
 from streams.ingest_rules import (
     KIND_HALF,
     KIND_OP,
@@ -50,7 +50,8 @@ def _source_columns(layout: TopicLayout) -> tuple[Column, ...]:
     """Return what the source topic says: `ingress_kind`, `_topic_group`, `_topic_principal`.
 
     In the per-group layout a record's group (or operator principal) is the suffix of the
-    topic the broker let its producer write (core/topics.py); the shared layout has none.
+    topic the broker let its producer write (coordinator/core/topics.py); the shared layout has
+    none.
     """
     source = F.col("topic")
 
@@ -281,7 +282,7 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
         F.timestamp_millis(F.when(born_at_ok, born_at)).alias("born_at"),
         F.coalesce(F.col("_from_check") == "true", F.lit(False)).alias("from_check"),
         # Who did an operator's op: the principal the broker let write its operator topic,
-        # with the header's name beside it as a display name (core/topics.py).
+        # with the header's name beside it as a display name (coordinator/core/topics.py).
         F.when(
             topic_principal.isNull() | (F.col("operator") == topic_principal),
             F.coalesce(topic_principal, F.col("operator")),
@@ -296,7 +297,7 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
                 ),
                 F.lit(")"),
             )
-        )  # protocol/records.py's operator_label
+        )  # coordinator/protocol/records.py's operator_label
         .alias("who"),
         # Fixed-width hex: op ids sort like (partition, offset), so the tie-break of contract 3
         # (same store time: lower op id first) follows the order within a partition.

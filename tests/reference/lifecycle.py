@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from core.state_machine import (
+from coordinator.core.state_machine import (
     DECISIVE_OPS,
     Event,
     Outcome,

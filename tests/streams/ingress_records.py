@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from protocol import ingress as fmt
+from coordinator.protocol import ingress as fmt
 from tests.harness import TOPIC
 
 MAX_MESSAGE = 64 * 1024

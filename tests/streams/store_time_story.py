@@ -14,7 +14,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from core.config import Config
+from coordinator.core.config import Config
 from tests.harness import TOPIC, Producer, Responder, table, wait_for
 
 TIMEOUT, INTERVAL, CHECK_MAX = 3, 4, 3

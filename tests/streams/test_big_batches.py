@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from core.config import Config
-from protocol.ingress import HEADER_ALLOWANCE_BYTES
+from coordinator.core.config import Config
+from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.ingress_topics import ensure_ingress_topics
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory

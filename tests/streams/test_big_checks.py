@@ -14,8 +14,8 @@ import os
 import pytest
 from pyspark.sql import SparkSession
 
-from core.config import Config
-from protocol.ingress import HEADER_ALLOWANCE_BYTES
+from coordinator.core.config import Config
+from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

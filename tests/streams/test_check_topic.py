@@ -20,9 +20,9 @@ import pytest
 from kafka import KafkaConsumer
 from kafka.admin import ConfigResource, ConfigResourceType
 
+from coordinator.core.config import Config
 from coordinator.sdk.kafka_transport import KafkaTransport
 from coordinator.sdk.message import CheckRequest
-from core.config import Config
 from streams.check_publisher import CheckPublisher
 from streams.check_topic import (
     check_record,

@@ -11,8 +11,8 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from coordinator.core.config import Config
 from coordinator.table_counts import table_counts
-from core.config import Config
 from streams.tally import Counts
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from core.config import Config
+from coordinator.core.config import Config
 from delta_tables.registry import create_system_tables
 from streams.arrow_rows import arrow_schema
 from streams.coordinator_stage import OUTPUT_SCHEMA

@@ -15,7 +15,7 @@ from deltalake import DeltaTable as RustDeltaTable
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
-from core.errors import ConfigurationError
+from coordinator.core.errors import ConfigurationError
 from streams import delta_writes
 from streams.coordinator_job import STATE_LAYOUT, STATE_LAYOUT_FILE, check_state_layout
 from streams.delta_writes import (

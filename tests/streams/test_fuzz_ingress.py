@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
-from core.config import Config
+from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 from tests.streams.ingress_records import MAX_MESSAGE, raw_record

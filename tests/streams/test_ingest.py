@@ -11,9 +11,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from core.topics import TopicLayout
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
-from protocol import ingress as fmt
 from streams.ingest import (
     IngestRules,
     classify,
@@ -276,8 +276,8 @@ PER_GROUP = replace(RULES, layout=TopicLayout(per_group=True))
 
 
 def test_per_group_topics_carry_only_their_groups_records(spark: SparkSession) -> None:
-    # The broker let each producer write only its own group's topics (core/topics.py): the
-    # topic is the proof of the group, and an operator's op counts only from its own topic.
+    # The broker let each producer write only its own group's topics (coordinator/core/topics.py):
+    # the topic is the proof of the group, and an operator's op counts only from its own topic.
     records = (
         Records(spark)
         .add("txcoord.half.orders", b"tx-1", half_headers())

@@ -19,10 +19,10 @@ from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 
 from coordinator.admin import inventory
-from core.config import Config
+from coordinator.core.config import Config
+from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
-from protocol import ingress as fmt
 from streams.ingest_job import start_ingest
 from streams.ingress_topics import ensure_ingress_topics
 from tests.streams.conftest import ConfigFactory

@@ -13,11 +13,11 @@ from kafka import KafkaProducer
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from core.config import Config
-from core.errors import ConfigurationError
+from coordinator.core.config import Config
+from coordinator.core.errors import ConfigurationError
+from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
-from protocol import ingress as fmt
 from streams.ingest_job import checkpoint_of, start_ingest
 from streams.ingress_topics import ensure_ingress_topics
 from streams.kafka_topics import ensure_topic

@@ -1,4 +1,5 @@
-"""The ingest's Spark rules and the protocol's name rules (protocol/names.py) agree on names.
+"""The ingest's Spark rules and the protocol's name rules (coordinator/protocol/names.py) agree on
+names.
 
 Spark matches with Java's regex (`rlike`), Python with `re.fullmatch`: the same pattern text
 means different things at the end of a string (Java's and Python's `$` both accept a final
@@ -20,9 +21,14 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from core.topics import TopicLayout
-from protocol import ingress as fmt
-from protocol.names import TOPIC_NAME, group_problem, topic_name_problem, transaction_id_problem
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.names import (
+    TOPIC_NAME,
+    group_problem,
+    topic_name_problem,
+    transaction_id_problem,
+)
 from streams.ingest import IngestRules, classify
 
 pytestmark = pytest.mark.spark

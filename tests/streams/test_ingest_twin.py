@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
-from core.topics import TopicLayout
-from protocol import ingress as fmt
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
 from streams.ingest import parse
 from streams.ingest_rules import PARSED_COLUMNS, IngestRules
 from tests.reference.ingest_rules import reference_parse

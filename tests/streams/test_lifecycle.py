@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from core.state_machine import TransactionState
+from coordinator.core.state_machine import TransactionState
 from streams.lifecycle import Kind, Rules
 from tests.reference.lifecycle import (
     Emit,

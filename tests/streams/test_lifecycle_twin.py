@@ -43,7 +43,7 @@ TX, GROUP = "tx-1", "orders"
 def rule_sets(draw: st.DrawFn) -> Rules:
     """Draw the configuration too: the twin reads every setting, so every one is varied.
 
-    Within what the configuration allows (core/config.py): the expiry and the largest
+    Within what the configuration allows (coordinator/core/config.py): the expiry and the largest
     immunity are never below the timeout, and an orphan waits 2 x timeout + 10 s in the
     product (streams/coordinator_job.rules_of), varied here around that. The histories' steps
     (0-130 s) cross every one of these timers.

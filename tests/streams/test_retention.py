@@ -13,7 +13,7 @@ import time
 import pytest
 from pyspark.sql import SparkSession
 
-from core.config import Config
+from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 

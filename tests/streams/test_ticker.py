@@ -28,8 +28,8 @@ from tests.harness import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.long(0.8)]
 
 #: Seconds from the broker's restart to the fifth heartbeat stored after it: reconnecting like
-#: Kafka's Java client (core/kafka_clients.py: at most 1 s between attempts) took about 1 s
-#: here, the rest is room for a loaded machine. With kafka-python's default reconnect backoff
+#: Kafka's Java client (coordinator/core/kafka_clients.py: at most 1 s between attempts) took about
+#: 1 s here, the rest is room for a loaded machine. With kafka-python's default reconnect backoff
 #: (up to 30 s) the fifth came 17-20 s after the restart.
 RESUME_WITHIN = 10
 #: Store times are whole milliseconds of the broker's clock, the ticker's pace is measured on

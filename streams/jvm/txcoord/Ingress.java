@@ -86,7 +86,7 @@ public final class Ingress
         org.apache.spark.sql.types.Metadata.empty());
   }
 
-  // The source topics (core/topics.py's layout).
+  // The source topics (coordinator/core/topics.py's layout).
   private final String halfTopic;
   private final String opTopic;
   private final String operatorTopic;
@@ -452,7 +452,7 @@ public final class Ingress
 
   /**
    * Who did an operator's op: the principal the broker let write its operator topic, with
-   * the header's name beside it as a display name (protocol/records.py's operator_label).
+   * the header's name beside it as a display name (coordinator/protocol/records.py's operator_label).
    */
   private String who(String principal, String operator) {
     if (principal == null) return operator;

@@ -14,7 +14,7 @@ import java.util.Objects;
  * <p>tests/reference/lifecycle.py is the readable reference model; this class follows it function by
  * function (same names in camelCase) so that the two can be read side by side, and
  * tests/streams/test_lifecycle_twin.py drives both with random histories and demands identical
- * output. The table of legal moves is not repeated here: it is core/state_machine.py's
+ * output. The table of legal moves is not repeated here: it is coordinator/core/state_machine.py's
  * TRANSITIONS, handed over as data ({@link Transitions}). No Spark in this class.
  */
 public final class Lifecycle {
@@ -132,7 +132,7 @@ public final class Lifecycle {
   /** The result of an input or a timer: new state (null: forget it) and rows. */
   public record Step(TxState state, List<Emit> emits) {}
 
-  /** core/state_machine.py's TRANSITIONS: (state, event) -> (state, verdict). */
+  /** coordinator/core/state_machine.py's TRANSITIONS: (state, event) -> (state, verdict). */
   public static final class Transitions implements java.io.Serializable {
     private final Map<String, String[]> table = new LinkedHashMap<>();
 

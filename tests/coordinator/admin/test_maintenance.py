@@ -17,7 +17,7 @@ from coordinator.admin.maintenance import (
     stream_positions,
     vacuum_refusal,
 )
-from core.config import Config
+from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

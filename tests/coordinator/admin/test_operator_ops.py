@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from coordinator.admin.operator_ops import refusal
-from core import state_machine
-from core.state_machine import apply, event_for_op
+from coordinator.core import state_machine
+from coordinator.core.state_machine import apply, event_for_op
 from delta_tables.lookup import TransactionState
 
 

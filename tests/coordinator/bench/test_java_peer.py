@@ -21,7 +21,7 @@ from coordinator.bench.java_peer import (
     run_java_peer,
     run_shape,
 )
-from core.errors import ArtifactsMissingError
+from coordinator.core.errors import ArtifactsMissingError
 
 # What kafka-tools 4.1.2 printed on this machine (a 5 s window line, then the total).
 OUTPUT = """\

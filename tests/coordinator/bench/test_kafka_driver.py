@@ -1,7 +1,7 @@
 """The bench's Kafka driver writes the SDK's records and times every acknowledgement.
 
 Its producer is librdkafka's, not the SDK's: read back from the real broker, every record
-must be the one the SDK's protocol/records.py builds for that transaction.
+must be the one the SDK's coordinator/protocol/records.py builds for that transaction.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from kafka import KafkaConsumer
 
 from coordinator.bench.kafka_driver import KafkaDriver, now_ms
 from coordinator.bench.workload import CHECKED_COMMIT, COMMIT, ROLLBACK
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.records import op_headers
 from coordinator.sdk import Message
-from protocol import ingress as fmt
-from protocol.records import op_headers
 
 pytestmark = pytest.mark.kafka
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.cli import main
-from core.config import load_config
+from coordinator.core.config import load_config
 from streams.kafka_topics import admin_client, delete_topic
 
 pytestmark = pytest.mark.kafka

@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from coordinator.cli import main
-from core.config import Config
+from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.core.errors import ConfigurationError
+from coordinator.core.topics import TopicLayout
 from coordinator.local_stack.broker_auth import AUTHORIZER, acls, load_broker_auth
-from core.errors import ConfigurationError
-from core.topics import TopicLayout
 
 GOOD_PASSWORD = "Zq3-abcdefghijklmnop"
 

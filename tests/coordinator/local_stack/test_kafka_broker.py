@@ -16,6 +16,7 @@ import pytest
 from kafka import KafkaProducer
 
 from coordinator.artifacts import jars
+from coordinator.core.errors import BrokerError
 from coordinator.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
@@ -24,7 +25,6 @@ from coordinator.local_stack.kafka_broker import (
     pid_is_our_broker,
     read_info,
 )
-from core.errors import BrokerError
 from streams.kafka_topics import ensure_topic
 from tests.coordinator.rest.kafka_io import read_all
 from tests.processes import pid_alive

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from coordinator.core.config import Config, load_config
 from coordinator.rest.app import create_app
-from core.config import Config, load_config
 from streams.ingress_topics import ensure_ingress_topics
 from streams.kafka_topics import delete_topic
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from coordinator.core.config import Config
+from coordinator.core.errors import ConfigurationError
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.auth import Authenticator, load_token_file, sha256_hex
 from coordinator.rest.errors import ApiError
-from core.config import Config
-from core.errors import ConfigurationError
-from protocol import ingress as fmt
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
     BILLING_TOKEN,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from coordinator.core.config import Config, load_config
+from coordinator.core.errors import ConfigurationError
 from coordinator.rest.app import create_app
 from coordinator.rest.auth import MIN_TOKEN_LENGTH, load_token_file, sha256_hex
-from core.config import Config, load_config
-from core.errors import ConfigurationError
 from tests.coordinator.rest.conftest import ORDERS_TOKEN, write_auth_file
 from tests.coordinator.sdk.http_server import serving
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.rest.records import HEADER_BUDGET
-from core.config import Config
 from tests.coordinator.rest.conftest import drop_topics, make_rest_config
 from tests.coordinator.rest.kafka_io import OffsetWatch
 

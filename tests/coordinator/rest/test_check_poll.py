@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
+from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.rest.routes import DEFAULT_WAIT_SECONDS
-from core.config import Config
 from streams.coordinator_writer import check_record
 
 pytestmark = pytest.mark.kafka

@@ -20,7 +20,7 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from core.config import Config, load_config
+from coordinator.core.config import Config, load_config
 from tests.coordinator.rest.conftest import drop_topics
 from tests.coordinator.rest.kafka_io import read_all
 

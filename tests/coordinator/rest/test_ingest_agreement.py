@@ -12,13 +12,13 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from coordinator.core.topics import TopicLayout
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
-from core.topics import TopicLayout
 from delta_tables import half_messages, transactions
 from delta_tables.lookup import DeltaRows, TransactionLookup
 from delta_tables.registry import create_system_tables
-from protocol import ingress as fmt
 from streams.ingest import IngestRules, classify, halves, ops
 
 pytestmark = pytest.mark.spark

@@ -14,10 +14,10 @@ import time
 import pytest
 from kafka import TopicPartition
 
+from coordinator.core.errors import KafkaUnavailableError
+from coordinator.core.topics import TopicLayout
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS, KafkaWriter, Stored
 from coordinator.rest.records import Record
-from core.errors import KafkaUnavailableError
-from core.topics import TopicLayout
 from streams.kafka_topics import admin_client
 
 from .kafka_io import read_all

@@ -10,9 +10,9 @@ from typing import Any, get_args
 import pytest
 from fastapi.testclient import TestClient
 
+from coordinator.core import state_machine
+from coordinator.core.config import Config, load_config
 from coordinator.rest.app import create_app
-from core import state_machine
-from core.config import Config, load_config
 from delta_tables import check_requests, half_messages, transactions
 from delta_tables.lookup import STATES
 from tests.coordinator.rest.conftest import (

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.rest.poll_slots import PollSlots, PollSlotsFullError
-from core.config import Config
 from tests.coordinator.sdk.helpers import wait_until
 from tests.coordinator.sdk.http_server import serving
 

@@ -17,8 +17,8 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from schemathesis.generation import GenerationMode
 
+from coordinator.core.config import Config
 from coordinator.rest.app import create_app
-from core.config import Config
 from tests.coordinator.rest.conftest import drop_topics, make_rest_config
 
 pytestmark = pytest.mark.kafka

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.errors import ApiError, field_name, printable
 from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, half_record, op_record, rfc3339
-from protocol import ingress as fmt
 
 
 def test_ids_are_fixed_width_uppercase_hex_of_the_position() -> None:

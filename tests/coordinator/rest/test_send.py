@@ -1,4 +1,4 @@
-"""Halves and ops through the REST land in Kafka exactly as protocol/ingress.py says."""
+"""Halves and ops through the REST land in Kafka exactly as coordinator/protocol/ingress.py says."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from core.config import Config
-from protocol import ingress as fmt
+from coordinator.core.config import Config
+from coordinator.protocol import ingress as fmt
 from tests.coordinator.rest.kafka_io import read_all
 
 pytestmark = pytest.mark.kafka
@@ -265,8 +265,8 @@ def test_each_app_has_its_own_registry(rest_config: Config) -> None:
 
 
 def test_kafka_unreachable_is_a_503(rest_config: Config, free_port: int) -> None:
+    from coordinator.core.config import load_config  # noqa: PLC0415
     from coordinator.rest.app import create_app  # noqa: PLC0415
-    from core.config import load_config  # noqa: PLC0415
 
     down = load_config(
         overrides={

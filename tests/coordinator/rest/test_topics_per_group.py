@@ -1,4 +1,5 @@
-"""The REST ingress in the per-group topic layout (core/topics.py), on the real broker."""
+"""The REST ingress in the per-group topic layout (coordinator/core/topics.py), on the real
+broker."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
+from coordinator.core.config import Config
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
-from core.config import Config
-from protocol import ingress as fmt
 from streams.check_topic import ensure_check_topic
 from streams.coordinator_writer import check_record
 from streams.kafka_topics import delete_topic

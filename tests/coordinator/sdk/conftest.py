@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from coordinator.core.topics import check_consumer_group
 from coordinator.sdk import TransactionListener, TransactionProducer
-from core.topics import check_consumer_group
 from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 
 # The ingress topics' one setting the protocol depends on (streams/ingress_topics.py).

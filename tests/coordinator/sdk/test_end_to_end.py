@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.sdk import (
     CheckRequest,
@@ -32,7 +33,6 @@ from coordinator.sdk import (
     TransactionListener,
     TransactionProducer,
 )
-from core.config import Config
 from tests.coordinator.sdk.http_server import serving
 from tests.harness import Engine, table, wait_for
 from tests.streams.conftest import ConfigFactory
@@ -44,8 +44,6 @@ ROOT = Path(__file__).resolve().parents[3]
 SOURCES = (
     "pyproject.toml",
     "README.md",
-    "core",
-    "protocol",
     "delta_tables",
     "streams",
     "coordinator",

@@ -1,13 +1,14 @@
-"""The SDK writes exactly the ingress format of protocol/ingress.py (protocol/records.py)."""
+"""The SDK writes exactly the ingress format of coordinator/protocol/ingress.py
+(coordinator/protocol/records.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import msg_id_of, op_id_of
+from coordinator.protocol.records import op_headers
 from coordinator.sdk import Message
-from protocol import ingress as fmt
-from protocol.ingress import msg_id_of, op_id_of
-from protocol.records import op_headers
 
 
 def test_ids_follow_the_ingest_derivation() -> None:

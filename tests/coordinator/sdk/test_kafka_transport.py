@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import msg_id_of, op_id_of
 from coordinator.sdk import (
     CheckRequest,
     LocalTransactionState,
@@ -19,8 +21,6 @@ from coordinator.sdk import (
     TransportError,
 )
 from coordinator.sdk.kafka_transport import KafkaTransport
-from protocol import ingress as fmt
-from protocol.ingress import msg_id_of, op_id_of
 from streams.coordinator_writer import check_record
 
 from .conftest import (

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from coordinator.protocol import ingress as fmt
 from coordinator.sdk import CheckRequest, Message
-from protocol import ingress as fmt
 
 
 def test_a_message_with_defaults() -> None:

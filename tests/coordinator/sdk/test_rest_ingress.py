@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.core.config import load_config
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import msg_id_of, op_id_of
 from coordinator.rest.app import create_app
 from coordinator.sdk import (
     LocalTransactionState,
@@ -15,9 +18,6 @@ from coordinator.sdk import (
     RequestRejectedError,
     TransactionProducer,
 )
-from core.config import load_config
-from protocol import ingress as fmt
-from protocol.ingress import msg_id_of, op_id_of
 
 from .conftest import SdkTopics, publish, read_records
 from .helpers import RecordingListener, State, wait_until

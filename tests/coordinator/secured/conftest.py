@@ -1,7 +1,8 @@
 """A real secured KRaft broker (SASL SCRAM + StandardAuthorizer + our ACLs) for these tests.
 
 One broker per test module: the auth file names two groups ("orders", "payments"), an
-operator and the engine; the topics are laid out per group (core/topics.py), as `txcoord up
+operator and the engine; the topics are laid out per group (coordinator/core/topics.py), as
+`txcoord up
 --auth-file` lays them out; `SecuredKafka.config_as` gives a configuration that connects as
 one of them. `make_auth_file` is shared with the TLS test, which runs its own broker.
 """
@@ -20,11 +21,11 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from coordinator.core.config import Config, load_config
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import TopicLayout
 from coordinator.local_stack.broker_auth import BrokerAuth, apply_auth, load_broker_auth
 from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
-from core.config import Config, load_config
-from core.kafka_security import KafkaSecurity
-from core.topics import TopicLayout
 from streams.ingress_topics import ensure_ingress_topics
 
 GROUPS = ("orders", "payments")

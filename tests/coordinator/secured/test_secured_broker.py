@@ -1,7 +1,7 @@
 """The Kafka path on a secured broker: SASL SCRAM, the StandardAuthorizer and our ACLs.
 
 Every client here is the product's own (SDK transport, REST writer and check poller, health
-probes, Spark source), built from the one security setting (core/kafka_security.py).
+probes, Spark source), built from the one security setting (coordinator/core/kafka_security.py).
 """
 
 from __future__ import annotations
@@ -29,17 +29,17 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
+from coordinator.core.errors import KafkaUnavailableError
+from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.local_stack.health import check_kafka, check_spark
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.records import half_headers
 from coordinator.rest import kafka_writer
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.records import Record
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer, TransportError
 from coordinator.sdk.kafka_transport import KafkaTransport
-from core.errors import KafkaUnavailableError
-from core.kafka_security import KafkaSecurity
-from protocol import ingress as fmt
-from protocol.records import half_headers
 from streams import kafka_producer
 from streams.coordinator_writer import check_record
 from streams.kafka_topics import admin_client

@@ -10,14 +10,14 @@ import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from coordinator.core.errors import KafkaUnavailableError
+from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.local_stack.health import check_kafka, check_spark
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.records import half_headers
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.records import Record
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
-from core.errors import KafkaUnavailableError
-from core.kafka_security import KafkaSecurity
-from protocol import ingress as fmt
-from protocol.records import half_headers
 from tests.coordinator.sdk.helpers import RecordingListener
 
 from .conftest import SecuredKafka, read_all, start_secured

@@ -1,6 +1,6 @@
 """`txcoord up --auth-file F` with a [kafka] part: the whole stack on a secured broker.
 
-The broker keeps the groups apart (per-group topics and ACLs, core/topics.py), and the
+The broker keeps the groups apart (per-group topics and ACLs, coordinator/core/topics.py), and the
 coordinator trusts only what the broker vouched for: a group's record that names another
 group, or an operator's op sent from a group's topic, decides nothing and is quarantined as
 refused; an operator's op from the operator's own topic is recorded with its principal.
@@ -21,11 +21,11 @@ import httpx
 import pytest
 from deltalake import DeltaTable
 
+from coordinator.core.topics import TopicLayout
 from coordinator.local_stack.broker_auth import BrokerAuth, load_broker_auth
 from coordinator.local_stack.kafka_broker import free_port
+from coordinator.protocol.records import half_headers, op_headers
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
-from core.topics import TopicLayout
-from protocol.records import half_headers, op_headers
 from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 from tests.up_process import Up
 

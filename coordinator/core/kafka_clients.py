@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.kafka_security import KafkaSecurity
+from coordinator.core.kafka_security import KafkaSecurity
 
 __all__ = ["LIBRDKAFKA_RECOVERY", "RECOVERY", "kafka_python_options", "librdkafka_options"]
 

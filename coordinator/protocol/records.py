@@ -2,7 +2,7 @@
 
 Pure functions over plain values: the SDK's Kafka transport, the REST ingress and the operator
 commands send what these return, and the ingest parses them (streams/ingest.py, the rules of
-protocol/ingress.py). Ids are the ingest's own derivations (`msg_id_of`, `op_id_of`).
+coordinator/protocol/ingress.py). Ids are the ingest's own derivations (`msg_id_of`, `op_id_of`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from protocol import ingress as fmt
+from coordinator.protocol import ingress as fmt
 
 Headers = list[tuple[str, bytes]]
 

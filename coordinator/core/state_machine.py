@@ -57,7 +57,8 @@ class Event(StrEnum):
 
 
 #: The events a producer's op record names (txcoord.op), and those only an operator may send
-#: (txcoord.operator required): the wire's op kinds (protocol/ingress.py) come from these.
+#: (txcoord.operator required): the wire's op kinds (coordinator/protocol/ingress.py) come from
+#: these.
 PRODUCER_OPS = (Event.COMMIT, Event.ROLLBACK, Event.UNKNOWN)
 OPERATOR_ONLY_OPS = (Event.RESUME,)
 

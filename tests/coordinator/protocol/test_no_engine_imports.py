@@ -14,7 +14,12 @@ HEAVY = ("pyspark", "py4j", "delta", "deltalake", "pandas", "pyarrow")
 @pytest.mark.parametrize(
     "modules",
     [
-        ["protocol.ingress", "protocol.names", "protocol.check_record", "protocol.records"],
+        [
+            "coordinator.protocol.ingress",
+            "coordinator.protocol.names",
+            "coordinator.protocol.check_record",
+            "coordinator.protocol.records",
+        ],
         ["coordinator.sdk", "coordinator.sdk.rest_transport", "coordinator.sdk.kafka_transport"],
     ],
 )

@@ -28,9 +28,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from core.errors import ConfigurationError
-from core.kafka_security import KafkaSecurity, security_problems
-from core.topics import TopicLayout
+from coordinator.core.errors import ConfigurationError
+from coordinator.core.kafka_security import KafkaSecurity, security_problems
+from coordinator.core.topics import TopicLayout
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
@@ -94,14 +94,15 @@ class KafkaConfig:
     op_topic: str = "txcoord.op"
     check_topic: str = "txcoord.check"
     # Topics of their own per producer group and per operator principal, so that a secured
-    # broker's ACLs keep groups apart (protocol/topics.py); `txcoord up --auth-file` sets it.
+    # broker's ACLs keep groups apart (coordinator/core/topics.py); `txcoord up --auth-file`
+    # sets it.
     topics_per_group: bool = False
     operator_topic: str = "txcoord.operator"
     partitions: int = 4
     # Topic creation on a real cluster (contract 7.7: acks=all then means this many copies).
     replication_factor: int = 1
     min_insync_replicas: int = 1
-    # How every Kafka client connects (core/kafka_security.py): never a secret here,
+    # How every Kafka client connects (coordinator/core/kafka_security.py): never a secret here,
     # only where it is (a file, an environment variable).
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = ""
@@ -119,7 +120,7 @@ class KafkaConfig:
 
     @property
     def layout(self) -> TopicLayout:
-        """Return which topic carries what (protocol/topics.py)."""
+        """Return which topic carries what (coordinator/core/topics.py)."""
         return TopicLayout(
             half=self.half_topic,
             op=self.op_topic,

@@ -3,7 +3,7 @@
 No Spark, Delta, Kafka or web-framework import: the SDK, the REST ingress, the engine and the
 tests read the same facts from here.
 
-    ingress.py        header names, op kinds (from core/state_machine.py's events),
+    ingress.py        header names, op kinds (from coordinator/core/state_machine.py's events),
                       id and msg-id formats, limits of the half and op records (contract 5.2)
     names.py          the name rules: topic, producer group, transaction id
     records.py        the half and op records' headers (SDK, REST and operator commands)

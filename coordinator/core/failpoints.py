@@ -24,7 +24,7 @@ import sys
 import threading
 from collections import Counter
 
-from core.errors import ConfigurationError
+from coordinator.core.errors import ConfigurationError
 
 OPTION = "--failpoint"
 REACHED = "FAILPOINT {name} reached"

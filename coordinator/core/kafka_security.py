@@ -42,7 +42,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from core.errors import ConfigurationError
+from coordinator.core.errors import ConfigurationError
 
 __all__ = [
     "MECHANISMS", "PROTOCOLS", "AuthenticationWatch", "KafkaSecurity", "Secret", "reachable",

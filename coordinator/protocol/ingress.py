@@ -2,9 +2,8 @@
 
 Half messages go to the half topic (default `txcoord.half`), op records to the op topic
 (default `txcoord.op`), or to the group's own topics `txcoord.half.<group>` and
-`txcoord.op.<group>` with `[kafka] topics_per_group` (core/topics.py). Ingress topics use
-LogAppendTime: the broker's clock, not the
-producer's, is a record's store time.
+`txcoord.op.<group>` with `[kafka] topics_per_group` (coordinator/core/topics.py). Ingress
+topics use LogAppendTime: the broker's clock, not the producer's, is a record's store time.
 
 Half message record
     key       transaction id (UTF-8, 1-128 printable ASCII characters)
@@ -65,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.state_machine import OPERATOR_ONLY_OPS, PRODUCER_OPS
+from coordinator.core.state_machine import OPERATOR_ONLY_OPS, PRODUCER_OPS
 
 PRODUCER_GROUP = "txcoord.producer_group"
 TOPIC = "txcoord.topic"

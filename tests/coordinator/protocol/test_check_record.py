@@ -8,12 +8,12 @@ from typing import Any, get_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coordinator.core.state_machine import PRODUCER_OPS
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.check_record import OMITTED, CheckRecord
 from coordinator.rest.models import OPS as REST_OPS
 from coordinator.rest.models import CheckRequest as RestCheckRequest
 from coordinator.sdk.message import CheckRequest
-from core.state_machine import PRODUCER_OPS
-from protocol import ingress as fmt
-from protocol.check_record import OMITTED, CheckRecord
 from streams.check_topic import check_record, slim_check_record
 
 TEXT = st.text(max_size=20)

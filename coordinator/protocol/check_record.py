@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Self
 
-from protocol.ingress import PRODUCER_GROUP
+from coordinator.protocol.ingress import PRODUCER_GROUP
 
 #: A Kafka record as a producer sends it: key, value, headers.
 Record = tuple[bytes, bytes, list[tuple[str, bytes]]]

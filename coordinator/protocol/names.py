@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from protocol.ingress import GROUP_PATTERN, TRANSACTION_ID_PATTERN
+from coordinator.protocol.ingress import GROUP_PATTERN, TRANSACTION_ID_PATTERN
 
 #: RocketMQ's TopicValidator: letters, digits, '_', '%', '|', '-'; at most 127 characters.
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
