@@ -24,8 +24,6 @@ Kafka
     check_publisher.py     check requests published on the check topics (at least once)
     check_topic.py         the check topic's records, sized to fit every accepted half
     ingress_topics.py      the ingress and check topics, created with the settings needed
-    kafka_producer.py      a librdkafka producer answering each record on its own
-    kafka_topics.py        create and delete topics: the few admin calls needed
     ticker.py              heartbeats into the ingress topics: event time moves when quiet
     tick_pace.py           how often: every tick while a timer may be near, rarely if not
 What it did
@@ -41,8 +39,6 @@ __all__ = [
     "coordinator_job",
     "coordinator_writer",
     "ingress_topics",
-    "kafka_producer",
-    "kafka_topics",
     "progress",
     "progress_listener",
     "step_timer",

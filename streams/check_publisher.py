@@ -6,7 +6,7 @@ replica before the batch ends. A replayed batch publishes its checks again, with
 transaction id and check number, which the SDK ignores. A check record too large to publish
 goes out slim instead of failing the batch for ever (streams/check_topic.py).
 
-The producer is librdkafka's (streams/kafka_producer.py): its sends and acknowledgements run
+The producer is librdkafka's (coordinator/kafka/producer.py): its sends and acknowledgements run
 in C threads, beside the batch's Delta writes, instead of kafka-python's sender thread
 competing with them for the driver's interpreter.
 """
@@ -22,6 +22,7 @@ from coordinator.core.config import Config
 from coordinator.core.errors import RecordTooLargeError
 from coordinator.core.failpoints import failpoint
 from coordinator.core.topics import group_topic_problem
+from coordinator.kafka.producer import Client, Stored, connect, durable_config, send_each
 from coordinator.protocol.check_record import Record
 from streams.check_topic import (
     check_record_limit,
@@ -30,7 +31,6 @@ from streams.check_topic import (
     publishable_record,
     slim_check_record,
 )
-from streams.kafka_producer import Client, Stored, connect, durable_config, send_each
 
 log = logging.getLogger(__name__)
 

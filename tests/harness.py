@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from coordinator import engine
 from coordinator.core.config import Config
-from coordinator.core.kafka_clients import kafka_python_options
+from coordinator.kafka.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_record import CheckRecord
 from streams.coordinator_job import QUERY_NAME

@@ -1,4 +1,4 @@
-"""The packages' imports point one way: core <- runtime <- applications (docs/design.md, "Layout").
+"""The packages' imports point one way: core <- clients <- runtime <- applications (docs/design.md).
 
 Every import statement of every module is read with `ast`, wherever it stands (module level,
 inside a function, under `if TYPE_CHECKING:`), so a lazy import cannot hide a dependency.
@@ -22,13 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("delta_tables", "streams", "coordinator")
 
-CORE, RUNTIME, APPLICATION = 0, 1, 2
-LAYER_NAMES = {CORE: "core", RUNTIME: "runtime", APPLICATION: "application"}
+CORE, CLIENTS, RUNTIME, APPLICATION = 0, 1, 2, 3
+LAYER_NAMES = {CORE: "core", CLIENTS: "clients", RUNTIME: "runtime", APPLICATION: "application"}
 #: Each unit's layer. A unit may import its own layer (without a cycle) and the ones below.
 LAYERS = {
     # core: pure Python, the facts every other layer shares
     "coordinator.core": CORE,
     "coordinator.protocol": CORE,
+    # clients: every Kafka client, built from the core's settings
+    "coordinator.kafka": CLIENTS,
     # runtime: Spark, Delta and Kafka
     "delta_tables": RUNTIME,
     "streams": RUNTIME,
@@ -56,7 +58,7 @@ LAYERS = {
 #: A producer installs the SDK without the engine: it imports these units only.
 SDK = "coordinator.sdk"
 CORE_UNITS = ("coordinator.core", "coordinator.protocol")
-SDK_MAY_IMPORT = {*CORE_UNITS, SDK}
+SDK_MAY_IMPORT = {*CORE_UNITS, "coordinator.kafka", SDK}
 #: The core layer imports nothing outside the standard library and itself.
 CORE_MAY_IMPORT = set(sys.stdlib_module_names) | {"__future__"}
 
@@ -207,7 +209,7 @@ def test_no_layer_imports_a_layer_above_it() -> None:
     assert not wrong, "imports that point up:\n" + "\n".join(wrong)
 
 
-def test_the_sdk_imports_only_core_and_protocol() -> None:
+def test_the_sdk_imports_only_the_core_and_the_kafka_clients() -> None:
     wrong = [
         f"{imp}: the SDK may import only {sorted(SDK_MAY_IMPORT)}"
         for imp in txcoord_imports()

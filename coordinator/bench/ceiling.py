@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from kafka import KafkaProducer
 
 from coordinator.bench.stats import median
+from coordinator.kafka.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
-from streams.kafka_topics import ensure_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

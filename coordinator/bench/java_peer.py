@@ -45,7 +45,7 @@ from coordinator.artifacts import jars
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import median
 from coordinator.core.errors import ArtifactsMissingError
-from streams.kafka_topics import ensure_topic
+from coordinator.kafka.admin import ensure_topic
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 
-from coordinator.core.kafka_clients import kafka_python_options
 from coordinator.core.kafka_security import KafkaSecurity
-from streams.kafka_topics import admin_client, ensure_topic
+from coordinator.kafka.admin import admin_client, ensure_topic
+from coordinator.kafka.options import kafka_python_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -52,8 +52,8 @@ from kafka.admin import KafkaAdminClient
 from coordinator import class_archives
 from coordinator.artifacts import jars
 from coordinator.core.errors import BrokerError
-from coordinator.core.kafka_clients import kafka_python_options
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.kafka.options import kafka_python_options
 from coordinator.local_stack.broker_auth import BrokerAuth
 
 log = logging.getLogger(__name__)

@@ -27,13 +27,13 @@ from kafka import KafkaConsumer
 from kafka import errors as kafka_errors
 
 from coordinator.core.errors import KafkaUnavailableError
-from coordinator.core.kafka_clients import kafka_python_options
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
+from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka.producer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_record import CheckRecord
 from coordinator.rest.models import CheckRequest
-from streams.kafka_producer import BOOTSTRAP_TIMEOUT_MS
 
 log = logging.getLogger("txcoord.rest.checks")
 

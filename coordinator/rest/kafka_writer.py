@@ -7,7 +7,7 @@ is its own broker acknowledgement or failure, so the caller can say exactly whic
 are durable.
 
 The producer is librdkafka's (confluent-kafka), shared with the coordinator's check
-publisher (streams/kafka_producer.py): kafka-python's pure-Python producer was 40% of the
+publisher (coordinator/kafka/producer.py): kafka-python's pure-Python producer was 40% of the
 REST ingress's CPU under load (docs/performance.md). One poller thread serves its delivery
 callbacks, which settle each call's records; a request thread only waits. The producer is
 created on first use and must reach the cluster within BOOTSTRAP_TIMEOUT_MS (librdkafka
@@ -27,10 +27,7 @@ from typing import Any
 
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
-from coordinator.protocol import ingress as fmt
-from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
-from coordinator.rest.records import Record
-from streams.kafka_producer import (
+from coordinator.kafka.producer import (
     BOOTSTRAP_TIMEOUT_MS,
     Client,
     Stored,
@@ -39,6 +36,9 @@ from streams.kafka_producer import (
     durable_config,
     send_each,
 )
+from coordinator.protocol import ingress as fmt
+from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
+from coordinator.rest.records import Record
 
 __all__ = ["BOOTSTRAP_TIMEOUT_MS", "KafkaWriter", "Stored", "WriteFailure"]
 
@@ -156,7 +156,7 @@ class KafkaWriter:
 
         Raises KafkaUnavailableError only when no producer can be made (nothing was sent).
         A record the producer refuses itself as too large fails alone; once a send fails
-        otherwise, the rest are not tried (streams/kafka_producer.send_each).
+        otherwise, the rest are not tried (coordinator/kafka/producer.send_each).
         """
         client = self._client_or_new()
         outcomes = send_each(

@@ -8,8 +8,8 @@ import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import InvalidReplicationFactorError
 
+from coordinator.kafka.admin import admin_client, delete_topic
 from streams.ingress_topics import ensure_ingress_topics
-from streams.kafka_topics import admin_client, delete_topic
 from tests.conftest import ConfigFactory
 
 pytestmark = pytest.mark.kafka

@@ -21,6 +21,7 @@ from kafka import KafkaConsumer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core.config import Config
+from coordinator.kafka.admin import admin_client, delete_topic, ensure_topic
 from coordinator.sdk.kafka_transport import KafkaTransport
 from coordinator.sdk.message import CheckRequest
 from streams.check_publisher import CheckPublisher
@@ -32,7 +33,6 @@ from streams.check_topic import (
     record_bytes,
 )
 from streams.ingress_topics import ensure_ingress_topics
-from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 from tests.streams.conftest import ConfigFactory
 
 MIB = 1024 * 1024

@@ -15,12 +15,12 @@ from pyspark.sql import functions as F
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
+from coordinator.kafka.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
 from streams.ingest_job import checkpoint_of, start_ingest
 from streams.ingress_topics import ensure_ingress_topics
-from streams.kafka_topics import ensure_topic
 from streams.ticker import Ticker
 from tests.streams.conftest import ConfigFactory
 

@@ -17,6 +17,7 @@ from kafka import KafkaProducer
 
 from coordinator.artifacts import jars
 from coordinator.core.errors import BrokerError
+from coordinator.kafka.admin import ensure_topic
 from coordinator.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
@@ -25,7 +26,6 @@ from coordinator.local_stack.kafka_broker import (
     pid_is_our_broker,
     read_info,
 )
-from streams.kafka_topics import ensure_topic
 from tests.coordinator.rest.kafka_io import read_all
 from tests.processes import pid_alive
 

@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.core.config import Config, load_config
+from coordinator.kafka.admin import delete_topic
 from coordinator.rest.app import create_app
 from streams.ingress_topics import ensure_ingress_topics
-from streams.kafka_topics import delete_topic
 
 #: Plaintext tokens of the auth file written by `auth_file`.
 ORDERS_TOKEN = "orders-secret-token"

@@ -16,9 +16,9 @@ from kafka import TopicPartition
 
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.topics import TopicLayout
+from coordinator.kafka.admin import admin_client
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS, KafkaWriter, Stored
 from coordinator.rest.records import Record
-from streams.kafka_topics import admin_client
 
 from .kafka_io import read_all
 

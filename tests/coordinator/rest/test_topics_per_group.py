@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
 from coordinator.core.config import Config
+from coordinator.kafka.admin import delete_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from streams.check_topic import ensure_check_topic
 from streams.coordinator_writer import check_record
-from streams.kafka_topics import delete_topic
 
 from .conftest import drop_topics, make_rest_config
 from .kafka_io import read_all

@@ -12,8 +12,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator.core.topics import check_consumer_group
+from coordinator.kafka.admin import admin_client, delete_topic, ensure_topic
 from coordinator.sdk import TransactionListener, TransactionProducer
-from streams.kafka_topics import admin_client, delete_topic, ensure_topic
 
 # The ingress topics' one setting the protocol depends on (streams/ingress_topics.py).
 INGRESS_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}

@@ -31,6 +31,8 @@ from kafka.errors import (
 
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.kafka import producer as kafka_producer
+from coordinator.kafka.admin import admin_client
 from coordinator.local_stack.health import check_kafka, check_spark
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.records import half_headers
@@ -40,9 +42,7 @@ from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.records import Record
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer, TransportError
 from coordinator.sdk.kafka_transport import KafkaTransport
-from streams import kafka_producer
 from streams.coordinator_writer import check_record
-from streams.kafka_topics import admin_client
 from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 
 from .conftest import SecuredKafka, publish, read_all

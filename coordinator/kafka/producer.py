@@ -32,8 +32,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from coordinator.core.errors import KafkaUnavailableError, RecordTooLargeError
-from coordinator.core.kafka_clients import librdkafka_options
 from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity, reachable
+from coordinator.kafka.options import librdkafka_options
 from coordinator.protocol.check_record import Record
 
 #: How long `connect` tries to reach the bootstrap servers.

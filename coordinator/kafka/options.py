@@ -5,8 +5,7 @@ backoff, up to `reconnect_backoff_max_ms`: 30 s by default. After a broker resta
 could then stay away for that long: in the kill -9 test a check listener read its checks
 only after the third had been sent, and its transactions were rightly discarded; the
 ticker (event time stalls), the REST ingress's check poller and the SDK's check listener
-do the same (docs/security.md, has the
-figures).
+do the same (docs/security.md has the figures).
 Kafka's Java client, the one Spark uses, caps the backoff at 1 s (`reconnect.backoff.max.ms`);
 every kafka-python client of the product does too.
 

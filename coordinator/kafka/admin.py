@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from coordinator.core.kafka_clients import kafka_python_options
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.kafka.options import kafka_python_options
 
 if TYPE_CHECKING:
     from coordinator.core.config import KafkaConfig
