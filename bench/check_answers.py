@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.sdk.kafka_transport import KafkaTransport
 
 #: The check loop's workers in the bench's responder (coordinator/bench/responder.py).

@@ -24,7 +24,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.record._crc32c import crc as python_crc
 
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 
 
 def _cpu() -> float:

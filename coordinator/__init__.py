@@ -1,35 +1,32 @@
-"""txcoord: its core, its engine driver and its applications (docs/design.md, "Layout").
+"""txcoord, layer by layer (docs/design.md, "Layout"; tests/test_layers.py keeps the order).
 
-Core (the standard library only): core/ (configuration, errors, the state machine, failpoints, the
-topic layout, Kafka client settings) and protocol/ (the wire: records, names, the check record's
-codec). Kafka clients: kafka/ (every client built from the one `[kafka]` setting). Runtime:
-engine.py (the streams in one Spark session), driver_metrics.py, spark_session.py, artifacts.py (the
-install step's jars), class_archives.py (the JVMs' class archives) and local_stack/ (the broker and
-`txcoord up`'s stack), table_counts.py (what the warehouse holds, counted once at start).
-Applications: sdk/ (producers; imports only core/ and protocol/), rest/ (the REST ingress), admin/
-(operator tools), commands/ and cli.py (`txcoord`), bench/, app.py (the coordinator under
-spark-submit), and record_classes.py (the install step's recording of the class archives),
-stop_signals.py and program_exit.py (how the programs stop and end). Importing this package imports
-none of them.
+core/         configuration, errors, the state machine, failpoints, the topic layout, Kafka
+              client settings (the standard library only)
+protocol/     the wire: records, names, the check record's codec (the standard library only)
+kafka_clients/        every Kafka client, built from the one `[kafka]` setting
+runtime/      the engine's driver, its Spark session, the local stack
+applications  sdk/ (producers: core/, protocol/ and kafka_clients/ only, no Spark), rest/ (the REST
+              ingress), admin/ (operator tools), commands/ and cli.py (`txcoord`), bench/,
+              app.py (the coordinator under spark-submit), record_classes.py (the install
+              step's recording of the class archives), stop_signals.py and program_exit.py
+              (how the programs stop and end)
+
+The engine's streams and tables are the top-level streams/ and delta_tables/ (runtime).
+Importing this package imports none of them.
 """
 
 __all__ = [
     "admin",
     "app",
-    "artifacts",
     "bench",
-    "class_archives",
     "cli",
     "commands",
     "core",
-    "driver_metrics",
-    "engine",
-    "kafka",
-    "local_stack",
+    "kafka_clients",
     "protocol",
     "record_classes",
     "rest",
+    "runtime",
     "sdk",
-    "spark_session",
     "stop_signals",
 ]

@@ -20,9 +20,9 @@ from pathlib import Path
 from coordinator.core import failpoints
 from coordinator.core.config import Config, load_config, parse_overrides
 from coordinator.core.errors import TxcoordError
-from coordinator.engine import Engine
 from coordinator.program_exit import leave
-from coordinator.spark_session import SparkSettings, build_spark_session
+from coordinator.runtime.engine import Engine
+from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
 
 log = logging.getLogger("txcoord.app")

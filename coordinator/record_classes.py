@@ -7,7 +7,7 @@ on them, one transaction is sent with the SDK over Kafka and read back from its 
 once delivered, and everything stops in order. Each JVM writes the classes it loaded when it
 exits; the archives replace the old ones only once both are written, so a failed run leaves
 none (and the JVMs start as they would without). What an archive is and how it is used:
-coordinator/class_archives.py.
+coordinator/runtime/class_archives.py.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from pathlib import Path
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from coordinator import class_archives
-from coordinator.artifacts import jar_cache_dir
 from coordinator.core.config import Config, load_config
-from coordinator.engine import Engine
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime import class_archives
+from coordinator.runtime.artifacts import jar_cache_dir
+from coordinator.runtime.engine import Engine
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from coordinator.sdk import (
     CheckRequest,
     LocalTransactionState,
@@ -34,7 +35,6 @@ from coordinator.sdk import (
     TransactionListener,
     TransactionProducer,
 )
-from coordinator.spark_session import SparkSettings, build_spark_session
 
 TOPIC = "ClassArchive"
 #: Seconds for the one transaction to be delivered (the first batches compile their code).
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m coordinator.record_classes",
         description="Record the class archives the local stack's JVMs start from "
-        "(coordinator/class_archives.py); run by deploy/install.sh.",
+        "(coordinator/runtime/class_archives.py); run by deploy/install.sh.",
     )
     parser.add_argument(
         "--cache-dir",

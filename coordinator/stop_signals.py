@@ -4,7 +4,7 @@ A handler that raises KeyboardInterrupt lands wherever the main thread is, often
 of a py4j call; PySpark's own SIGINT handler also cancels every running Spark job, failing the
 micro-batches in flight. Both make an ordinary stop log errors. Here a signal only *asks*:
 the entry point (`txcoord up`, coordinator/app.py) sees `requested`, leaves its loop and runs
-its stop once, in order (coordinator/engine.py lets the batch in flight finish). A second
+its stop once, in order (coordinator/runtime/engine.py lets the batch in flight finish). A second
 signal sets `hurry`: stop without waiting for that batch (it is replayed by the next start).
 
 While the entry point is still starting (`interrupting`), the first signal also raises

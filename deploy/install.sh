@@ -9,7 +9,7 @@
 #                       against pyspark's own jars (no jar is committed)  -> spark.jars
 #   .cache/jars/cds/    class archives the Spark driver's and the broker's JVMs start from,
 #                       recorded by one short run of the local stack
-#                       (coordinator/class_archives.py)
+#                       (coordinator/runtime/class_archives.py)
 #
 # Idempotent: every stage is skipped when its inputs have not changed since it last
 # succeeded (a stamp file records a hash of the inputs), so a warm run does almost nothing.
@@ -139,7 +139,7 @@ record_classes() {
   # The JDK's build and the class path's real location (an archive fits only them).
   { java -version 2>&1; readlink -f "$cache/jars/stage/txcoord-stage.jar"; } >"$jdk"
   inputs=("$jdk" "$cache/jars-spark.stamp" "$cache/jars-kafka.stamp" "$cache/jars/stage/txcoord-stage.jar"
-          pyproject.toml coordinator/class_archives.py coordinator/record_classes.py)
+          pyproject.toml coordinator/runtime/class_archives.py coordinator/record_classes.py)
   if fresh classes "${inputs[@]}" && [ -f "$archives/spark-driver.jsa" ] && [ -f "$archives/kafka-broker.jsa" ]; then
     log "the class archives are up to date (.cache/jars/cds)"
     return

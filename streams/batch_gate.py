@@ -10,7 +10,7 @@ that recurses once per character: over a message that long it throws StackOverfl
 the stream thread. None of that loses data (the batch is replayed from the checkpoint, and
 every write is idempotent), but an orderly stop should not read like a crash.
 
-So an orderly stop goes through the gate (coordinator/engine.py):
+So an orderly stop goes through the gate (coordinator/runtime/engine.py):
 
 1. `close()`: a batch that reaches its foreachBatch function from now on does not start its
    work; it *parks*: it sleeps in the JVM, on the stream thread itself, until the query's

@@ -6,9 +6,9 @@ replica before the batch ends. A replayed batch publishes its checks again, with
 transaction id and check number, which the SDK ignores. A check record too large to publish
 goes out slim instead of failing the batch for ever (streams/check_topic.py).
 
-The producer is librdkafka's (coordinator/kafka/producer.py): its sends and acknowledgements run
-in C threads, beside the batch's Delta writes, instead of kafka-python's sender thread
-competing with them for the driver's interpreter.
+The producer is librdkafka's (coordinator/kafka_clients/producer.py): its sends and acknowledgements
+run in C threads, beside the batch's Delta writes, instead of kafka-python's sender thread competing
+with them for the driver's interpreter.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from coordinator.core.config import Config
 from coordinator.core.errors import RecordTooLargeError
 from coordinator.core.failpoints import failpoint
 from coordinator.core.topics import group_topic_problem
-from coordinator.kafka.producer import Client, Stored, connect, durable_config, send_each
+from coordinator.kafka_clients.producer import Client, Stored, connect, durable_config, send_each
 from coordinator.protocol.check_record import Record
 from streams.check_topic import (
     check_record_limit,

@@ -31,7 +31,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
-from coordinator.kafka.admin import admin_client, ensure_configured_topic
+from coordinator.kafka_clients.admin import admin_client, ensure_configured_topic
 from coordinator.protocol.check_record import CheckRecord, Record
 from delta_tables import check_requests
 

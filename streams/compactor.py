@@ -3,7 +3,7 @@
 Every micro-batch that decides something appends one small file to each table it writes.
 Delta's auto compaction would fold them after each commit, but it first scans the table's
 file list for small files: a Spark job on the coordinator's path that more than doubled the
-cost of a small append (turned off in coordinator/spark_session.py). This thread
+cost of a small append (turned off in coordinator/runtime/spark_session.py). This thread
 does the folding instead, every `streams.compact_interval`: a table with `MIN_FILES` files or
 more gets an OPTIMIZE (delta-rs's on this machine's disk: its commits, like the batches'
 delta-rs appends, take their version with an atomic no-replace rename). OPTIMIZE only

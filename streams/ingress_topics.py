@@ -8,7 +8,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
-from coordinator.kafka.admin import admin_client, ensure_configured_topic
+from coordinator.kafka_clients.admin import admin_client, ensure_configured_topic
 from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.check_topic import ensure_check_topic
 

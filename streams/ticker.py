@@ -38,7 +38,7 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from streams.tick_pace import TickPace
 

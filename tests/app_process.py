@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from coordinator.artifacts import PROJECT_ROOT
+from coordinator.runtime.artifacts import PROJECT_ROOT
 
 
 def python_driver_of(jvm_pid: int) -> int | None:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from coordinator import class_archives
+from coordinator.runtime import class_archives
 
 
 def command_line(pid: int) -> list[str]:

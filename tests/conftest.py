@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from coordinator.core.config import Config, load_config
-from coordinator.kafka.admin import delete_topic, ensure_topic
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
-from coordinator.spark_session import SparkSettings, build_spark_session
+from coordinator.kafka_clients.admin import delete_topic, ensure_topic
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from tests.harness import Engine
 from tests.jvm_scratch import run_scratch
 

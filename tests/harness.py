@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
-from coordinator import engine
 from coordinator.core.config import Config
-from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_record import CheckRecord
+from coordinator.runtime import engine
 from streams.coordinator_job import QUERY_NAME
 
 GROUP = "orders"

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyspark
 
-from coordinator.local_stack.kafka_broker import free_port
+from coordinator.runtime.local_stack.ports import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 HOST = "127.0.0.1"

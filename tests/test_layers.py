@@ -6,7 +6,7 @@ Failures name the offending import as `path:line`.
 
 A *unit* is a top-level package (`delta_tables`, `streams`), or, inside `coordinator` (which holds
 the core, the engine and the applications), one of its subpackages or modules (`coordinator.core`,
-`coordinator.engine`, `coordinator.rest`, ...). A module that belongs to no unit below fails
+`coordinator.runtime.engine`, `coordinator.rest`, ...). A module that belongs to no unit below fails
 `test_every_unit_has_a_layer`: a new one is placed on purpose, not by default.
 """
 
@@ -30,17 +30,11 @@ LAYERS = {
     "coordinator.core": CORE,
     "coordinator.protocol": CORE,
     # clients: every Kafka client, built from the core's settings
-    "coordinator.kafka": CLIENTS,
+    "coordinator.kafka_clients": CLIENTS,
     # runtime: Spark, Delta and Kafka
     "delta_tables": RUNTIME,
     "streams": RUNTIME,
-    "coordinator.artifacts": RUNTIME,
-    "coordinator.class_archives": RUNTIME,
-    "coordinator.engine": RUNTIME,
-    "coordinator.table_counts": RUNTIME,
-    "coordinator.driver_metrics": RUNTIME,
-    "coordinator.spark_session": RUNTIME,
-    "coordinator.local_stack": RUNTIME,
+    "coordinator.runtime": RUNTIME,
     # applications: what users and operators run
     "coordinator": APPLICATION,
     "coordinator.__main__": APPLICATION,
@@ -58,7 +52,7 @@ LAYERS = {
 #: A producer installs the SDK without the engine: it imports these units only.
 SDK = "coordinator.sdk"
 CORE_UNITS = ("coordinator.core", "coordinator.protocol")
-SDK_MAY_IMPORT = {*CORE_UNITS, "coordinator.kafka", SDK}
+SDK_MAY_IMPORT = {*CORE_UNITS, "coordinator.kafka_clients", SDK}
 #: The core layer imports nothing outside the standard library and itself.
 CORE_MAY_IMPORT = set(sys.stdlib_module_names) | {"__future__"}
 
@@ -296,18 +290,18 @@ def test_other_units_use_only_a_package_s_public_surface() -> None:
 
 def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The reader above must not miss an import because of where or how it is written."""
-    path = tmp_path / "engine.py"
+    path = tmp_path / "app.py"
     path.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from coordinator.rest import app\n"
         "def f():\n    import coordinator.sdk.producer\n"
-        "    from . import driver_metrics\n"
+        "    from .runtime import driver_metrics\n"
         "    from .rest import models\n"
     )
-    names = {name for name, _ in imported_names("coordinator.engine", path)}
+    names = {name for name, _ in imported_names("coordinator.app", path)}
     assert {
         "coordinator.rest.app",
         "coordinator.sdk.producer",
-        "coordinator.driver_metrics",
+        "coordinator.runtime.driver_metrics",
         "coordinator.rest.models",
     } <= names

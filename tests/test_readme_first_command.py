@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.artifacts import PROJECT_ROOT
+from coordinator.runtime.artifacts import PROJECT_ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.6)]
 

@@ -21,7 +21,7 @@ from kafka.errors import KafkaError
 from coordinator.core.errors import KafkaUnavailableError, TxcoordError
 from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity
 from coordinator.core.state_machine import applies_in, event_for_op
-from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.ingress import op_id_of
 from coordinator.protocol.records import op_headers

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kafka import KafkaProducer
 
 from coordinator.bench.stats import median
-from coordinator.kafka.admin import ensure_topic
+from coordinator.kafka_clients.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
 
 if TYPE_CHECKING:

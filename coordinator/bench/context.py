@@ -11,7 +11,7 @@ from coordinator.bench.workload import DEFAULT_MIX
 if TYPE_CHECKING:
     from coordinator.bench.batches import BatchRecorder
     from coordinator.core.config import Config
-    from coordinator.engine import Engine
+    from coordinator.runtime.engine import Engine
 
 
 class Reporter(Protocol):

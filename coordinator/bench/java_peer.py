@@ -41,11 +41,11 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from coordinator.artifacts import jars
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import median
 from coordinator.core.errors import ArtifactsMissingError
-from coordinator.kafka.admin import ensure_topic
+from coordinator.kafka_clients.admin import ensure_topic
+from coordinator.runtime.artifacts import jars
 
 log = logging.getLogger(__name__)
 

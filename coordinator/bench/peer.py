@@ -27,7 +27,7 @@ from coordinator.bench.kafka_driver import now_ms
 from coordinator.bench.load import die_with_parent
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import summarize
-from coordinator.kafka.admin import ensure_topic
+from coordinator.kafka_clients.admin import ensure_topic
 
 _SPAWN = multiprocessing.get_context("spawn")
 

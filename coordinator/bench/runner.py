@@ -33,7 +33,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from coordinator.artifacts import jar_cache_dir
 from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
@@ -47,9 +46,11 @@ from coordinator.bench.stats import ratio
 from coordinator.bench.throughput import idle, run_path, wait_to_rest, warm_up
 from coordinator.bench.visibility import commit_counts
 from coordinator.core.config import Config, load_config
-from coordinator.engine import Engine
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
-from coordinator.spark_session import SparkSettings, build_spark_session
+from coordinator.runtime.artifacts import jar_cache_dir
+from coordinator.runtime.engine import Engine
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.ports import free_port
+from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from streams.progress_listener import listen
 
 SCHEMA = "txcoord-bench/1"

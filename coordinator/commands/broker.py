@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from coordinator.local_stack.kafka_broker import (
+from coordinator.runtime.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
     pid_is_our_broker,

@@ -12,7 +12,7 @@ from rich.table import Table
 from coordinator.admin.maintenance import Maintenance
 from coordinator.commands.options import configuration_options
 from coordinator.core.config import load_config, parse_overrides
-from coordinator.spark_session import SparkSettings, build_spark_session
+from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 
 
 @click.command()

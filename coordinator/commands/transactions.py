@@ -11,7 +11,7 @@ topic like any op and are applied by the running coordinator, recorded with who 
 
 Who: on a secured deployment (`[kafka] topics_per_group = true`) the op goes to the
 operator's own topic `txcoord.operator.<principal>`, which only that SASL principal may write
-(coordinator/local_stack/broker_auth.py), and the coordinator records the principal as who
+(coordinator/runtime/local_stack/broker_auth.py), and the coordinator records the principal as who
 did it; `--operator` is then at most a display name beside it ("ops-admin (alice)"). On an
 open broker anyone may write the op topic, and who is what `--operator` says.
 """
@@ -37,7 +37,7 @@ from coordinator.core import state_machine
 from coordinator.core.config import Config, load_config, parse_duration, parse_overrides
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
+from coordinator.runtime.local_stack.kafka_broker import pid_is_our_broker, read_info
 from delta_tables.lookup import TransactionState
 
 STATES = tuple(state.name for state in state_machine.TransactionState)

@@ -15,8 +15,8 @@ from rich.text import Text
 
 from coordinator.core.config import Config, load_config, parse_overrides
 from coordinator.core.errors import StackError
-from coordinator.local_stack.broker_auth import load_broker_auth
-from coordinator.local_stack.stack import LocalStack, RestServer, StackSettings
+from coordinator.runtime.local_stack.broker_auth import load_broker_auth
+from coordinator.runtime.local_stack.stack import LocalStack, RestServer, StackSettings
 from coordinator.stop_signals import StopSignals
 
 #: Without a terminal (CI, a log file) the status is logged this often instead of redrawn.

@@ -34,7 +34,7 @@ from coordinator.core.topics import TopicLayout
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
-#: (coordinator/artifacts.py) and a notebook parameter (notebooks/).
+#: (coordinator/runtime/artifacts.py) and a notebook parameter (notebooks/).
 ENV_NOT_CONFIGURATION = frozenset({"TXCOORD_JAR_CACHE", "TXCOORD_TOPIC"})
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}

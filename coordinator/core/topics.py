@@ -14,7 +14,7 @@ In the per-group layout the shared half and op topics stay: they carry the heart
 (streams/ticker.py) and whatever the engine's own principal writes. ACLs then grant a
 group's principal WRITE on its two ingress topics and READ on its check topic (literal
 names), an operator principal WRITE on its own operator topic, and nothing else
-(coordinator/local_stack/broker_auth.py).
+(coordinator/runtime/local_stack/broker_auth.py).
 
 The topic is the proof: the engine reads every ingress topic by one pattern
 (`ingress_pattern`) and trusts only what the broker already checked. A record on
@@ -43,7 +43,7 @@ __all__ = [
 KAFKA_TOPIC_MAX = 249
 _SUFFIX = re.compile(r"[A-Za-z0-9_-]+")
 #: A principal that names an operator topic: Kafka's topic alphabet (SCRAM user names of the
-#: local broker are narrower still: coordinator/local_stack/broker_auth.py).
+#: local broker are narrower still: coordinator/runtime/local_stack/broker_auth.py).
 _PRINCIPAL = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 

@@ -146,7 +146,8 @@ def load_token_file(path: Path) -> list[TokenEntry]:
         raise ConfigurationError(f"rest.auth_file {path} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"rest.auth_file {path} is not valid TOML: {exc}") from None
-    # [kafka]: the local broker's principals, same file (coordinator/local_stack/broker_auth.py).
+    # [kafka]: the local broker's principals, same file
+    # (coordinator/runtime/local_stack/broker_auth.py).
     unknown = sorted(set(raw) - {"token", "kafka"})
     if unknown:
         raise ConfigurationError(f"rest.auth_file {path}: unknown key(s) {', '.join(unknown)}")

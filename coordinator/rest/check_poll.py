@@ -29,8 +29,8 @@ from kafka import errors as kafka_errors
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
-from coordinator.kafka.options import kafka_python_options
-from coordinator.kafka.producer import BOOTSTRAP_TIMEOUT_MS
+from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.kafka_clients.producer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_record import CheckRecord
 from coordinator.rest.models import CheckRequest

@@ -6,15 +6,15 @@ it. A batch is answered record by record (`send_halves`, `send_ops`): each recor
 is its own broker acknowledgement or failure, so the caller can say exactly which records
 are durable.
 
-The producer is librdkafka's (confluent-kafka), shared with the coordinator's check
-publisher (coordinator/kafka/producer.py): kafka-python's pure-Python producer was 40% of the
-REST ingress's CPU under load (docs/performance.md). One poller thread serves its delivery
-callbacks, which settle each call's records; a request thread only waits. The producer is
-created on first use and must reach the cluster within BOOTSTRAP_TIMEOUT_MS (librdkafka
-itself would queue records silently until their delivery timeout), so the REST starts, and
-answers 503 in seconds while Kafka is down, and recovers once it is back; a producer that
-failed for good is dropped and the next request builds a new one. Records are partitioned
-by murmur2 of their key, as Kafka's Java client and the SDK (kafka-python) do.
+The producer is librdkafka's (confluent-kafka), shared with the coordinator's check publisher
+(coordinator/kafka_clients/producer.py): kafka-python's pure-Python producer was 40% of the REST
+ingress's CPU under load (docs/performance.md). One poller thread serves its delivery callbacks,
+which settle each call's records; a request thread only waits. The producer is created on first use
+and must reach the cluster within BOOTSTRAP_TIMEOUT_MS (librdkafka itself would queue records
+silently until their delivery timeout), so the REST starts, and answers 503 in seconds while Kafka
+is down, and recovers once it is back; a producer that failed for good is dropped and the next
+request builds a new one. Records are partitioned by murmur2 of their key, as Kafka's Java client
+and the SDK (kafka-python) do.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
-from coordinator.kafka.producer import (
+from coordinator.kafka_clients.producer import (
     BOOTSTRAP_TIMEOUT_MS,
     Client,
     Stored,
@@ -156,7 +156,7 @@ class KafkaWriter:
 
         Raises KafkaUnavailableError only when no producer can be made (nothing was sent).
         A record the producer refuses itself as too large fails alone; once a send fails
-        otherwise, the rest are not tried (coordinator/kafka/producer.send_each).
+        otherwise, the rest are not tried (coordinator/kafka_clients/producer.send_each).
         """
         client = self._client_or_new()
         outcomes = send_each(

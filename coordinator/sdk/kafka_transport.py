@@ -29,7 +29,7 @@ from kafka.structs import OffsetAndMetadata
 from coordinator.core.config import KafkaConfig
 from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity
 from coordinator.core.topics import TopicLayout, check_consumer_group
-from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
 from coordinator.protocol.records import op_headers

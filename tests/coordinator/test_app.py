@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 from kafka import KafkaProducer
 
-from coordinator import class_archives
 from coordinator.protocol import ingress as fmt
-from coordinator.spark_session import JIT_OPTIONS
+from coordinator.runtime import class_archives
+from coordinator.runtime.spark_session import JIT_OPTIONS
 from tests.app_process import AppProcess
 from tests.class_archive_check import assert_starts_from_archive
 from tests.quiet_stop import noise_in
@@ -68,7 +68,8 @@ def test_submitted_application_delivers_and_stops_cleanly(
         # spark-submit's JVM (the script execs it) compiles huge generated methods.
         java = Path(f"/proc/{app.process.pid}/cmdline").read_bytes().split(b"\0")
         assert JIT_OPTIONS.encode() in java, java
-        # ... and starts from the install step's class archive (coordinator/class_archives.py).
+        # ... and starts from the install step's class archive
+        # (coordinator/runtime/class_archives.py).
         assert_starts_from_archive(app.process.pid, class_archives.SPARK_DRIVER)
     finally:
         code = app.terminate()

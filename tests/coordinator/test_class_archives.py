@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator import class_archives
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
-from coordinator.spark_session import SparkSettings
+from coordinator.runtime import class_archives
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.spark_session import SparkSettings
 from tests.class_archive_check import assert_starts_from_archive
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.artifacts import JAR_CACHE_ENV
 from coordinator.core.config import (
     Config,
     StreamsConfig,
@@ -17,6 +16,7 @@ from coordinator.core.config import (
     parse_size,
 )
 from coordinator.core.errors import ConfigurationError
+from coordinator.runtime.artifacts import JAR_CACHE_ENV
 
 
 def test_defaults_are_rocketmqs() -> None:

@@ -8,7 +8,7 @@ import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import InvalidReplicationFactorError
 
-from coordinator.kafka.admin import admin_client, delete_topic
+from coordinator.kafka_clients.admin import admin_client, delete_topic
 from streams.ingress_topics import ensure_ingress_topics
 from tests.conftest import ConfigFactory
 

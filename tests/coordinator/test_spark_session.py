@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.spark_session import (
+from coordinator.runtime.spark_session import (
     JIT_OPTIONS,
     LOCAL_FILESYSTEM,
     LOCAL_FILESYSTEM_CONF,

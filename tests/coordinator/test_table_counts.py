@@ -25,7 +25,7 @@ from pyspark.sql.types import (
 )
 
 from coordinator.core.config import load_config
-from coordinator.table_counts import Totals, read_totals, spark_totals, table_counts
+from coordinator.runtime.table_counts import Totals, read_totals, spark_totals, table_counts
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec

@@ -37,8 +37,9 @@ from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config, load_config
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
 from coordinator.protocol import ingress as fmt
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.ports import free_port
 from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
 from tests.conftest import unavailable

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.artifacts import PROJECT_ROOT
+from coordinator.runtime.artifacts import PROJECT_ROOT
 from tests.guarantees.app_runs import name_of
 from tests.guarantees.test_crash_recovery import FAILPOINTS
 

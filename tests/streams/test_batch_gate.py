@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from coordinator.engine import stop_quietly
+from coordinator.runtime.engine import stop_quietly
 from streams.batch_gate import BatchGate, BatchStopped
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_a_stop_lets_the_batch_finish_and_parks_the_next_for_replay(
+def test_a_stop_lets_the_batch_finish_and_the_next_waits_for_replay(
     run: Callable[[Batches], StreamingQuery], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = BatchGate()
@@ -94,15 +94,17 @@ def test_a_stop_lets_the_batch_finish_and_parks_the_next_for_replay(
     in_flight = batches.wait_in_flight()
     stop_quietly(query, gate)
     assert batches.finished[-1] == in_flight  # finished, not interrupted
-    assert batches.started == batches.finished
-    assert gate.parked  # the next batch reached the gate and waited for the stop there
+    assert batches.started == batches.finished  # and the next one never started its work
     assert not query.isActive and query.exception() is None  # "Stopped", not failed
     assert errors(caplog) == []
-    # The parked batch was planned (offset log) but never committed: the next start runs it.
     checkpoint = tmp_path / "checkpoint"
     assert (checkpoint / "commits" / str(in_flight)).exists()
-    assert (checkpoint / "offsets" / str(in_flight + 1)).exists()
     assert not (checkpoint / "commits" / str(in_flight + 1)).exists()
+    # Two right ways to stop: the next batch reached the closed gate and parked there
+    # (planned in the offset log, never committed: the next start runs it), or the stop
+    # came in the moment between two triggers (a 0 s trigger leaves a few milliseconds).
+    if gate.parked:
+        assert (checkpoint / "offsets" / str(in_flight + 1)).exists()
 
 
 def test_a_stop_in_a_hurry_cuts_the_batch_short_as_a_stop_not_a_failure(

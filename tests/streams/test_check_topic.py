@@ -21,7 +21,7 @@ from kafka import KafkaConsumer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core.config import Config
-from coordinator.kafka.admin import admin_client, delete_topic, ensure_topic
+from coordinator.kafka_clients.admin import admin_client, delete_topic, ensure_topic
 from coordinator.sdk.kafka_transport import KafkaTransport
 from coordinator.sdk.message import CheckRequest
 from streams.check_publisher import CheckPublisher

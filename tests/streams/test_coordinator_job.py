@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
-from coordinator.table_counts import table_counts
+from coordinator.runtime.table_counts import table_counts
 from streams.tally import Counts
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
-from coordinator.kafka.admin import ensure_topic
+from coordinator.kafka_clients.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from coordinator.kafka.admin import ensure_topic
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from coordinator.kafka_clients.admin import ensure_topic
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.ports import free_port
 from streams.tick_pace import TickPace
 from streams.ticker import LEAD, Ticker, until_next_tick
 from tests.conftest import unavailable
@@ -28,9 +29,9 @@ from tests.harness import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.long(0.8)]
 
 #: Seconds from the broker's restart to the fifth heartbeat stored after it: reconnecting like
-#: Kafka's Java client (coordinator/kafka/options.py: at most 1 s between attempts) took about
-#: 1 s here, the rest is room for a loaded machine. With kafka-python's default reconnect backoff
-#: (up to 30 s) the fifth came 17-20 s after the restart.
+#: Kafka's Java client (coordinator/kafka_clients/options.py: at most 1 s between attempts) took
+#: about 1 s here, the rest is room for a loaded machine. With kafka-python's default reconnect
+#: backoff (up to 30 s) the fifth came 17-20 s after the restart.
 RESUME_WITHIN = 10
 #: Store times are whole milliseconds of the broker's clock, the ticker's pace is measured on
 #: this process's monotonic clock: a gap may read this much shorter than the ticker waited.

@@ -17,7 +17,7 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * checkpoint offset and commit file, state-store changelog, and the checksum file beside each
  * of them. A fork of the Spark JVM is on the path of every micro-batch dozens of times. This
  * sets the same POSIX permission bits with {@link Files#setPosixFilePermissions}. Used as
- * {@code fs.file.impl} when the warehouse is local (coordinator/spark_session.py).
+ * {@code fs.file.impl} when the warehouse is local (coordinator/runtime/spark_session.py).
  */
 public final class LocalFileSystem extends org.apache.hadoop.fs.LocalFileSystem {
   public LocalFileSystem() {

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.artifacts import PROJECT_ROOT
 from coordinator.bench.resources import BENCH, BROKER, SPARK, WORKERS
+from coordinator.runtime.artifacts import PROJECT_ROOT
 from tests.conftest import unavailable
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.8)]

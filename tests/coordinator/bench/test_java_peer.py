@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.artifacts import jar_cache_dir, jars
 from coordinator.bench.java_peer import (
     LATENCY,
     Shape,
@@ -22,6 +21,7 @@ from coordinator.bench.java_peer import (
     run_shape,
 )
 from coordinator.core.errors import ArtifactsMissingError
+from coordinator.runtime.artifacts import jar_cache_dir, jars
 
 # What kafka-tools 4.1.2 printed on this machine (a 5 s window line, then the total).
 OUTPUT = """\

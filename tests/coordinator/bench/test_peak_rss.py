@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.artifacts import jar_cache_dir
 from coordinator.bench.java_peer import Shape, run_shape
 from coordinator.bench.peer import run_peer
+from coordinator.runtime.artifacts import jar_cache_dir
 
 BALLAST = 1536 * 1024**2  # more than a kafka-python process or a 512 MB-heap JVM reaches
 

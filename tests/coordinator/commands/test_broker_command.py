@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.local_stack.kafka_broker import pid_is_our_broker, read_info
+from coordinator.runtime.local_stack.kafka_broker import pid_is_our_broker, read_info
 
 pytestmark = pytest.mark.kafka
 

@@ -12,7 +12,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.cli import main
 from coordinator.core.config import load_config
-from coordinator.kafka.admin import admin_client, delete_topic
+from coordinator.kafka_clients.admin import admin_client, delete_topic
 
 pytestmark = pytest.mark.kafka
 

@@ -30,7 +30,8 @@ import httpx
 import pytest
 from deltalake import DeltaTable
 
-from coordinator.local_stack.kafka_broker import free_port, read_info
+from coordinator.runtime.local_stack.kafka_broker import read_info
+from coordinator.runtime.local_stack.ports import free_port
 from tests.quiet_stop import noise_in
 from tests.up_process import Up
 

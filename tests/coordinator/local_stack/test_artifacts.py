@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.artifacts import JAR_CACHE_ENV, PROJECT_ROOT, jar_cache_dir, jars
 from coordinator.core.errors import ArtifactsMissingError
+from coordinator.runtime.artifacts import JAR_CACHE_ENV, PROJECT_ROOT, jar_cache_dir, jars
 
 
 def test_cache_defaults_to_the_checkout_and_honours_the_environment(tmp_path: Path) -> None:

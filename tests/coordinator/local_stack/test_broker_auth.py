@@ -8,7 +8,7 @@ import pytest
 
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.topics import TopicLayout
-from coordinator.local_stack.broker_auth import AUTHORIZER, acls, load_broker_auth
+from coordinator.runtime.local_stack.broker_auth import AUTHORIZER, acls, load_broker_auth
 
 GOOD_PASSWORD = "Zq3-abcdefghijklmnop"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from coordinator.artifacts import jars
 from coordinator.core.errors import BrokerError
-from coordinator.kafka.admin import ensure_topic
-from coordinator.local_stack.kafka_broker import (
+from coordinator.kafka_clients.admin import ensure_topic
+from coordinator.runtime.artifacts import jars
+from coordinator.runtime.local_stack.kafka_broker import (
     BrokerSettings,
     KafkaBroker,
     free_port,
@@ -147,7 +147,7 @@ def test_broker_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
         f"""
         import sys, time
         from pathlib import Path
-        from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+        from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
         broker = KafkaBroker(BrokerSettings(data_dir=Path({str(tmp_path)!r}))).start()
         print(broker.info.pid, flush=True)
         time.sleep(600)

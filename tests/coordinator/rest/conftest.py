@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.core.config import Config, load_config
-from coordinator.kafka.admin import delete_topic
+from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
 from streams.ingress_topics import ensure_ingress_topics
 

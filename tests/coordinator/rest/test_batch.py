@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from kafka.partitioner.default import murmur2
 
 from coordinator.core.config import Config, load_config
-from coordinator.kafka.admin import ensure_topic
+from coordinator.kafka_clients.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from streams.ingress_topics import ensure_ingress_topics

@@ -16,7 +16,7 @@ from kafka import TopicPartition
 
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.topics import TopicLayout
-from coordinator.kafka.admin import admin_client
+from coordinator.kafka_clients.admin import admin_client
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS, KafkaWriter, Stored
 from coordinator.rest.records import Record
 

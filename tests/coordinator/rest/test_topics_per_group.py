@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
 from coordinator.core.config import Config
-from coordinator.kafka.admin import delete_topic
+from coordinator.kafka_clients.admin import delete_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from streams.check_topic import ensure_check_topic

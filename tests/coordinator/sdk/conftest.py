@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator.core.topics import check_consumer_group
-from coordinator.kafka.admin import admin_client, delete_topic, ensure_topic
+from coordinator.kafka_clients.admin import admin_client, delete_topic, ensure_topic
 from coordinator.sdk import TransactionListener, TransactionProducer
 
 # The ingress topics' one setting the protocol depends on (streams/ingress_topics.py).

@@ -3,7 +3,7 @@
 A producer application's listener is what keeps a checked transaction alive: while it is
 away, checks go unanswered and the transaction is discarded after `check_max` of them. So
 its Kafka clients retry a lost broker at most a second apart, as Kafka's Java client does
-(coordinator/kafka/options.py): with kafka-python's own default (up to 30 s) a listener read
+(coordinator/kafka_clients/options.py): with kafka-python's own default (up to 30 s) a listener read
 its
 checks 40 s late.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.kafka.admin import ensure_topic
-from coordinator.kafka.options import RECOVERY
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker, free_port
+from coordinator.kafka_clients.admin import ensure_topic
+from coordinator.kafka_clients.options import RECOVERY
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.ports import free_port
 from coordinator.sdk import TransactionProducer
 from coordinator.sdk.kafka_transport import KafkaTransport
 from tests.conftest import unavailable

@@ -24,8 +24,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from coordinator.core.config import Config, load_config
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
-from coordinator.local_stack.broker_auth import BrokerAuth, apply_auth, load_broker_auth
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.broker_auth import BrokerAuth, apply_auth, load_broker_auth
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from streams.ingress_topics import ensure_ingress_topics
 
 GROUPS = ("orders", "payments")

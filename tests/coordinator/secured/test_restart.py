@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.local_stack.broker_auth import apply_auth, load_broker_auth
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.broker_auth import apply_auth, load_broker_auth
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 
 from .conftest import publish, read_all, start_secured
 

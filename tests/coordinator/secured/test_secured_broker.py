@@ -31,15 +31,15 @@ from kafka.errors import (
 
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.kafka import producer as kafka_producer
-from coordinator.kafka.admin import admin_client
-from coordinator.local_stack.health import check_kafka, check_spark
+from coordinator.kafka_clients import producer as kafka_producer
+from coordinator.kafka_clients.admin import admin_client
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.records import half_headers
 from coordinator.rest import kafka_writer
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.records import Record
+from coordinator.runtime.local_stack.health import check_kafka, check_spark
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer, TransportError
 from coordinator.sdk.kafka_transport import KafkaTransport
 from streams.coordinator_writer import check_record

@@ -12,11 +12,11 @@ from kafka.errors import KafkaError
 
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.local_stack.health import check_kafka, check_spark
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.records import half_headers
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.records import Record
+from coordinator.runtime.local_stack.health import check_kafka, check_spark
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
 from tests.coordinator.sdk.helpers import RecordingListener
 

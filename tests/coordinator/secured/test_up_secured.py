@@ -22,9 +22,9 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator.core.topics import TopicLayout
-from coordinator.local_stack.broker_auth import BrokerAuth, load_broker_auth
-from coordinator.local_stack.kafka_broker import free_port
 from coordinator.protocol.records import half_headers, op_headers
+from coordinator.runtime.local_stack.broker_auth import BrokerAuth, load_broker_auth
+from coordinator.runtime.local_stack.ports import free_port
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer
 from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 from tests.up_process import Up

@@ -220,7 +220,7 @@ def apply_auth(bootstrap_servers: str, auth: BrokerAuth, config: Config) -> list
     """
     from kafka.admin import ScramMechanism, UserScramCredentialUpsertion  # noqa: PLC0415
 
-    from coordinator.kafka.admin import admin_client  # noqa: PLC0415
+    from coordinator.kafka_clients.admin import admin_client  # noqa: PLC0415
     from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
     wanted = acls(auth, config.kafka.layout)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from kafka import KafkaProducer
 
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.kafka.admin import admin_client, ensure_topic
-from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka_clients.admin import admin_client, ensure_topic
+from coordinator.kafka_clients.options import kafka_python_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,11 +15,11 @@ Every session txcoord makes has:
 - on a local master, the connector jars and the coordinator's stateful stage (compiled
   from streams/jvm/) from the install step's cache as `spark.jars`, so no session ever
   resolves packages over the network, and the driver's JVM started from the install step's
-  class archive (coordinator/class_archives.py) when there is one;
+  class archive (coordinator/runtime/class_archives.py) when there is one;
 - for a streaming application (`cancel_jobs_on_sigint=False`), the SIGINT handler it had:
   PySpark's SparkContext installs one that cancels every running job, which fails the
   micro-batches in flight (job-abort errors) before the application can stop its queries
-  in order (coordinator/engine.py).
+  in order (coordinator/runtime/engine.py).
 
 On a cluster (`spark-submit --master spark://…`), pass the same jars with `--jars`
 and set `use_cached_jars=False`.
@@ -37,8 +37,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from coordinator import class_archives
-from coordinator.artifacts import jars
+from coordinator.runtime import class_archives
+from coordinator.runtime.artifacts import jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -157,7 +157,7 @@ class SparkSettings:
             if local and self.is_local:
                 # On the JVM's own class path: Hadoop loads filesystems before spark.jars.
                 # Real paths: a class archive fits only the class path it was recorded with
-                # (coordinator/class_archives.py), and a checkout whose cache is a symbolic
+                # (coordinator/runtime/class_archives.py), and a checkout whose cache is a symbolic
                 # link to another's is then the same class path.
                 conf["spark.driver.extraClassPath"] = ":".join(
                     str(path.resolve()) for path in stage

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from coordinator.core import failpoints
 from coordinator.core.config import Config
-from coordinator.driver_metrics import MetricsServer, serve_metrics
-from coordinator.table_counts import table_counts
+from coordinator.runtime.driver_metrics import MetricsServer, serve_metrics
+from coordinator.runtime.table_counts import table_counts
 from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate

@@ -16,7 +16,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.kafka.options import kafka_python_options
+from coordinator.kafka_clients.options import kafka_python_options
 
 if TYPE_CHECKING:
     from coordinator.core.config import KafkaConfig

@@ -33,7 +33,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from coordinator.core.errors import KafkaUnavailableError, RecordTooLargeError
 from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity, reachable
-from coordinator.kafka.options import librdkafka_options
+from coordinator.kafka_clients.options import librdkafka_options
 from coordinator.protocol.check_record import Record
 
 #: How long `connect` tries to reach the bootstrap servers.

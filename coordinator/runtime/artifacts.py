@@ -21,7 +21,7 @@ from coordinator.core.errors import ArtifactsMissingError
 JAR_CACHE_ENV = "TXCOORD_JAR_CACHE"
 
 #: The checkout this package was installed from (editable install).
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:

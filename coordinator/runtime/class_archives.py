@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.artifacts import jar_cache_dir
+from coordinator.runtime.artifacts import jar_cache_dir
 
 SPARK_DRIVER = "spark-driver"
 KAFKA_BROKER = "kafka-broker"

@@ -19,7 +19,7 @@ Data folder layout::
     <data_dir>/logs/server.log   the broker's log4j2 log (rolled)
     <data_dir>/logs/stdout.log   the JVM's own output (warnings, crashes)
 
-With `BrokerSettings.auth` (coordinator/local_stack/broker_auth.py) the broker is secured:
+With `BrokerSettings.auth` (coordinator/runtime/local_stack/broker_auth.py) the broker is secured:
 SASL SCRAM principals, the StandardAuthorizer, credentials added when formatting; the
 caller then creates the ACLs (`broker_auth.apply_auth`). Without it, it is open on loopback.
 
@@ -49,12 +49,13 @@ from typing import Any
 
 from kafka.admin import KafkaAdminClient
 
-from coordinator import class_archives
-from coordinator.artifacts import jars
 from coordinator.core.errors import BrokerError
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.kafka.options import kafka_python_options
-from coordinator.local_stack.broker_auth import BrokerAuth
+from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.runtime import class_archives
+from coordinator.runtime.artifacts import jars
+from coordinator.runtime.local_stack.broker_auth import BrokerAuth
+from coordinator.runtime.local_stack.ports import free_port, port_is_free
 
 log = logging.getLogger(__name__)
 
@@ -120,24 +121,6 @@ class BrokerInfo:
     def bootstrap_servers(self) -> str:
         """Return the `host:port` clients connect to."""
         return f"127.0.0.1:{self.port}"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port on `host` that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Return True if `port` can be bound on `host`."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def new_cluster_id() -> str:
@@ -365,7 +348,7 @@ class KafkaBroker:
 
         `short_lived`: a tool that runs for a second (storage format) compiles with C1 only,
         as the JIT's optimising compiler would only cost it time. The JVM starts from the
-        install step's class archive when there is one (coordinator/class_archives.py).
+        install step's class archive when there is one (coordinator/runtime/class_archives.py).
         `KAFKA_OPTS` adds JVM options, as it does for Kafka's own kafka-run-class.sh.
         """
         java = shutil.which("java")

@@ -2,7 +2,7 @@
 
 Start order: the KRaft broker (probed with a real round trip), a local Spark session
 (probed: Delta write + Kafka read), the engine (ticker, coordinator query; see
-coordinator/engine.py), then the REST ingress on its own thread (an application above this
+coordinator/runtime/engine.py), then the REST ingress on its own thread (an application above this
 layer: the caller, `txcoord up`, hands in how to build its server). Stop order is the
 reverse, and stopping is safe at any point of a failed start. Everything keeps its state
 under the state folder and the warehouse, so the next `up` continues where this one stopped.
@@ -16,7 +16,7 @@ State folder layout::
 With `StackSettings.broker_auth` (the `[kafka]` part of `txcoord up --auth-file`) the broker
 runs secured, with one topic set per producer group (`[kafka] topics_per_group`, core/
 topics.py), and every client of the stack connects as the engine principal; the groups'
-topics and the ACLs of coordinator/local_stack/broker_auth.py are created once the broker is
+topics and the ACLs of coordinator/runtime/local_stack/broker_auth.py are created once the broker is
 up.
 """
 
@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from coordinator.core.config import Config
 from coordinator.core.errors import StackError
-from coordinator.engine import Engine
-from coordinator.local_stack.broker_auth import BrokerAuth, apply_auth
-from coordinator.local_stack.health import Health, check_kafka, check_spark
-from coordinator.local_stack.kafka_broker import BrokerSettings, KafkaBroker
-from coordinator.spark_session import SparkSettings, build_spark_session
+from coordinator.runtime.engine import Engine
+from coordinator.runtime.local_stack.broker_auth import BrokerAuth, apply_auth
+from coordinator.runtime.local_stack.health import Health, check_kafka, check_spark
+from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
 from streams.tally import Counts
 
@@ -200,7 +200,7 @@ class LocalStack:
         """Stop the REST ingress, the streams, Spark, then the broker; safe more than once.
 
         The streams let their batches in flight finish unless `hurry` is set (see
-        coordinator/engine.py).
+        coordinator/runtime/engine.py).
         """
         server, self._server = self._server, None
         if server is not None:
