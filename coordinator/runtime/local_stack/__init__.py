@@ -1,10 +1,10 @@
 """The local stack of `txcoord up`.
 
-    kafka_broker.py  the KRaft broker: format, start, health, stop (open, or secured)
-    broker_auth.py   the auth file's Kafka part: SCRAM principals, TLS, ACLs
-    health.py        probes that prove each part with a real round trip
-    ports.py         ports for its listeners, chosen below the kernel's ephemeral range
-    stack.py         the stack itself: broker, Spark, the streams and the REST ingress
+kafka_broker.py  the KRaft broker: format, start, health, stop (open, or secured)
+broker_auth.py   the auth file's Kafka part: SCRAM principals, TLS, ACLs
+health.py        probes that prove each part with a real round trip
+ports.py         ports for its listeners, chosen below the kernel's ephemeral range
+stack.py         the stack itself: broker, Spark, the streams and the REST ingress
 """
 
 __all__ = ["broker_auth", "kafka_broker", "ports", "stack"]
