@@ -44,9 +44,9 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-def free_port(host: str = "127.0.0.1", rng: random.Random | None = None) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     """Return a TCP port on `host` that nothing listens on now, below the ephemeral range."""
-    choose = rng or random.SystemRandom()
+    choose = random.SystemRandom()
     high = ephemeral_low() - 1
     if high > LOWEST:
         for _ in range(ATTEMPTS):
