@@ -3,15 +3,16 @@
 tests/reference/ingest_rules.py's `reference_parse` (Spark SQL expressions, the readable model) and
 streams/ingest.py's `parse` (txcoord.Ingress in the JVM, what the query runs) see the same
 random raw records (tests/streams/ingress_records.py: near-valid, extreme and any bytes), in
-both topic layouts, with the source topics, timestamp types and positions varied too. Every
-column of every row must be equal, valid or not: the reasons, and what a refused record
-parses into.
+both topic layouts, with the source topics, timestamp types and positions varied too. The
+limits are drawn as well (largest body, queue count, largest check immunity), and the records
+carry values on both sides of the drawn limits. Every column of every row must be equal, valid
+or not: the reasons, and what a refused record parses into.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -25,28 +26,21 @@ from streams.ingest_rules import PARSED_COLUMNS, IngestRules
 from tests.reference.ingest_rules import reference_parse
 from tests.streams.ingress_records import MAX_MESSAGE, header, raw_record
 
+T = TypeVar("T")
+
 pytestmark = [pytest.mark.spark, pytest.mark.long(1.1)]
 
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key: string, value: binary>>"
 )
-SHARED = IngestRules(
-    layout=TopicLayout(half="h", op="o"),
-    max_message_size=MAX_MESSAGE,
-    default_queue_count=4,
-    max_check_immunity_seconds=3600,
-)
-PER_GROUP = IngestRules(
-    layout=TopicLayout(per_group=True),
-    max_message_size=MAX_MESSAGE,
-    default_queue_count=7,
-    max_check_immunity_seconds=2**40,
-)
+LAYOUTS = {"shared": TopicLayout(half="h", op="o"), "per-group": TopicLayout(per_group=True)}
+#: Rule sets drawn per layout; each runs over its own records in one Spark job.
+RULE_SETS = 2
 #: Source topics per layout and kind of record; the last of each is read by neither kind.
 SOURCES = {
-    SHARED: {"half": ["h"], "op": ["o"], "other": ["x"]},
-    PER_GROUP: {
+    False: {"half": ["h"], "op": ["o"], "other": ["x"]},
+    True: {
         "half": ["txcoord.half", "txcoord.half.orders", "txcoord.half.g", "txcoord.half.o.x"],
         "op": ["txcoord.op", "txcoord.op.orders", "txcoord.operator.alice",
                "txcoord.operator.orders", "txcoord.operator." + "p" * 250],
@@ -98,26 +92,54 @@ EDGE_HEADERS = st.sampled_from(
 )
 
 
+def drawn_rules(layout: TopicLayout) -> st.SearchStrategy[IngestRules]:
+    """Limits as the configuration allows them (coordinator/core/config.py), edges first."""
+    return st.builds(
+        IngestRules,
+        layout=st.just(layout),
+        max_message_size=st.one_of(
+            st.sampled_from([1, 2, MAX_MESSAGE]), st.integers(1, MAX_MESSAGE)
+        ),
+        default_queue_count=st.one_of(st.sampled_from([1, 4, 1024]), st.integers(1, 1024)),
+        max_check_immunity_seconds=st.one_of(
+            st.sampled_from([0, 3600, 2**31 - 1, 2**40]), st.integers(0, 2**40)
+        ),
+    )
+
+
+def limit_headers(rules: IngestRules) -> st.SearchStrategy[tuple[str, bytes]]:
+    """Headers just inside and just outside the limits of `rules`."""
+    queues, immunity = rules.default_queue_count, rules.max_check_immunity_seconds
+    return st.sampled_from(
+        [
+            (fmt.QUEUE_ID, str(queues - 1).encode()),
+            (fmt.QUEUE_ID, str(queues).encode()),
+            (fmt.CHECK_IMMUNITY_SECONDS, str(immunity).encode()),
+            (fmt.CHECK_IMMUNITY_SECONDS, str(immunity + 1).encode()),
+        ]
+    )
+
+
 @st.composite
-def near_valid(draw: st.DrawFn) -> dict[str, Any]:
+def near_valid(draw: st.DrawFn, rules: IngestRules) -> dict[str, Any]:
     """A valid half or op with one or two headers replaced or added, its key or body changed."""
     kind = draw(st.sampled_from(["half", "op"]))
-    headers = dict(VALID[kind])
-    for name, value in draw(
-        st.lists(st.one_of(header(), EDGE_HEADERS, EDGE_HEADERS), min_size=1, max_size=2)
-    ):
+    headers: dict[str, Any] = dict(VALID[kind])
+    edges = st.one_of(EDGE_HEADERS, limit_headers(rules))
+    for name, value in draw(st.lists(st.one_of(header(), edges, edges), min_size=1, max_size=2)):
         headers[name] = value
     key = draw(st.sampled_from([b"tx-1"] * 8 + [None, b"", b"\xff", b"tx\n", b"x" * 129]))
-    value = draw(st.sampled_from([b""] * 8 + [b"b" * (MAX_MESSAGE + 1)]))
-    return {"topic": kind, "key": key, "value": value, "headers": list(headers.items())}
+    size = rules.max_message_size
+    body = draw(st.sampled_from([b""] * 6 + [b"b" * size, b"b" * (size + 1), b"b" * (size - 1)]))
+    return {"topic": kind, "key": key, "value": body, "headers": list(headers.items())}
 
 
 @st.composite
 def record(draw: st.DrawFn, rules: IngestRules) -> tuple[Any, ...]:
     """A raw record (mostly near valid) from one of the layout's sources, as a row."""
-    raw = draw(st.one_of(raw_record(), near_valid(), near_valid(), near_valid()))
+    raw = draw(st.one_of(raw_record(), *[near_valid(rules)] * 3))
     kind = draw(st.sampled_from(["half", "op", *[raw["topic"]] * 6, "other"]))
-    source = draw(st.sampled_from(SOURCES[rules][kind]))
+    source = draw(st.sampled_from(SOURCES[rules.layout.per_group][kind]))
     headers = raw["headers"]
     if draw(st.booleans()):  # an edge header on top: replacing, or now and then repeating
         extra = draw(EDGE_HEADERS)
@@ -157,7 +179,7 @@ def known(rules: IngestRules) -> list[tuple[Any, ...]]:
     """Return KNOWN as rows, from sources each kind is read from in the layout of `rules`."""
     group_topics = {"half": "txcoord.half.orders", "op": "txcoord.op.orders"}
     return [
-        (key, b"", group_topics[kind] if rules.layout.per_group else SOURCES[rules][kind][0],
+        (key, b"", group_topics[kind] if rules.layout.per_group else SOURCES[False][kind][0],
          1, 100 + i, datetime(2026, 1, 1), 1, headers)
         for i, (kind, key, headers) in enumerate(KNOWN)
     ]  # fmt: skip
@@ -167,14 +189,14 @@ def rows(frame: DataFrame) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
-def generated(rules: IngestRules, count: int) -> list[tuple[Any, ...]]:
-    """Return `count` records drawn by Hypothesis, one per example.
+def generated(strategy: st.SearchStrategy[T], count: int) -> list[T]:
+    """Return `count` values drawn by Hypothesis, one per example.
 
-    One record per example (not one list of many): Hypothesis varies its examples widely,
-    while the records of one example's list stay alike. The rules then run over all of them
-    in one Spark job each.
+    One value per example (not one list of many): Hypothesis varies its examples widely,
+    while the values of one example's list stay alike. The rules then run over all the
+    records in one Spark job each.
     """
-    found: list[tuple[Any, ...]] = []
+    found: list[T] = []
 
     @settings(
         max_examples=count,
@@ -183,17 +205,22 @@ def generated(rules: IngestRules, count: int) -> list[tuple[Any, ...]]:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(one=record(rules))
-    def draw(one: tuple[Any, ...]) -> None:
+    @given(one=strategy)
+    def draw(one: T) -> None:
         found.append(one)
 
     draw()
-    return found
+    return found[:count]
 
 
-@pytest.mark.parametrize("rules", [SHARED, PER_GROUP], ids=["shared", "per-group"])
-def test_the_twin_agrees_with_the_rules(spark: SparkSession, rules: IngestRules) -> None:
-    records = generated(rules, 3000) + known(rules)
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_the_twin_agrees_with_the_rules(spark: SparkSession, layout: TopicLayout) -> None:
+    for rules in generated(drawn_rules(layout), RULE_SETS):
+        agree(spark, rules, generated(record(rules), 1500) + known(rules))
+
+
+def agree(spark: SparkSession, rules: IngestRules, records: list[tuple[Any, ...]]) -> None:
+    """Assert that both parse `records` under `rules` into the same rows."""
     frame = spark.createDataFrame(records, KAFKA_SCHEMA).coalesce(1)
     ours, reference = parse(frame, rules), reference_parse(frame, rules)
     assert ours.schema.simpleString() == reference.schema.simpleString()
@@ -204,7 +231,7 @@ def test_the_twin_agrees_with_the_rules(spark: SparkSession, rules: IngestRules)
         for i, (got, want) in enumerate(zip(rows(ours), theirs, strict=True))
         if got != want
     ]
-    assert disagree == []
+    assert disagree == [], rules
     # The valid path was taken: the known records' verdicts are as written.
     assert [row["reason"] for row in theirs[-len(KNOWN) :]] == [None] * (len(KNOWN) - 1) + [
         "a header appears twice"
