@@ -30,6 +30,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from coordinator.admin import inventory
 from coordinator.admin.operator_ops import APPLIES_IN, either, send_operator_op
@@ -117,7 +118,9 @@ def _print_table(states: list[TransactionState], title: str) -> None:
     for column in ("transaction", "group", "topic/queue", "state", "checks", "age", "reason"):
         table.add_column(column)
     for s in states:
-        table.add_row(
+        # Text, never a markup string: an id may be `[/x]` or `[link=...]` (any producer
+        # chooses its ids), which rich would otherwise parse, fail on, or render as a link.
+        cells = (
             s.transaction_id,
             s.producer_group,
             f"{s.topic}/{s.queue_id}",
@@ -126,6 +129,7 @@ def _print_table(states: list[TransactionState], title: str) -> None:
             _age(inventory.age_seconds(s, now)),
             s.reason or "",
         )
+        table.add_row(*(Text(cell or "") for cell in cells))
     console.print(table)
 
 

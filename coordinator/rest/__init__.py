@@ -8,8 +8,10 @@ One module per job:
     kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
     check_poll.py   long polls on the check topic, one consumer per producer group
     poll_slots.py   long-poll slots shared fairly between groups (429 past a group's share)
+    host_guard.py   open mode: only requests whose Host names this machine (DNS rebinding)
     gate.py         authentication from the Authorization header, before any body is read
-    limits.py       request size and content type, checked before any parsing
+    limits.py       request size and content type, checked before any parsing; only routes
+                    that take a body have theirs read
     errors.py       every failure -> {"error": code, "message": text} with its status
     metrics.py      Prometheus counters and latencies, one registry per app
     openapi.py      the error answers written into the OpenAPI document

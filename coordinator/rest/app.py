@@ -24,6 +24,7 @@ from coordinator.rest.auth import Authenticator, require_safe_listen
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.errors import install_error_handlers
 from coordinator.rest.gate import AuthGate
+from coordinator.rest.host_guard import HostGuard
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.limits import RequestLimits
 from coordinator.rest.metrics import Metrics, MetricsMiddleware
@@ -104,6 +105,8 @@ def create_app(
     app.include_router(build_router(config))
     app.add_middleware(RequestLimits, max_request_size=config.rest.max_request_size)
     app.add_middleware(AuthGate, auth=auth)  # before RequestLimits reads any body
+    if auth.open_mode:  # every caller is an admin: only this machine's names (DNS rebinding)
+        app.add_middleware(HostGuard, listen_host=config.rest.host)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)  # outermost: sees all
     install_openapi(app)
     return app

@@ -1,6 +1,7 @@
 """Every failure of a request becomes `{"error": code, "message": text}` with its status.
 
     ApiError (raised by the routes)        its own status and code
+    HostGuard (open mode, host_guard.py)   421 misdirected_request: Host names another machine
     RequestValidationError (FastAPI)       400 bad_json | invalid_request | invalid_topic,
                                            413 too_large; the message names the field
     HTTPException (Starlette routing)      400 bad_json, 404 not_found, 405 method_not_allowed

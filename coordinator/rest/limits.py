@@ -4,6 +4,11 @@ A body larger than `rest.max_request_size` is refused with 413 as soon as it is 
 (from Content-Length, or while it streams in), so an oversize request never reaches the
 JSON parser. A request body must be JSON: anything else is 415 (FastAPI would otherwise
 treat it as raw bytes and the error would say nothing useful).
+
+Only the routes that take a body have theirs read: a POST under `/v1/`, whose caller the
+gate (gate.py) has already authenticated. Anything else (a POST to /healthz, to an unknown
+path) goes to the router unread and gets its 404 or 405 while the body is still on the
+wire: an anonymous caller cannot make the ingress buffer a body no route takes.
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordinator.rest.errors import error_response
+from coordinator.rest.gate import PROTECTED_PREFIX
 
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+def takes_body(scope: Scope) -> bool:
+    """Return True for a request to a route that reads a body: POST under /v1/."""
+    path: str = scope["path"]
+    return scope["method"] == "POST" and path.startswith(PROTECTED_PREFIX)
 
 
 def is_json(content_type: str | None) -> bool:
@@ -50,7 +60,7 @@ class RequestLimits:
         if declared and declared.strip().isdigit() and int(declared) > self.max_request_size:
             await self._too_large(scope, receive, send)
             return
-        if scope["method"] not in _BODY_METHODS:
+        if not takes_body(scope):
             await self.app(scope, receive, send)
             return
         try:

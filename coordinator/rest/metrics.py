@@ -5,8 +5,9 @@
     txcoord_rest_records_written_total{kind}                records Kafka acknowledged
     txcoord_rest_check_requests_delivered_total             check requests handed out
 
-The route label is the template (`/v1/transactions/{transaction_id}`), or `unmatched`, so
-callers cannot grow the label set.
+The route label is the template (`/v1/transactions/{transaction_id}`), or `unmatched`, and
+the method label one of HTTP's methods, or `other` (the server accepts any token as a
+method), so callers cannot grow the label set.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"
+#: The methods counted by name (RFC 9110's); any other is counted as OTHER_METHOD.
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
+OTHER_METHOD = "other"
 _CONVERTOR = re.compile(r":\w+}")
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -84,5 +90,6 @@ class MetricsMiddleware:
             route = scope.get("route")
             template = _CONVERTOR.sub("}", getattr(route, "path", None) or UNMATCHED)
             method = scope.get("method", "")
+            method = method if method in METHODS else OTHER_METHOD
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

@@ -128,8 +128,9 @@ def _op_done(transaction_id: str, op: str, stored: Stored) -> OpResult:
     )
 
 
-def _may_send(svc: Services, who: Principal, group: str, what: str) -> None:
-    """Raise a 4xx ApiError unless `who` may send for `group` and the layout can carry it."""
+def _may_act(svc: Services, who: Principal, group: str, what: str) -> None:
+    """Raise a 4xx ApiError unless `who` may act for `group` and the layout can carry it
+    (in the per-group layout a group's records and checks have topics of its own)."""
     require_group(who, group, what)
     layout = svc.config.kafka.layout
     if layout.per_group and (problem := group_topic_problem(group, layout)):
@@ -137,7 +138,7 @@ def _may_send(svc: Services, who: Principal, group: str, what: str) -> None:
 
 
 def _authorize_op(svc: Services, who: Principal, request: OpRequest, field: str = "") -> None:
-    _may_send(svc, who, request.producer_group, f"{field}producer_group")
+    _may_act(svc, who, request.producer_group, f"{field}producer_group")
     if request.operator is not None:
         require_admin(who, f"{field}operator (an operator's op)")
 
@@ -155,7 +156,7 @@ def _as_operator(who: Principal, request: OpRequest) -> OpRequest:
 
 def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     """Store one half message; answer once it is durable in the half topic."""
-    _may_send(svc, who, body.producer_group, "producer_group")
+    _may_act(svc, who, body.producer_group, "producer_group")
     transaction_id = body.transaction_id or new_transaction_id()
     record = half_record(
         body,
@@ -177,7 +178,7 @@ def send_halves(
     ids, records = [], []
     for index, message in enumerate(body.messages):
         field = f"messages[{index}]."
-        _may_send(svc, who, message.producer_group, f"{field}producer_group")
+        _may_act(svc, who, message.producer_group, f"{field}producer_group")
         transaction_id = message.transaction_id or new_transaction_id()
         ids.append(transaction_id)
         records.append(
@@ -351,7 +352,7 @@ def build_router(config: Config) -> APIRouter:
         A group holds at most its share of the long-poll slots (poll_slots.py); past it, or
         with every slot taken, the answer is 429 at once, never a place in a queue.
         """
-        require_group(who, producer_group, "producer_group")
+        _may_act(svc, who, producer_group, "producer_group")
         try:
             slot = svc.poll_slots.take(producer_group)
         except PollSlotsFullError as exc:

@@ -16,6 +16,9 @@ from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
 from streams.ingress_topics import ensure_ingress_topics
 
+#: Where test clients address the app: a loopback name, as the open mode requires
+#: (coordinator/rest/host_guard.py; TestClient's own default, `testserver`, is refused).
+LOCAL = "http://127.0.0.1"
 #: Plaintext tokens of the auth file written by `auth_file`.
 ORDERS_TOKEN = "orders-secret-token"
 BILLING_TOKEN = "billing-secret-token"
@@ -59,7 +62,9 @@ def rest_config(bootstrap_servers: str, tmp_path: Path) -> Iterator[Config]:
 @pytest.fixture
 def client(rest_config: Config) -> Iterator[TestClient]:
     """Return a client of the real app (open mode) on this test's topics."""
-    with TestClient(create_app(rest_config), raise_server_exceptions=False) as test_client:
+    with TestClient(
+        create_app(rest_config), base_url=LOCAL, raise_server_exceptions=False
+    ) as test_client:
         yield test_client
 
 
@@ -98,7 +103,9 @@ def auth_config(rest_config: Config, tmp_path: Path) -> Config:
 @pytest.fixture
 def auth_client(auth_config: Config) -> Iterator[TestClient]:
     """Return a client of the real app with the three tokens of `write_auth_file`."""
-    with TestClient(create_app(auth_config), raise_server_exceptions=False) as test_client:
+    with TestClient(
+        create_app(auth_config), base_url=LOCAL, raise_server_exceptions=False
+    ) as test_client:
         yield test_client
 
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.rest.records import HEADER_BUDGET
-from tests.coordinator.rest.conftest import drop_topics, make_rest_config
+from tests.coordinator.rest.conftest import LOCAL, drop_topics, make_rest_config
 from tests.coordinator.rest.kafka_io import OffsetWatch
 
 pytestmark = pytest.mark.kafka
@@ -42,7 +42,9 @@ def config(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="module")
 def client(config: Config) -> Iterator[TestClient]:
-    with TestClient(create_app(config), raise_server_exceptions=False) as test_client:
+    with TestClient(
+        create_app(config), base_url=LOCAL, raise_server_exceptions=False
+    ) as test_client:
         yield test_client
 
 

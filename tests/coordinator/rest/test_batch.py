@@ -21,7 +21,7 @@ from coordinator.kafka_clients.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from streams.ingress_topics import ensure_ingress_topics
-from tests.coordinator.rest.conftest import drop_topics
+from tests.coordinator.rest.conftest import LOCAL, drop_topics
 from tests.coordinator.rest.kafka_io import read_all
 
 pytestmark = pytest.mark.kafka
@@ -83,7 +83,8 @@ def test_a_partly_failed_batch_names_each_durable_item(small_topic_config: Confi
     # The issue's case: earlier items durable, a later one refused. (An item after the refused
     # one may be aborted with it, where the producer treats the refusal as fatal.)
     messages = [half(first), half(second), half(big, "y" * 4 * TOPIC_LIMIT)]
-    with TestClient(create_app(config), raise_server_exceptions=False) as client:
+    app = create_app(config)
+    with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as client:
         answer = client.post("/v1/transactions/batch", json={"messages": messages})
         assert answer.status_code == 207, answer.text
         results = answer.json()["results"]
@@ -134,7 +135,8 @@ def test_a_batch_nothing_of_which_is_durable_is_a_plain_503(
             "warehouse": rest_config.warehouse,
         }
     )
-    with TestClient(create_app(down), raise_server_exceptions=False) as client:
+    app = create_app(down)
+    with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as client:
         answer = client.post("/v1/transactions/batch", json={"messages": [half("a"), half("b")]})
         assert answer.status_code == 503
         assert answer.json()["error"] == "kafka_unavailable"
@@ -146,7 +148,9 @@ def test_a_record_the_broker_refuses_does_not_poison_later_requests(
 ) -> None:
     """An idempotent producer may treat a refusal as fatal and abort every later batch with
     it (kafka-python did): the ingress must answer 413 once and then go on writing."""
-    with TestClient(create_app(small_topic_config), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(small_topic_config), base_url=LOCAL, raise_server_exceptions=False
+    ) as client:
         refused = client.post("/v1/transactions", json=half("big", "y" * 4 * TOPIC_LIMIT))
         assert refused.status_code == 413, refused.text
         assert refused.json()["error"] == "too_large"

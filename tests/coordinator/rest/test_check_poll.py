@@ -15,6 +15,7 @@ from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.rest.routes import DEFAULT_WAIT_SECONDS
 from streams.coordinator_writer import check_record
+from tests.coordinator.rest.conftest import LOCAL
 
 pytestmark = pytest.mark.kafka
 
@@ -130,10 +131,10 @@ def test_handed_out_requests_are_not_handed_out_again_after_a_restart(
     rest_config: Config,
 ) -> None:
     publish(rest_config, [check_row("r1", "orders"), check_row("r2", "orders")])
-    with TestClient(create_app(rest_config)) as first:
+    with TestClient(create_app(rest_config), base_url=LOCAL) as first:
         assert sorted(r["transaction_id"] for r in poll_until(first, "orders", 2)) == ["r1", "r2"]
     publish(rest_config, [check_row("r3", "orders")])
-    with TestClient(create_app(rest_config)) as second:
+    with TestClient(create_app(rest_config), base_url=LOCAL) as second:
         assert [r["transaction_id"] for r in poll_until(second, "orders", 1)] == ["r3"]
         assert poll(second, "orders", wait=1) == []
 

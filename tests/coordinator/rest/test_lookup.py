@@ -18,6 +18,7 @@ from delta_tables.lookup import STATES
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
     BILLING_TOKEN,
+    LOCAL,
     ORDERS_TOKEN,
     bearer,
     write_auth_file,
@@ -85,7 +86,9 @@ def config(tmp_path: Path) -> Config:
 
 @pytest.fixture
 def client(config: Config) -> Iterator[TestClient]:
-    with TestClient(create_app(config), raise_server_exceptions=False) as test_client:
+    with TestClient(
+        create_app(config), base_url=LOCAL, raise_server_exceptions=False
+    ) as test_client:
         yield test_client
 
 
@@ -209,7 +212,9 @@ def secured(config: Config, tmp_path: Path) -> Iterator[TestClient]:
             "rest.auth_file": str(write_auth_file(tmp_path / "tokens.toml")),
         }
     )
-    with TestClient(create_app(with_tokens), raise_server_exceptions=False) as test_client:
+    with TestClient(
+        create_app(with_tokens), base_url=LOCAL, raise_server_exceptions=False
+    ) as test_client:
         yield test_client
 
 

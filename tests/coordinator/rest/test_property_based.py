@@ -2,7 +2,12 @@
 
 Runs in-process against the ASGI app with the real broker behind it (valid sends really go
 to Kafka). Both schema-conforming (positive) and schema-violating (negative) requests are
-generated for every operation; the app is in open mode so valid requests reach the writer.
+generated for every operation; the app is in open mode so valid requests reach the writer,
+addressed to a loopback name (LOCAL) as the open mode requires: every run asserts that no
+answer was the open mode's 421, so a run that reached nothing cannot pass. The reads run in
+the per-group topic layout too, where a producer group also names Kafka topics (its sends
+are covered by tests/coordinator/rest/test_topics_per_group.py: generated groups would each
+create topics).
 """
 
 from __future__ import annotations
@@ -19,21 +24,31 @@ from schemathesis.generation import GenerationMode
 
 from coordinator.core.config import Config
 from coordinator.rest.app import create_app
-from tests.coordinator.rest.conftest import drop_topics, make_rest_config
+from tests.coordinator.rest.conftest import LOCAL, drop_topics, make_rest_config
 
 pytestmark = pytest.mark.kafka
 
 EXAMPLES_PER_OPERATION = 60
 
 
+#: The topic layouts of the runs: the shared topics, and one topic set per group.
+LAYOUTS = {"shared": "false", "per-group": "true"}
+
+
 @pytest.fixture(scope="module")
-def config(bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
+def config(
+    bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Config]:
     # A short long-poll ceiling keeps the generated waits short.
     config = make_rest_config(
         bootstrap_servers,
         tmp_path_factory.mktemp("schemathesis"),
         max_message_size="64KiB",
-        **{"rest.max_request_size": "512KiB", "rest.check_poll_max_wait": "200ms"},
+        **{
+            "rest.max_request_size": "512KiB",
+            "rest.check_poll_max_wait": "200ms",
+            "kafka.topics_per_group": LAYOUTS[request.param],
+        },
     )
     try:
         yield config
@@ -52,22 +67,28 @@ def app(config: Config) -> Iterator[FastAPI]:
         services.writer.close()
 
 
-def runs() -> list[tuple[str, GenerationMode]]:
-    """Return ("METHOD /path", mode) for every operation; negative ones need some input."""
+def runs() -> list[tuple[str, str, GenerationMode]]:
+    """Return (layout, "METHOD /path", mode) for every operation (per-group: the reads);
+    negative ones need some input."""
     document = create_app(Config(warehouse=str(Path("unused")))).openapi()
     found = []
-    for path, operations in document["paths"].items():
-        for method, operation in operations.items():
-            label = f"{method.upper()} {path}"
-            found.append((label, GenerationMode.POSITIVE))
-            if operation.get("parameters") or operation.get("requestBody"):
-                found.append((label, GenerationMode.NEGATIVE))
+    for layout in LAYOUTS:
+        for path, operations in document["paths"].items():
+            for method, operation in operations.items():
+                if layout == "per-group" and method != "get":
+                    continue
+                label = f"{method.upper()} {path}"
+                found.append((layout, label, GenerationMode.POSITIVE))
+                if operation.get("parameters") or operation.get("requestBody"):
+                    found.append((layout, label, GenerationMode.NEGATIVE))
     return found
 
 
-@pytest.mark.parametrize(("label", "mode"), runs())
-def test_no_request_is_answered_with_a_5xx(app: FastAPI, label: str, mode: GenerationMode) -> None:
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+@pytest.mark.parametrize(("config", "label", "mode"), runs(), indirect=["config"])
+def test_no_request_is_answered_with_a_5xx(
+    app: FastAPI, config: Config, label: str, mode: GenerationMode
+) -> None:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers={"Host": "127.0.0.1"})
     operation = schema.find_operation_by_label(label)
     assert operation is not None, label
     answers: dict[int, int] = {}
@@ -80,7 +101,7 @@ def test_no_request_is_answered_with_a_5xx(app: FastAPI, label: str, mode: Gener
         suppress_health_check=list(HealthCheck),
     )
     def check(case: Any) -> None:
-        response = case.call()
+        response = case.call(base_url=LOCAL)
         answers[response.status_code] = answers.get(response.status_code, 0) + 1
         assert response.status_code < 500, (case.as_curl_command(), response.text)
         if response.status_code >= 400:
@@ -89,3 +110,4 @@ def test_no_request_is_answered_with_a_5xx(app: FastAPI, label: str, mode: Gener
 
     check()
     assert answers, "no request was generated"
+    assert 421 not in answers, f"requests did not reach the app: {answers}"

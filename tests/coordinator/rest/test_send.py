@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from coordinator.core.config import Config
 from coordinator.protocol import ingress as fmt
+from tests.coordinator.rest.conftest import LOCAL
 from tests.coordinator.rest.kafka_io import read_all
 
 pytestmark = pytest.mark.kafka
@@ -254,8 +255,8 @@ def test_each_app_has_its_own_registry(rest_config: Config) -> None:
     from coordinator.rest.app import create_app  # noqa: PLC0415
 
     with (
-        TestClient(create_app(rest_config)) as first,
-        TestClient(create_app(rest_config)) as second,
+        TestClient(create_app(rest_config), base_url=LOCAL) as first,
+        TestClient(create_app(rest_config), base_url=LOCAL) as second,
     ):
         first.get("/healthz")
         first.get("/healthz")
@@ -274,7 +275,8 @@ def test_kafka_unreachable_is_a_503(rest_config: Config, free_port: int) -> None
             "warehouse": rest_config.warehouse,
         }
     )
-    with TestClient(create_app(down), raise_server_exceptions=False) as test_client:
+    app = create_app(down)
+    with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as test_client:
         answer = test_client.post("/v1/transactions", json={"producer_group": "g", "topic": "T"})
         assert answer.status_code == 503
         assert answer.json()["error"] == "kafka_unavailable"

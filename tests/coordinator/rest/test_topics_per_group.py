@@ -18,7 +18,7 @@ from coordinator.rest.app import create_app
 from streams.check_topic import ensure_check_topic
 from streams.coordinator_writer import check_record
 
-from .conftest import drop_topics, make_rest_config
+from .conftest import LOCAL, drop_topics, make_rest_config
 from .kafka_io import read_all
 from .test_auth import HALF
 
@@ -45,7 +45,8 @@ def per_group(bootstrap_servers: str, tmp_path: Path) -> Iterator[Config]:
 
 def test_each_group_writes_and_reads_its_own_topics(per_group: Config) -> None:
     layout, bootstrap = per_group.kafka.layout, per_group.kafka.bootstrap_servers
-    with TestClient(create_app(per_group), raise_server_exceptions=False) as client:
+    app = create_app(per_group)
+    with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as client:
         for group in ("orders", "billing"):
             answer = client.post("/v1/transactions", json={**HALF, "producer_group": group})
             assert answer.status_code == 201, answer.text
@@ -88,8 +89,23 @@ def test_each_group_writes_and_reads_its_own_topics(per_group: Config) -> None:
 
 
 def test_a_group_no_topic_name_can_hold_is_refused(per_group: Config) -> None:
-    with TestClient(create_app(per_group), raise_server_exceptions=False) as client:
+    app = create_app(per_group)
+    with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as client:
         answer = client.post("/v1/transactions", json={**HALF, "producer_group": "a%b"})
+    assert answer.status_code == 422, answer.text
+    assert "cannot have Kafka topics of its own" in answer.json()["message"]
+
+
+@pytest.mark.parametrize("group", ["a%b", "a|b"])
+def test_a_group_no_topic_name_can_hold_is_refused_when_it_polls(
+    per_group: Config, group: str
+) -> None:
+    """Before: 500 (the group's check topic would have a name Kafka refuses)."""
+    app = create_app(per_group)
+    with TestClient(app, base_url=LOCAL, raise_server_exceptions=False) as client:
+        answer = client.get(
+            "/v1/check-requests", params={"producer_group": group, "wait_seconds": 0}
+        )
     assert answer.status_code == 422, answer.text
     assert "cannot have Kafka topics of its own" in answer.json()["message"]
 
