@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.core.errors import ConfigurationError
+from coordinator.core.secret_files import private_file_problem
 
 __all__ = [
     "MECHANISMS", "PROTOCOLS", "AuthenticationWatch", "KafkaSecurity", "Secret", "reachable",
@@ -240,8 +241,17 @@ def security_problems(security: KafkaSecurity, environ: Mapping[str, str]) -> li
         path = getattr(s, name)
         if path and not Path(path).is_file():
             found.append(f"kafka.{name} {path!r} is not a readable file")
+        elif (
+            path
+            and name in SECRET_FILES
+            and (problem := private_file_problem(Path(path), f"kafka.{name}"))
+        ):
+            found.append(problem)
     return found
 
+
+#: The settings naming a file whose content is a secret (coordinator/core/secret_files.py).
+SECRET_FILES = ("sasl_password_file", "ssl_keyfile")
 
 #: How kafka-python logs a refusal of the broker (Kafka error codes 58, SASL, and 31, ...).
 _REFUSAL = re.compile(

@@ -35,7 +35,6 @@ import hmac
 import ipaddress
 import logging
 import re
-import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.core.errors import ConfigurationError
+from coordinator.core.secret_files import private_file_problem
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.errors import ApiError
 
@@ -127,12 +127,9 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
 
 def _require_private(path: Path) -> None:
     """Refuse an auth file that the group or others may read or write."""
-    mode = path.stat().st_mode
-    if mode & 0o077:
-        raise ConfigurationError(
-            f"rest.auth_file {path} is readable by group or others (mode "
-            f"{stat.S_IMODE(mode):o}): its tokens would be everyone's; run chmod 600 {path}"
-        )
+    path.stat()  # an absent file: FileNotFoundError, said in load_token_file's words
+    if problem := private_file_problem(path, "rest.auth_file"):
+        raise ConfigurationError(problem)
 
 
 def load_token_file(path: Path) -> list[TokenEntry]:

@@ -18,6 +18,7 @@ PASSWORD = 's3cr3t-"quoted"-\\back'  # a quote and a backslash: JAAS must escape
 def password_file(tmp_path: Path) -> Path:
     path = tmp_path / "kafka.password"
     path.write_text(PASSWORD + "\n")
+    path.chmod(0o600)
     return path
 
 
@@ -27,6 +28,7 @@ def pem(tmp_path: Path) -> dict[str, str]:
     for name in ("ca", "cert", "key"):
         path = tmp_path / f"{name}.pem"
         path.write_text(f"-----BEGIN {name.upper()}-----\nAAAA\n-----END {name.upper()}-----\n")
+        path.chmod(0o600)
         files[name] = str(path)
     return files
 
@@ -234,3 +236,33 @@ def test_secrets_never_appear_in_repr_str_errors_or_logs(
     # The value itself is intact for the client that needs it.
     assert isinstance(client["sasl_plain_password"], Secret)
     assert client["sasl_plain_password"].encode() == PASSWORD.encode()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o602])
+def test_a_password_file_others_may_read_is_refused(password_file: Path, mode: int) -> None:
+    password_file.chmod(mode)
+    with pytest.raises(ConfigurationError, match=r"kafka\.sasl_password_file .*chmod 600"):
+        load_config(
+            overrides={
+                "kafka.security_protocol": "SASL_PLAINTEXT",
+                "kafka.sasl_mechanism": "SCRAM-SHA-256",
+                "kafka.sasl_username": "orders-app",
+                "kafka.sasl_password_file": str(password_file),
+            }
+        )
+
+
+def test_a_client_key_others_may_read_is_refused(pem: dict[str, str]) -> None:
+    Path(pem["key"]).chmod(0o644)
+    security = KafkaSecurity(
+        security_protocol="SSL",
+        ssl_cafile=pem["ca"],
+        ssl_certfile=pem["cert"],
+        ssl_keyfile=pem["key"],
+    )
+    with pytest.raises(ConfigurationError, match=r"kafka\.ssl_keyfile .*chmod 600"):
+        security.validated({})
+    Path(pem["ca"]).chmod(0o644)  # a CA or a certificate is no secret
+    Path(pem["cert"]).chmod(0o644)
+    Path(pem["key"]).chmod(0o600)
+    assert security.validated({}) is security

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.secret_files import private_file_problem
 from coordinator.core.topics import TopicLayout, grants, group_topic_problem
 
 if TYPE_CHECKING:
@@ -253,6 +254,8 @@ def _principal(raw: Any, label: str, base: Path) -> BrokerPrincipal:
     if not (isinstance(file, str) and file):
         raise ConfigurationError(f"{label}: password_file is required")
     path = (base / file).resolve()
+    if problem := private_file_problem(path, f"{label}: password_file"):
+        raise ConfigurationError(problem)
     try:
         password = path.read_text(encoding="utf-8").rstrip("\r\n")
     except OSError as exc:

@@ -16,6 +16,7 @@ GOOD_PASSWORD = "Zq3-abcdefghijklmnop"
 def write(root: Path, kafka_part: str, password: str = GOOD_PASSWORD) -> Path:
     for name in ("engine", "operator", "orders"):
         (root / f"{name}.pw").write_text(password + "\n")
+        (root / f"{name}.pw").chmod(0o600)
     path = root / "auth.toml"
     path.write_text('[[token]]\ngroup = "orders"\nsha256 = "' + "0" * 64 + '"\n' + kafka_part)
     return path
@@ -129,3 +130,17 @@ def test_bad_auth_files_are_refused_with_a_reason(
     with pytest.raises(ConfigurationError, match=message) as caught:
         load_broker_auth(write(tmp_path, kafka_part, password))
     assert password not in str(caught.value) or password == GOOD_PASSWORD
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o620, 0o604])
+def test_a_password_file_others_may_read_is_refused(tmp_path: Path, mode: int) -> None:
+    path = write(tmp_path, ENGINE_AND_OPERATOR)
+    (tmp_path / "operator.pw").chmod(mode)
+    with pytest.raises(ConfigurationError, match=r"operator.*password_file.*chmod 600"):
+        load_broker_auth(path)
+
+
+def test_a_password_file_of_its_owner_only_is_accepted(tmp_path: Path) -> None:
+    path = write(tmp_path, ENGINE_AND_OPERATOR)
+    (tmp_path / "operator.pw").chmod(0o400)
+    assert load_broker_auth(path) is not None

@@ -130,7 +130,7 @@ def test_with_tokens_any_host_is_allowed(tmp_path: Path) -> None:
 def test_a_token_file_others_may_read_is_refused(tmp_path: Path, mode: int) -> None:
     path = write_auth_file(tmp_path / "tokens.toml")
     path.chmod(mode)
-    with pytest.raises(ConfigurationError, match=r"readable by group or others.*chmod 600"):
+    with pytest.raises(ConfigurationError, match=r"by group or others.*chmod 600"):
         load_token_file(path)
 
 

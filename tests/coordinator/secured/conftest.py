@@ -42,6 +42,7 @@ def make_auth_file(root: Path, tls: bool = False, rest_tokens: str = "") -> Path
     lines = [rest_tokens]
     for role in ("engine", "operator"):
         (secret_dir / f"{role}.password").write_text(secrets.token_urlsafe(24) + "\n")
+        (secret_dir / f"{role}.password").chmod(0o600)
         lines += [
             f"[kafka.{role}]",
             f'principal = "txcoord-{role}"',
@@ -50,6 +51,7 @@ def make_auth_file(root: Path, tls: bool = False, rest_tokens: str = "") -> Path
         ]
     for group in GROUPS:
         (secret_dir / f"{group}.password").write_text(secrets.token_urlsafe(24))
+        (secret_dir / f"{group}.password").chmod(0o600)
         lines += [
             "[[kafka.group]]",
             f'group = "{group}"',

@@ -23,6 +23,7 @@ def test_a_restart_keeps_the_credentials_and_adds_new_group_principals(tmp_path:
     # A group added to the auth file between the runs (its storage is not formatted again).
     auth_file = tmp_path / "auth" / "auth.toml"
     (tmp_path / "auth" / "secrets" / "refunds.password").write_text(secrets.token_urlsafe(24))
+    (tmp_path / "auth" / "secrets" / "refunds.password").chmod(0o600)
     with auth_file.open("a") as out:
         out.write(
             '[[kafka.group]]\ngroup = "refunds"\nprincipal = "refunds-app"\n'

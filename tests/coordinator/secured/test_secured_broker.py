@@ -66,6 +66,7 @@ def stranger(secured_kafka: SecuredKafka, tmp_path: Any) -> Iterator[KafkaSecuri
     """Return the settings of a principal with a SCRAM credential but no ACL at all."""
     password = tmp_path / "stranger.password"
     password.write_text("stranger-password-0123456789")
+    password.chmod(0o600)
     with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
         a.alter_user_scram_credentials(
             [
@@ -278,6 +279,7 @@ def test_wrong_credentials_fail_at_start_with_a_clear_error(
 ) -> None:
     wrong = tmp_path / "wrong.password"
     wrong.write_text("not-the-password-0123456789")
+    wrong.chmod(0o600)
     security = KafkaSecurity(
         security_protocol="SASL_PLAINTEXT",
         sasl_mechanism="SCRAM-SHA-256",
