@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kafka.admin import ConfigResource, ConfigResourceType
@@ -37,7 +38,8 @@ def ensure_group_topics(config: Config, group: str) -> tuple[str, str, str]:
     """Create `group`'s half, op and check topics (per-group layout); return their names.
 
     Raises ValueError if the group cannot have topics of its own (coordinator/core/topics.py), and
-    ConfigurationError if an existing ingress topic does not use LogAppendTime.
+    ConfigurationError if an existing ingress topic is set up otherwise
+    (`ingress_topic_problems`).
     """
     layout = config.kafka.layout
     names = (layout.half_topic(group), layout.op_topic(group), layout.check_topic(group))
@@ -64,13 +66,61 @@ def _ensure(config: Config, ingress: tuple[str, ...], check: str | None) -> None
             described: Any = admin.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, topic)]
             )
-            value = _config_value(described, topic, "message.timestamp.type")
-            if value != "LogAppendTime":
-                raise ConfigurationError(
-                    f"Kafka topic {topic} uses message.timestamp.type={value}; ingress topics "
-                    f"must use LogAppendTime (kafka-configs --alter --entity-type topics "
-                    f"--entity-name {topic} --add-config message.timestamp.type=LogAppendTime)"
-                )
+            found = {name: _config_value(described, topic, name) for name in CHECKED}
+            problems = ingress_topic_problems(config, topic, found)
+            if problems:
+                raise ConfigurationError("; ".join(problems))
+
+
+#: The settings of an existing ingress topic that `ingress_topic_problems` checks.
+CHECKED = ("message.timestamp.type", "min.insync.replicas", "retention.ms")
+
+
+def ingress_topic_problems(
+    config: Config, topic: str, settings: Mapping[str, str | None]
+) -> list[str]:
+    """Return why existing ingress topic `topic`, set up as `settings` say, cannot serve.
+
+    A topic made by someone else (a cluster's own tooling, an earlier version) is checked for
+    what the protocol depends on: the broker's clock as store time, as many in-sync copies
+    as `kafka.min_insync_replicas` asks (contract 7.7: an acknowledged record survives that
+    many brokers), and records kept at least `file_reserved_time` (an engine stopped longer
+    than the retention would lose acknowledged records unread: docs/operations.md).
+    """
+    fix = f"kafka-configs --alter --entity-type topics --entity-name {topic} --add-config"
+    found = []
+    stamp = settings.get("message.timestamp.type")
+    if stamp != "LogAppendTime":
+        found.append(
+            f"Kafka topic {topic} uses message.timestamp.type={stamp}; ingress topics "
+            f"must use LogAppendTime ({fix} message.timestamp.type=LogAppendTime)"
+        )
+    insync = _number(settings.get("min.insync.replicas"))
+    wanted = config.kafka.min_insync_replicas
+    if insync is not None and insync < wanted:
+        found.append(
+            f"Kafka topic {topic} has min.insync.replicas={insync}, fewer than "
+            f"kafka.min_insync_replicas={wanted}: an acknowledged record could be lost with "
+            f"fewer brokers than configured ({fix} min.insync.replicas={wanted})"
+        )
+    retention = _number(settings.get("retention.ms"))
+    floor = int(config.file_reserved_time.total_seconds() * 1000)
+    if retention is not None and 0 <= retention < floor:
+        keep = ingress_topic_config(config)["retention.ms"]
+        found.append(
+            f"Kafka topic {topic} keeps records {retention} ms (retention.ms), less than "
+            f"file_reserved_time ({config.file_reserved_time}): an engine stopped that long "
+            f"would lose acknowledged records unread ({fix} retention.ms={keep})"
+        )
+    return found
+
+
+def _number(value: str | None) -> int | None:
+    """Return a numeric topic setting, or None when it is absent or not a number."""
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 def _config_value(described: Any, topic: str, name: str) -> str | None:

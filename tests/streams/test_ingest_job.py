@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.registry import create_system_tables
 from streams.ingest_job import checkpoint_of, start_ingest
-from streams.ingress_topics import ensure_ingress_topics
+from streams.ingress_topics import ensure_ingress_topics, ingress_topic_problems
 from streams.ticker import Ticker
 from tests.streams.conftest import ConfigFactory
 
@@ -151,6 +152,32 @@ def test_an_ingress_topic_with_producer_time_is_refused(config: Config) -> None:
     ensure_topic(config.kafka.bootstrap_servers, config.kafka.half_topic, 1)  # CreateTime
     with pytest.raises(ConfigurationError, match="must use LogAppendTime"):
         ensure_ingress_topics(config)
+
+
+def test_an_ingress_topic_that_keeps_records_too_briefly_is_refused(config: Config) -> None:
+    """An engine stopped longer than the topic's retention would lose acknowledged records
+    unread: a topic someone else made must keep them at least file_reserved_time."""
+    brief = {"message.timestamp.type": "LogAppendTime", "retention.ms": "60000"}
+    ensure_topic(config.kafka.bootstrap_servers, config.kafka.op_topic, 1, brief)
+    with pytest.raises(ConfigurationError, match=r"retention\.ms.*file_reserved_time"):
+        ensure_ingress_topics(config)
+
+
+def test_what_an_existing_ingress_topic_is_checked_for(config: Config) -> None:
+    good = {
+        "message.timestamp.type": "LogAppendTime",
+        "min.insync.replicas": "2",
+        "retention.ms": "-1",  # for ever
+    }
+    strict = replace(config, kafka=replace(config.kafka, replication_factor=3,
+                                           min_insync_replicas=2))  # fmt: skip
+    assert ingress_topic_problems(strict, "t", good) == []
+    assert ingress_topic_problems(strict, "t", {**good, "retention.ms": "259200000"}) == []
+    (fewer,) = ingress_topic_problems(strict, "t", {**good, "min.insync.replicas": "1"})
+    assert "min.insync.replicas=1" in fewer and "--add-config min.insync.replicas=2" in fewer
+    (brief,) = ingress_topic_problems(strict, "t", {**good, "retention.ms": "259199999"})
+    assert "retention.ms=518400000" in brief  # twice file_reserved_time, as created
+    assert len(ingress_topic_problems(strict, "t", {"message.timestamp.type": "CreateTime"})) == 1
 
 
 def test_the_ticker_reaches_every_partition(config: Config) -> None:
