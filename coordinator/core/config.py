@@ -97,6 +97,10 @@ class KafkaConfig:
     # broker's ACLs keep groups apart (coordinator/core/topics.py); `txcoord up --auth-file`
     # sets it.
     topics_per_group: bool = False
+    # With authenticated clients (SASL, or a TLS client certificate) on the shared topics,
+    # any principal that may write the op topic acts for every group: refused at start
+    # unless this says the deployment accepts that (`group_isolation_problem`).
+    accept_no_group_isolation: bool = False
     operator_topic: str = "txcoord.operator"
     partitions: int = 4
     # Topic creation on a real cluster (contract 7.7: acks=all then means this many copies).
@@ -267,6 +271,12 @@ def _problems(c: Config) -> list[str]:
             f"kafka.replication_factor ({c.kafka.replication_factor}) (at most 32)"
         )
     found += security_problems(c.kafka.security, os.environ)
+    if (isolation := group_isolation_problem(c.kafka)) and not c.kafka.accept_no_group_isolation:
+        found.append(
+            f"{isolation}. Set kafka.topics_per_group = true (each group's topics of its "
+            f"own, kept apart by the broker's ACLs: docs/security.md), or "
+            f"kafka.accept_no_group_isolation = true to run so knowingly"
+        )
     if not 1 <= c.spark.shuffle_partitions <= 10_000:
         found.append(f"spark.shuffle_partitions must be 1..10000, not {c.spark.shuffle_partitions}")
     if not c.warehouse:
@@ -324,6 +334,24 @@ def _problems(c: Config) -> list[str]:
             f"transaction_timeout ({c.transaction_timeout}) for checks to be on time"
         )
     return found
+
+
+def group_isolation_problem(kafka: KafkaConfig) -> str | None:
+    """Return how a secured cluster's shared topics fail to keep groups apart, or None.
+
+    On the shared topics the ingest takes a record's group from its header, so a cluster
+    that authenticates its clients still lets any principal allowed to write the op topic
+    commit or roll back any group's transactions. With `accept_no_group_isolation` the
+    engine and the REST ingress start anyway, and say this at start.
+    """
+    security = kafka.security
+    if kafka.topics_per_group or not (security.sasl or security.ssl_certfile):
+        return None
+    return (
+        f"with authenticated Kafka clients ({security.security_protocol}) on the shared "
+        f"topics (kafka.topics_per_group = false) groups are not kept apart: any principal "
+        f"that may write {kafka.op_topic} commits or rolls back every group's transactions"
+    )
 
 
 def _rest_problems(c: Config) -> list[str]:

@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 import uvicorn
 from fastapi import FastAPI
 
-from coordinator.core.config import Config
+from coordinator.core.config import Config, group_isolation_problem
 from coordinator.core.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.auth import Authenticator, require_safe_listen
 from coordinator.rest.check_poll import CheckPoller
@@ -57,6 +57,8 @@ def create_app(
     """Return the REST app of `config`; every part not given is the real one."""
     auth = auth if auth is not None else Authenticator.from_auth_file(config.rest.auth_file)
     require_safe_listen(auth, config.rest.host)
+    if isolation := group_isolation_problem(config.kafka):  # accepted, or config refused it
+        log.warning("%s (kafka.accept_no_group_isolation = true)", isolation)
     if auth.open_mode:
         log.warning(
             "REST ingress in open mode (rest.auth_file is empty): every caller may act for "

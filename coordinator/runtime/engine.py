@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from coordinator.core import failpoints
-from coordinator.core.config import Config
+from coordinator.core.config import Config, group_isolation_problem
 from coordinator.runtime.driver_metrics import MetricsServer, serve_metrics
 from coordinator.runtime.table_counts import table_counts
 from delta_tables.log_retention import keep_logs_for
@@ -78,6 +78,8 @@ class Engine:
     def start(self) -> Engine:
         """Create what is missing and start the ticker and the coordinator query."""
         timer = StepTimer()
+        if isolation := group_isolation_problem(self.config.kafka):  # accepted, or refused
+            log.warning("%s (kafka.accept_no_group_isolation = true)", isolation)
         with timer.step("topics"):
             ensure_ingress_topics(self.config)
         retention = self.config.streams.log_retention

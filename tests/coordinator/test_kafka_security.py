@@ -10,6 +10,7 @@ import pytest
 from coordinator.core.config import load_config
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity, Secret
+from coordinator.rest.app import create_app
 
 PASSWORD = 's3cr3t-"quoted"-\\back'  # a quote and a backslash: JAAS must escape both
 
@@ -48,6 +49,7 @@ def test_sasl_scram_from_a_password_file(password_file: Path) -> None:
             "kafka.sasl_mechanism": "SCRAM-SHA-256",
             "kafka.sasl_username": "orders-app",
             "kafka.sasl_password_file": str(password_file),
+            "kafka.topics_per_group": "true",
         }
     )
     security = config.kafka.security
@@ -204,6 +206,7 @@ def test_secrets_never_appear_in_repr_str_errors_or_logs(
             "kafka.sasl_mechanism": "SCRAM-SHA-512",
             "kafka.sasl_username": "orders-app",
             "kafka.sasl_password_file": str(password_file),
+            "kafka.topics_per_group": "true",
         }
     )
     client = config.kafka.security.client_options()
@@ -266,3 +269,45 @@ def test_a_client_key_others_may_read_is_refused(pem: dict[str, str]) -> None:
     Path(pem["cert"]).chmod(0o644)
     Path(pem["key"]).chmod(0o600)
     assert security.validated({}) is security
+
+
+def secured(password_file: Path, **more: str) -> dict[str, str]:
+    return {
+        "kafka.security_protocol": "SASL_PLAINTEXT",
+        "kafka.sasl_mechanism": "SCRAM-SHA-256",
+        "kafka.sasl_username": "orders-app",
+        "kafka.sasl_password_file": str(password_file),
+        **more,
+    }
+
+
+def test_authenticated_clients_on_the_shared_topics_are_refused(password_file: Path) -> None:
+    """Any principal that may write the op topic would act for every group."""
+    with pytest.raises(ConfigurationError, match=r"groups are not kept apart.*topics_per_group"):
+        load_config(overrides=secured(password_file))
+
+
+def test_a_client_certificate_is_authentication_too(pem: dict[str, str]) -> None:
+    mutual = {
+        "kafka.security_protocol": "SSL",
+        "kafka.ssl_cafile": pem["ca"],
+        "kafka.ssl_certfile": pem["cert"],
+        "kafka.ssl_keyfile": pem["key"],
+    }
+    with pytest.raises(ConfigurationError, match="groups are not kept apart"):
+        load_config(overrides=mutual)
+    load_config(overrides={"kafka.security_protocol": "SSL", "kafka.ssl_cafile": pem["ca"]})
+
+
+def test_no_isolation_runs_when_accepted_and_says_so_at_start(
+    password_file: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = load_config(
+        overrides=secured(
+            password_file, **{"kafka.accept_no_group_isolation": "true", "warehouse": str(tmp_path)}
+        )
+    )
+    caplog.set_level(logging.WARNING)
+    create_app(config)  # the REST ingress; the engine logs the same line at its start
+    assert "groups are not kept apart" in caplog.text
+    assert load_config(overrides=secured(password_file, **{"kafka.topics_per_group": "true"}))
