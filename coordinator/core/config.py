@@ -30,6 +30,7 @@ from typing import Any
 
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity, security_problems
+from coordinator.core.secret_files import private_file_problem
 from coordinator.core.topics import TopicLayout
 
 ENV_PREFIX = "TXCOORD_"
@@ -190,6 +191,12 @@ class RestConfig:
     max_request_size: int = 16 * 1024 * 1024
     # Longest wait_seconds a check-request long poll may ask for.
     check_poll_max_wait: timedelta = timedelta(seconds=30)
+    # TLS of the ingress itself (PEM files; the key unencrypted and readable by its owner
+    # only). Beyond loopback the ingress serves TLS, or says it sits behind a proxy that does:
+    # bearer tokens must not cross a network in clear (coordinator/rest/auth.py).
+    tls_certfile: str = ""
+    tls_keyfile: str = ""
+    behind_tls_proxy: bool = False
 
 
 @dataclass(frozen=True)
@@ -371,6 +378,23 @@ def _rest_problems(c: Config) -> list[str]:
         )
     if rest.max_request_size > 1024**3:
         found.append(f"rest.max_request_size must be at most 1 GiB, not {rest.max_request_size}")
+    if bool(rest.tls_certfile) != bool(rest.tls_keyfile):
+        found.append("rest.tls_certfile and rest.tls_keyfile go together")
+    for name in ("tls_certfile", "tls_keyfile"):
+        path = getattr(rest, name)
+        if path and not Path(path).is_file():
+            found.append(f"rest.{name} {path!r} is not a readable file")
+        elif (
+            path
+            and name == "tls_keyfile"
+            and (problem := private_file_problem(Path(path), "rest.tls_keyfile"))
+        ):
+            found.append(problem)
+    if rest.tls_certfile and rest.behind_tls_proxy:
+        found.append(
+            "rest.behind_tls_proxy says a proxy serves TLS; rest.tls_certfile says "
+            "the ingress does: set one of them"
+        )
     if not timedelta(0) < rest.check_poll_max_wait <= timedelta(minutes=5):
         found.append(
             f"rest.check_poll_max_wait must be positive and at most 5m, "

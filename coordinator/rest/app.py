@@ -56,7 +56,7 @@ def create_app(
 ) -> FastAPI:
     """Return the REST app of `config`; every part not given is the real one."""
     auth = auth if auth is not None else Authenticator.from_auth_file(config.rest.auth_file)
-    require_safe_listen(auth, config.rest.host)
+    require_safe_listen(auth, config.rest)
     if isolation := group_isolation_problem(config.kafka):  # accepted, or config refused it
         log.warning("%s (kafka.accept_no_group_isolation = true)", isolation)
     if auth.open_mode:
@@ -136,6 +136,8 @@ def build_server(config: Config, app: FastAPI | None = None) -> uvicorn.Server:
         app if app is not None else create_app(config),
         host=config.rest.host,
         port=config.rest.port,
+        ssl_certfile=config.rest.tls_certfile or None,
+        ssl_keyfile=config.rest.tls_keyfile or None,
         log_level="info",
         access_log=False,  # /metrics counts requests; access lines would drown the log
         server_header=False,
@@ -160,5 +162,6 @@ def serve(config: Config) -> None:
             f"cannot prepare the ingress topics on {config.kafka.bootstrap_servers}: {exc}"
         ) from exc
     server = build_server(config, app)
-    log.info("REST ingress on http://%s:%d", config.rest.host, config.rest.port)
+    scheme = "https" if config.rest.tls_certfile else "http"
+    log.info("REST ingress on %s://%s:%d", scheme, config.rest.host, config.rest.port)
     server.run()

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coordinator.core.config import RestConfig
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.secret_files import private_file_problem
 from coordinator.protocol import ingress as fmt
@@ -202,14 +203,26 @@ def is_loopback(host: str) -> bool:
         return False  # another host name: it may resolve to anything
 
 
-def require_safe_listen(auth: Authenticator, host: str) -> None:
-    """Refuse open mode (no tokens: every caller is admin) on an address others can reach."""
+def require_safe_listen(auth: Authenticator, rest: RestConfig) -> None:
+    """Refuse to listen where a caller's secrets or powers would reach others.
+
+    Open mode (no tokens: every caller is admin) listens on loopback only. Beyond loopback
+    the ingress serves TLS (`rest.tls_certfile`), or is declared to sit behind a proxy that
+    does (`rest.behind_tls_proxy`): a bearer token sent in clear is anyone's on the path.
+    """
+    host = rest.host
     if auth.open_mode and not is_loopback(host):
         raise ConfigurationError(
             "the REST ingress in open mode (no rest.auth_file: every caller may act for every "
             "producer group) listens on a loopback address only (127.0.0.0/8, ::1, localhost), "
             f"not rest.host={host!r}: set rest.auth_file to a token file, or rest.host to "
             "127.0.0.1"
+        )
+    if not is_loopback(host) and not (rest.tls_certfile or rest.behind_tls_proxy):
+        raise ConfigurationError(
+            f"the REST ingress on rest.host={host!r} would take bearer tokens over plain HTTP "
+            "beyond this machine: set rest.tls_certfile and rest.tls_keyfile (PEM) to serve "
+            "TLS, or rest.behind_tls_proxy = true when a proxy in front of it terminates TLS"
         )
 
 

@@ -58,8 +58,10 @@ _GROUP = re.compile(fmt.GROUP_PATTERN)
 class TransactionProducer:
     """Send messages in transactions and answer the group's checks; see the module docstring.
 
-    Give exactly one of `endpoint` (the REST ingress, with `token`), `bootstrap_servers`
-    (Kafka) or `transport` (any `Transport`, e.g. the in-memory one in tests).
+    Give exactly one of `endpoint` (the REST ingress, with `token`; an https endpoint whose
+    certificate a private CA signed with that CA's PEM file as `rest_cafile`),
+    `bootstrap_servers` (Kafka) or `transport` (any `Transport`, e.g. the in-memory one in
+    tests).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class TransactionProducer:
         *,
         endpoint: str | None = None,
         token: str | None = None,
+        rest_cafile: str | None = None,
         bootstrap_servers: str | None = None,
         kafka_security: KafkaSecurity | None = None,
         half_topic: str = _DEFAULTS.half_topic,
@@ -105,6 +108,8 @@ class TransactionProducer:
             raise ValueError("kafka_security is for Kafka: give it with bootstrap_servers")
         if token is not None and endpoint is None:
             raise ValueError("token is for the REST ingress: give it together with endpoint")
+        if rest_cafile is not None and endpoint is None:
+            raise ValueError("rest_cafile is for the REST ingress: give it with endpoint")
         if check_workers < 1:
             raise ValueError(f"check_workers must be >= 1, not {check_workers}")
         if check_queue_size < 1:
@@ -127,6 +132,7 @@ class TransactionProducer:
         self.max_message_size = max_message_size
         self.shutdown_timeout_seconds = shutdown_timeout_seconds
         self._token = token  # never logged, never in repr
+        self.rest_cafile = rest_cafile
         self._transport = transport
         self._answerer: CheckAnswerer | None = None
         self._state = "new"  # new -> running -> stopped
@@ -149,6 +155,7 @@ class TransactionProducer:
                 self.endpoint,
                 self.group,
                 token=self._token,
+                cafile=self.rest_cafile,
                 timeout_seconds=self.send_timeout_seconds,
             )
         from coordinator.sdk.kafka_transport import KafkaTransport  # noqa: PLC0415

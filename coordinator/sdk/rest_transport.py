@@ -16,6 +16,7 @@ import base64
 import logging
 import math
 import random
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -79,6 +80,7 @@ class RestTransport:
         group: str,
         *,
         token: str | None = None,
+        cafile: str | None = None,
         timeout_seconds: float = 30.0,
         attempts: int = 4,
         backoff_initial: float = 0.2,
@@ -97,12 +99,17 @@ class RestTransport:
         self._sleep = sleep
         self._rand = rand
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # An https endpoint is verified against the system's CAs, or `cafile`'s (PEM) for an
+        # ingress whose certificate a private CA signed.
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=cafile) if cafile else True
+        )
         # Separate clients: the long poll holds its connection while sends go on.
         self._client = httpx.Client(
-            base_url=self.endpoint, headers=headers, timeout=timeout_seconds
+            base_url=self.endpoint, headers=headers, timeout=timeout_seconds, verify=verify
         )
         self._poll_client = httpx.Client(
-            base_url=self.endpoint, headers=headers, timeout=timeout_seconds
+            base_url=self.endpoint, headers=headers, timeout=timeout_seconds, verify=verify
         )
 
     def _request(

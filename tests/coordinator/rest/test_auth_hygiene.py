@@ -5,18 +5,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
+import threading
+import time
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from coordinator.core.config import Config, load_config
 from coordinator.core.errors import ConfigurationError
-from coordinator.rest.app import create_app
+from coordinator.rest.app import build_server, create_app
 from coordinator.rest.auth import MIN_TOKEN_LENGTH, load_token_file, sha256_hex
+from coordinator.runtime.local_stack.ports import free_port
+from coordinator.sdk.rest_transport import RestTransport
 from tests.coordinator.rest.conftest import ORDERS_TOKEN, write_auth_file
 from tests.coordinator.sdk.http_server import serving
+from tests.coordinator.secured.conftest import make_certificates
 
 # -- authentication before the body -----------------------------------------------------
 
@@ -110,17 +117,113 @@ def test_open_mode_starts_on_loopback_and_says_so(
     assert "loopback" in caplog.text
 
 
-def test_with_tokens_any_host_is_allowed(tmp_path: Path) -> None:
+def test_with_tokens_and_tls_any_host_is_allowed(tmp_path: Path) -> None:
     auth_file = write_auth_file(tmp_path / "tokens.toml")
-    create_app(
-        load_config(
-            overrides={
-                "warehouse": str(tmp_path),
-                "rest.host": "0.0.0.0",
-                "rest.auth_file": str(auth_file),
-            }
+    for tls in ({"rest.behind_tls_proxy": "true"}, certificate_settings(tmp_path / "tls")):
+        create_app(
+            load_config(
+                overrides={
+                    "warehouse": str(tmp_path),
+                    "rest.host": "0.0.0.0",
+                    "rest.auth_file": str(auth_file),
+                    **tls,
+                }
+            )
         )
+
+
+# -- TLS beyond loopback ----------------------------------------------------------------
+
+
+def certificate_settings(folder: Path) -> dict[str, str]:
+    """Return rest.tls_* settings of a certificate for 127.0.0.1/localhost, its CA beside."""
+    make_certificates(folder)
+    (folder / "broker.key").chmod(0o600)
+    return {
+        "rest.tls_certfile": str(folder / "broker.pem"),
+        "rest.tls_keyfile": str(folder / "broker.key"),
+    }
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "ingress.example"])
+def test_plain_http_beyond_loopback_is_refused(tmp_path: Path, host: str) -> None:
+    """Before: the ingress took bearer tokens over plain HTTP on any address."""
+    auth_file = write_auth_file(tmp_path / "tokens.toml")
+    config = load_config(
+        overrides={"warehouse": str(tmp_path), "rest.host": host, "rest.auth_file": str(auth_file)}
     )
+    with pytest.raises(ConfigurationError, match=r"plain HTTP.*tls_certfile.*behind_tls_proxy"):
+        create_app(config)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"rest.tls_certfile": "CERT"}, "go together"),
+        ({"rest.tls_certfile": "CERT", "rest.tls_keyfile": "/no/key.pem"}, "not a readable file"),
+        ({"rest.tls_certfile": "CERT", "rest.tls_keyfile": "KEY", "rest.behind_tls_proxy": "1"},
+         "set one of them"),
+    ],
+)  # fmt: skip
+def test_tls_settings_that_cannot_work_are_refused(
+    tmp_path: Path, settings: dict[str, str], message: str
+) -> None:
+    files = certificate_settings(tmp_path / "tls")
+    known = {"CERT": files["rest.tls_certfile"], "KEY": files["rest.tls_keyfile"]}
+    with pytest.raises(ConfigurationError, match=message):
+        load_config(overrides={k: known.get(v, v) for k, v in settings.items()})
+
+
+def test_a_key_others_may_read_is_refused(tmp_path: Path) -> None:
+    files = certificate_settings(tmp_path / "tls")
+    Path(files["rest.tls_keyfile"]).chmod(0o644)
+    with pytest.raises(ConfigurationError, match=r"rest\.tls_keyfile .*chmod 600"):
+        load_config(overrides=files)
+
+
+def test_the_ingress_serves_tls(tmp_path: Path) -> None:
+    """A real server with the configured certificate: HTTPS answers, plain HTTP does not."""
+    auth_file = write_auth_file(tmp_path / "tokens.toml")
+    port = free_port()
+    config = load_config(
+        overrides={
+            "warehouse": str(tmp_path),
+            "rest.port": str(port),
+            "rest.auth_file": str(auth_file),
+            **certificate_settings(tmp_path / "tls"),
+        }
+    )
+    server = build_server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        ca = ssl.create_default_context(cafile=tmp_path / "tls" / "ca.pem")
+        answer = httpx.get(f"https://127.0.0.1:{port}/healthz", verify=ca, timeout=10)
+        assert answer.status_code == 200
+        refused = httpx.post(
+            f"https://localhost:{port}/v1/transactions",
+            verify=ca,
+            timeout=10,
+            headers={"Authorization": f"Bearer {ORDERS_TOKEN}"},
+            json={"producer_group": "billing", "topic": "T"},
+        )
+        assert refused.status_code == 403  # authenticated over TLS, then authorised
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+        # The SDK's REST transport, with the private CA, and without it.
+        endpoint = f"https://localhost:{port}"
+        ca_file = str(tmp_path / "tls" / "ca.pem")
+        trusting = RestTransport(endpoint, "orders", token=ORDERS_TOKEN, cafile=ca_file)
+        assert trusting._client.get("/healthz").status_code == 200
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            RestTransport(endpoint, "orders", token=ORDERS_TOKEN)._client.get("/healthz")
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 # -- the token file ---------------------------------------------------------------------
