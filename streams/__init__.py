@@ -24,6 +24,7 @@ Kafka
     check_publisher.py     check requests published on the check topics (at least once)
     check_topic.py         the check topic's records, sized to fit every accepted half
     ingress_topics.py      the ingress and check topics, created with the settings needed
+    outage.py              an engine stopped longer than the ingress topics keep records
     ticker.py              heartbeats into the ingress topics: event time moves when quiet
     tick_pace.py           how often: every tick while a timer may be near, rarely if not
 What it did
@@ -39,6 +40,7 @@ __all__ = [
     "coordinator_job",
     "coordinator_writer",
     "ingress_topics",
+    "outage",
     "progress",
     "progress_listener",
     "step_timer",

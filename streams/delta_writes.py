@@ -69,7 +69,7 @@ APP_ID_FILE = "_txcoord_app_id"
 CLEANUP_EVERY = 100
 
 
-def _checkpoint_path(spark: SparkSession, checkpoint: str, name: str) -> tuple[Any, Any]:
+def checkpoint_path(spark: SparkSession, checkpoint: str, name: str) -> tuple[Any, Any]:
     """Return (Hadoop path, its FileSystem) of `name` inside `checkpoint` (local, s3a, ...)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -79,7 +79,7 @@ def _checkpoint_path(spark: SparkSession, checkpoint: str, name: str) -> tuple[A
 
 def read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
     """Return the first line of file `name` beside the checkpoint's own, None if absent."""
-    path, fs = _checkpoint_path(spark, checkpoint, name)
+    path, fs = checkpoint_path(spark, checkpoint, name)
     if not fs.exists(path):
         return None
     jvm = spark.sparkContext._jvm
@@ -97,7 +97,7 @@ def checkpoint_file(spark: SparkSession, checkpoint: str, name: str, first: str)
     found = read_checkpoint_file(spark, checkpoint, name)
     if found is not None:
         return found
-    path, fs = _checkpoint_path(spark, checkpoint, name)
+    path, fs = checkpoint_path(spark, checkpoint, name)
     fs.mkdirs(path.getParent())
     out = fs.create(path, False)
     try:
@@ -109,7 +109,7 @@ def checkpoint_file(spark: SparkSession, checkpoint: str, name: str, first: str)
 
 def checkpoint_has_batches(spark: SparkSession, checkpoint: str) -> bool:
     """Return True once the query of `checkpoint` has planned a batch (its offset log)."""
-    path, fs = _checkpoint_path(spark, checkpoint, "offsets")
+    path, fs = checkpoint_path(spark, checkpoint, "offsets")
     return bool(fs.exists(path) and len(fs.listStatus(path)) > 0)
 
 

@@ -22,22 +22,27 @@ anyway: it is replayed by the next start, as after a crash.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kafka.admin import ConfigResource, ConfigResourceType
+
 from coordinator.core import failpoints
 from coordinator.core.config import Config, group_isolation_problem
+from coordinator.kafka_clients.admin import admin_client
 from coordinator.runtime.driver_metrics import MetricsServer, serve_metrics
 from coordinator.runtime.table_counts import table_counts
 from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
-from streams.coordinator_job import QUERY_NAME, start_coordinator, tick_pace
+from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.ingress_topics import ensure_ingress_topics
+from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
 from streams.progress import ProgressLog
 from streams.progress_listener import listen
 from streams.step_timer import StepTimer
@@ -82,6 +87,7 @@ class Engine:
             log.warning("%s (kafka.accept_no_group_isolation = true)", isolation)
         with timer.step("topics"):
             ensure_ingress_topics(self.config)
+            self._warn_of_outage()
         retention = self.config.streams.log_retention
         with timer.step("tables"):
             create_system_tables(self.spark, self.config.warehouse, retention)
@@ -113,6 +119,21 @@ class Engine:
             timer.summary(),
         )
         return self
+
+    def _warn_of_outage(self) -> None:
+        """Warn if the engine was stopped longer than an ingress topic keeps records."""
+        kafka = self.config.kafka
+        with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
+            topics = [kafka.half_topic, kafka.op_topic]
+            if kafka.topics_per_group:
+                pattern = re.compile(kafka.layout.ingress_pattern())
+                topics += [t for t in admin.list_topics() if pattern.fullmatch(t)]
+            described = admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, topic) for topic in set(topics)]
+            )
+        last = last_commit_ms(self.spark, checkpoint_of(self.config))
+        if warning := outage_warning(last, topic_retention_ms(described, topics)):
+            log.warning("%s", warning)
 
     def _await_first_batch(self) -> None:
         """Wait until the coordinator query has run a batch, stopped, or FIRST_BATCH_WAIT passed.
