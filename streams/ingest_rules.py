@@ -131,7 +131,7 @@ def messages(rules: IngestRules) -> dict[str, str]:
         f"({immunity} s)",
         "body_size": f"the body is larger than max_message_size ({rules.max_message_size} bytes)",
         "keys_json": f"header {fmt.KEYS} must be a JSON array of strings",
-        "property_utf8": "a prop.* header value is not valid UTF-8",
+        "property_utf8": "a prop.* header value must be UTF-8 text (not missing)",
         "property_no_name": "a prop.* header has no property name",
         "property_name": "a prop.* header's property name must be 1-255 characters without "
         "control characters",
@@ -227,5 +227,10 @@ def header_text(headers: Column, name: str) -> Column:
 
 
 def keys_json(text: Column) -> Column:
-    """Return the txcoord.keys header's text parsed as a JSON array of strings (else NULL)."""
-    return F.from_json(text, "array<string>")
+    """Return the txcoord.keys header's text parsed as a JSON array of strings (else NULL).
+
+    Strings only, as the REST ingress's keys: from_json alone would turn `[1, {}]` into
+    `["1", "{}"]`, so the array's element type is read first (`[]` has none: VOID).
+    """
+    strings = F.schema_of_variant(F.try_parse_json(text)).isin("ARRAY<STRING>", "ARRAY<VOID>")
+    return F.when(strings, F.from_json(text, "array<string>"))

@@ -10,12 +10,15 @@ Half message record
     value     the message body (any bytes, at most max_message_size)
     headers   txcoord.producer_group   required  [%|A-Za-z0-9_-]{1,255}
               txcoord.topic            required  the real topic, RocketMQ's topic rule
-              txcoord.queue_id         optional  decimal 0..1023; default crc32(id) % queues
-              txcoord.keys             optional  JSON array of strings
+              txcoord.queue_id         optional  0..1023 as JSON writes it (digits, no sign,
+                                                 leading zero or space); default
+                                                 crc32(id) % queues
+              txcoord.keys             optional  JSON array of strings (strings only)
               txcoord.tags             optional  UTF-8
               txcoord.check_immunity_seconds optional  see "Immunity" below
               txcoord.born_at          optional  see "born_at" below
-              prop.<name>              optional  one user property each, UTF-8 values; the
+              prop.<name>              optional  one user property each, a UTF-8 value (a
+                                                 header without one is refused); the
                                                  name 1-255 characters, no control characters
     Not accepted: txcoord.msg_id. The msg id is always msg_id_of(partition, offset) of the
     record, as the REST ingress reports it; a record that names one is quarantined, so no

@@ -148,18 +148,25 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
     topic_principal = F.col("_topic_principal")
     header_keys = F.expr("transform(headers, h -> h.key)")
     keys = keys_json(F.col("_keys"))
-    queue_id = F.expr("try_cast(_queue_id as int)")
-    # Digits only (no sign, exponent or spaces) and in range: anything else is a reason,
+    # As JSON writes an integer, the REST ingress's: no sign, leading zero or spaces (a cast
+    # would trim and take them).
+    queue_id = F.when(
+        F.col("_queue_id").rlike(r"^(0|[1-9][0-9]{0,3})\z"), F.col("_queue_id").cast("int")
+    )
+    # Digits only, as JSON writes an integer (no sign, exponent, leading zero or spaces) and in
+    # range: anything else is a reason,
     # and the conversions below only ever see a value already known to fit (ANSI mode turns
     # an overflowing timestamp_millis or cast into an exception that would stop the stream).
     immunity = F.when(
-        F.col("_immunity").rlike(r"^[0-9]{1,18}\z"), F.col("_immunity").cast("bigint")
+        F.col("_immunity").rlike(r"^(0|[1-9][0-9]{0,17})\z"), F.col("_immunity").cast("bigint")
     )
     # The column is an int: a configuration allowing more (68 years) is capped, not overflowed.
     immunity_ok = immunity.isNotNull() & (
         immunity <= min(rules.max_check_immunity_seconds, MAX_INT)
     )
-    born_at = F.when(F.col("_born_at").rlike(r"^[0-9]{1,18}\z"), F.col("_born_at").cast("bigint"))
+    born_at = F.when(
+        F.col("_born_at").rlike(r"^(0|[1-9][0-9]{0,17})\z"), F.col("_born_at").cast("bigint")
+    )
     born_at_ok = born_at.isNotNull() & (born_at <= fmt.MAX_BORN_AT_MS)
     header_bytes = F.aggregate(
         F.col("_headers"),
@@ -180,8 +187,10 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
     bad_text = F.lit(False)
     for name in TEXT_HEADERS:
         bad_text = bad_text | _bad_utf8(name)
+    # A property is text: a header without a value has none to deliver (the REST ingress's
+    # properties are strings; NULL must not reach a consumer as the text "null").
     bad_property = F.exists(
-        F.col("_properties"), lambda h: h.value.isNotNull() & ~F.is_valid_utf8(h.value)
+        F.col("_properties"), lambda h: h.value.isNull() | ~F.is_valid_utf8(h.value)
     )
     property_name = fmt.java_full_match(fmt.PROPERTY_NAME_PATTERN)
     is_tick = F.coalesce(F.col("_kind") == fmt.KIND_TICK, F.lit(False))

@@ -77,7 +77,9 @@ public final class Ingress
       "resume_operator", "from_check", "operator_length", "reason_needs_operator",
       "reason_length");
 
-  private static final Pattern DIGITS = Pattern.compile("^[0-9]{1,18}\\z");
+  private static final Pattern DIGITS = Pattern.compile("^(0|[1-9][0-9]{0,17})\\z");
+  // JSON's integers (no sign, no leading zero, no spaces): the REST ingress's rule.
+  private static final Pattern QUEUE_DIGITS = Pattern.compile("^(0|[1-9][0-9]{0,3})\\z");
   private static final int LONG_STRING = 1 << 20;
 
   private static StructField field(String name, org.apache.spark.sql.types.DataType type,
@@ -232,16 +234,15 @@ public final class Ingress
     return "0".repeat(width - hex.length()) + hex;
   }
 
-  /** Spark's try_cast(string as int) in ANSI mode: NULL when it is not an int. */
-  private static Integer tryInt(String s) {
-    try {
-      return UTF8String.fromString(s).toIntExact();
-    } catch (NumberFormatException notAnInt) {
-      return null;
-    }
+  /**
+   * A decimal of 1-4 digits and nothing else (no sign, leading zero or space), as an int;
+   * NULL otherwise: what the Kafka path accepts as a queue id, the REST ingress accepts too.
+   */
+  private static Integer queueDigits(String s) {
+    return QUEUE_DIGITS.matcher(s).find() ? Integer.valueOf(Integer.parseInt(s)) : null;
   }
 
-  /** A decimal of 1-18 digits and nothing else, as a long; NULL otherwise. */
+  /** A decimal of 1-18 digits (JSON's: no sign, leading zero or space), as a long; else NULL. */
   private static Long digits(String s) {
     return s != null && DIGITS.matcher(s).find() ? Long.valueOf(Long.parseLong(s)) : null;
   }
@@ -317,7 +318,7 @@ public final class Ingress
       if (underOperator) topicPrincipal = substring(source, chars(operatorTopic) + 2, LONG_STRING);
     }
 
-    Integer queueId = queueText == null ? null : tryInt(queueText);
+    Integer queueId = queueText == null ? null : queueDigits(queueText);
     Long immunity = digits(immunityText);
     boolean immunityOk = immunity != null && immunity <= immunityCap;
     Long bornAt = digits(bornAtText);
@@ -414,7 +415,7 @@ public final class Ingress
       return reason("keys_json");
     }
     for (byte[] value : propertyValues) {
-      if (value != null && !validUtf8(value)) return reason("property_utf8");
+      if (value == null || !validUtf8(value)) return reason("property_utf8");
     }
     int prefixChars = chars(propertyPrefix);
     for (String name : propertyKeys) {
