@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 import threading
 import time
@@ -22,7 +21,7 @@ from coordinator.rest.auth import MIN_TOKEN_LENGTH, load_token_file, sha256_hex
 from coordinator.runtime.local_stack.ports import free_port
 from coordinator.sdk.rest_transport import RestTransport
 from tests.coordinator.rest.conftest import ORDERS_TOKEN, write_auth_file
-from tests.coordinator.sdk.http_server import serving
+from tests.coordinator.sdk.http_server import first_answer
 from tests.coordinator.secured.conftest import make_certificates
 
 # -- authentication before the body -----------------------------------------------------
@@ -67,21 +66,14 @@ def test_a_bad_token_is_401_before_one_byte_of_the_body_is_read(
 
 def test_a_real_server_answers_401_while_the_body_is_still_unsent(auth_config: Config) -> None:
     """Announce 16 MiB, send none of it: a server that reads first would wait for ever."""
-    with serving(create_app(auth_config)) as url:
-        host, port = url.removeprefix("http://").split(":")
-        # A server that reads first never answers; one that does answers in a moment.
-        with socket.create_connection((host, int(port)), timeout=60) as conn:
-            conn.sendall(
-                b"POST /v1/transactions/batch HTTP/1.1\r\nHost: x\r\n"
-                b"Authorization: Bearer wrong-token-wrong-token\r\n"
-                b"Content-Type: application/json\r\n"
-                + f"Content-Length: {auth_config.rest.max_request_size}\r\n\r\n".encode()
-                + b'{"messages": ['
-            )
-            try:
-                head = conn.recv(4096)
-            except TimeoutError:
-                pytest.fail("no answer in 60 s: the server waits for the body before auth")
+    head = first_answer(
+        create_app(auth_config),
+        b"POST /v1/transactions/batch HTTP/1.1\r\nHost: x\r\n"
+        b"Authorization: Bearer wrong-token-wrong-token\r\n"
+        b"Content-Type: application/json\r\n"
+        + f"Content-Length: {auth_config.rest.max_request_size}\r\n\r\n".encode()
+        + b'{"messages": [',
+    )
     assert head.startswith(b"HTTP/1.1 401"), head[:200]
     assert b'"unauthorized"' in head or b"www-authenticate" in head.lower()
 

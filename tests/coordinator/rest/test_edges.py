@@ -8,7 +8,6 @@ what only a socket shows); nothing here needs Kafka: every refusal comes before 
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from coordinator.core.config import load_config
 from coordinator.rest.app import create_app
 from coordinator.rest.host_guard import allowed_host, host_name
 from tests.coordinator.rest.conftest import LOCAL, write_auth_file
-from tests.coordinator.sdk.http_server import serving
+from tests.coordinator.sdk.http_server import first_answer
 
 MiB = 1024 * 1024
 
@@ -128,15 +127,12 @@ def test_host_names_lose_their_port() -> None:
 
 
 def test_a_real_server_refuses_a_rebound_host(tmp_path: Path) -> None:
-    with serving(open_app(tmp_path)) as url:
-        host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as conn:
-            conn.sendall(
-                b"POST /v1/transactions/t-1/rollback HTTP/1.1\r\nHost: rebound.example\r\n"
-                b"Content-Type: application/json\r\nContent-Length: 27\r\n\r\n"
-                b'{"producer_group":"orders"}'
-            )
-            head = conn.recv(4096)
+    head = first_answer(
+        open_app(tmp_path),
+        b"POST /v1/transactions/t-1/rollback HTTP/1.1\r\nHost: rebound.example\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 27\r\n\r\n"
+        b'{"producer_group":"orders"}',
+    )
     assert head.startswith(b"HTTP/1.1 421"), head[:200]
 
 
@@ -158,19 +154,12 @@ def test_a_body_no_route_takes_is_refused_unread(
 
 def test_a_real_server_answers_405_while_the_body_is_still_unsent(tmp_path: Path) -> None:
     """Announce 16 MiB, send none of it: a server that reads first would wait for ever."""
-    with serving(open_app(tmp_path)) as url:
-        host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=60) as conn:
-            conn.sendall(
-                b"POST /healthz HTTP/1.1\r\nHost: localhost\r\n"
-                b"Content-Type: application/json\r\n"
-                + f"Content-Length: {16 * MiB}\r\n\r\n".encode()
-                + b'{"a": ['
-            )
-            try:
-                head = conn.recv(4096)
-            except TimeoutError:
-                pytest.fail("no answer in 60 s: the server waits for a body no route takes")
+    head = first_answer(
+        open_app(tmp_path),
+        b"POST /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {16 * MiB}\r\n\r\n".encode()
+        + b'{"a": [',
+    )
     assert head.startswith(b"HTTP/1.1 405"), head[:200]
 
 

@@ -37,6 +37,24 @@ def serving(app: Any) -> Iterator[str]:
         sock.close()
 
 
+def first_answer(app: Any, request: bytes, wait_seconds: float = 60) -> bytes:
+    """Serve `app`, send it the raw `request` and return the first bytes it answers.
+
+    The request may announce a body it never sends: a server that reads the body before it
+    answers waits for ever, so no answer within `wait_seconds` fails the test.
+    """
+    with serving(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=wait_seconds) as conn:
+            conn.sendall(request)
+            try:
+                return conn.recv(4096)
+            except TimeoutError:
+                raise AssertionError(
+                    f"no answer in {wait_seconds:.0f} s: the server waits for the body"
+                ) from None
+
+
 def free_port() -> int:
     """Return a loopback port nobody listens on (bound, then released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
