@@ -1,9 +1,10 @@
 """contract 7.7, acknowledged means durable: kill -9 the REST process under load, restart it.
 
 The REST runs as its own process (`python -m coordinator.rest`), as in production. Several
-threads send halves; the process is killed with SIGKILL mid-way and started again while
-they keep sending. Every transaction that got a 201 must be in the half topic, at exactly the
-partition and offset its answer named.
+threads send halves and commit them; the process is killed with SIGKILL mid-way and started
+again while they keep sending. Every half that got a 201 must be in the half topic, and
+every op that got a 202 in the op topic, at exactly the partition and offset its answer
+named (an op's id is its position).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from coordinator.core.config import Config, load_config
+from coordinator.protocol import ingress as fmt
 from tests.coordinator.rest.conftest import drop_topics
 from tests.coordinator.rest.kafka_io import read_all
 
@@ -61,6 +63,7 @@ class Sender(threading.Thread):
         self.base_url = base_url
         self.stop = stop
         self.acked: list[tuple[str, int, int]] = []
+        self.acked_ops: list[tuple[str, str]] = []  # (transaction id, op id)
         self.failures = 0
         self.unexpected: list[str] = []
 
@@ -83,11 +86,24 @@ class Sender(threading.Thread):
                     self.failures += 1  # not acknowledged: nothing is promised
                     time.sleep(0.05)
                     continue
-                if answer.status_code == 201:
-                    sent = answer.json()
-                    self.acked.append((tx, sent["partition"], sent["offset"]))
-                else:
+                if answer.status_code != 201:
                     self.unexpected.append(f"{answer.status_code} {answer.text}")
+                    continue
+                sent = answer.json()
+                self.acked.append((tx, sent["partition"], sent["offset"]))
+                self.commit(client, tx)
+
+    def commit(self, client: httpx.Client, tx: str) -> None:
+        """Commit `tx`; keep the op's id if acknowledged (202)."""
+        try:
+            answer = client.post(f"/v1/transactions/{tx}/commit", json={"producer_group": "orders"})
+        except httpx.TransportError:
+            self.failures += 1
+            return
+        if answer.status_code == 202:
+            self.acked_ops.append((tx, answer.json()["op_id"]))
+        else:
+            self.unexpected.append(f"{answer.status_code} {answer.text}")
 
 
 def acked(senders: list[Sender]) -> int:
@@ -122,7 +138,7 @@ def config_file(bootstrap_servers: str, tmp_path: Path, free_port: int) -> Any:
         drop_topics(config)
 
 
-def test_every_acknowledged_half_survives_a_kill_9(
+def test_every_acknowledged_half_and_op_survives_a_kill_9(
     config_file: tuple[Path, Config], tmp_path: Path
 ) -> None:
     path, config = config_file
@@ -168,3 +184,12 @@ def test_every_acknowledged_half_survives_a_kill_9(
     lost = [(tx, p, o) for tx, p, o in promised if stored.get((p, o)) != tx]
     assert lost == [], f"{len(lost)} acknowledged halves are missing or misplaced"
     assert len(set(stored.values())) >= len(promised)
+
+    ops_stored = {
+        fmt.op_id_of(r.partition, r.offset): r.key.decode()
+        for r in read_all(config.kafka.bootstrap_servers, config.kafka.op_topic)
+    }
+    promised_ops = [entry for s in senders for entry in s.acked_ops]
+    assert len(promised_ops) >= PER_PHASE
+    lost_ops = [(tx, op_id) for tx, op_id in promised_ops if ops_stored.get(op_id) != tx]
+    assert lost_ops == [], f"{len(lost_ops)} acknowledged ops are missing or misplaced"
