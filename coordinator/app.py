@@ -24,6 +24,7 @@ from coordinator.program_exit import leave
 from coordinator.runtime.engine import Engine
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
+from streams.coordinator_job import check_coordinator_state
 
 log = logging.getLogger("txcoord.app")
 
@@ -49,6 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def run(config: Config, signals: StopSignals) -> None:
     """Run the engine until SIGTERM or SIGINT asks it to stop, or a query fails."""
+    # A checkpoint this configuration cannot resume is refused before Spark starts.
+    check_coordinator_state(config)
     spark = build_spark_session(
         SparkSettings(
             app_name="txcoord-coordinator",

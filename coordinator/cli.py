@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "(like kafka-transactions.sh).",
     "maintain": "OPTIMIZE and VACUUM every table of the warehouse without breaking a running "
     "stream.",
+    "state": "Move the coordinator's state: rescale it, rebuild it, upgrade it.",
     "provision": "Create producer groups' and operators' own topics; print the ACLs to grant.",
     "bench": "Measure txcoord end to end on this machine, with Kafka's transactions as the peer.",
 }

@@ -11,6 +11,10 @@ The query
     coordinator_stage.py   the stateful stage: PySpark's handle on its JVM processor (jvm/)
     lifecycle.py           what the stage is given (Rules) and the rows it emits (Kind)
     landing.py             LAND rows: the batch's raw records, riding with the decisions
+Its checkpoint
+    coordinator_checkpoint.py  its generations, and what each holds (Spark's own files)
+    checkpoint_files.py    a checkpoint's small files, local or through Hadoop
+    state_rebuild.py       a new generation with the state moved (rescale, rebuild, upgrade)
 Its writes (foreachBatch)
     coordinator_writer.py  the stage's rows -> Delta tables and the check topic
     ingest_job.py          landing: a batch's ingress records -> three Delta tables
@@ -37,12 +41,14 @@ What it did
 __all__ = [
     "batch_gate",
     "compactor",
+    "coordinator_checkpoint",
     "coordinator_job",
     "coordinator_writer",
     "ingress_topics",
     "outage",
     "progress",
     "progress_listener",
+    "state_rebuild",
     "step_timer",
     "tally",
     "ticker",

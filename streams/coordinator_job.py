@@ -85,14 +85,18 @@ from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
 from delta_tables.half_messages import HEARTBEAT_ID
 from streams.batch_gate import BatchGate
+from streams.checkpoint_files import Files, files_of, is_local
+from streams.coordinator_checkpoint import (
+    STATE_LAYOUT_FILE,
+    CheckpointFacts,
+    active_facts,
+    active_generation,
+    generation_name,
+    interrupted_rebuild,
+)
 from streams.coordinator_stage import INPUT_SCHEMA, decisions
 from streams.coordinator_writer import CoordinatorBatchWriter
-from streams.delta_writes import (
-    checkpoint_app_id,
-    checkpoint_file,
-    checkpoint_has_batches,
-    read_checkpoint_file,
-)
+from streams.delta_writes import checkpoint_app_id
 from streams.ingest import KIND_HALF, KIND_OP, IngestRules, parse
 from streams.ingest_job import IngestBatchWriter, ingress_records
 from streams.ingest_job import rules_of as ingest_rules_of
@@ -201,33 +205,71 @@ def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> D
 
 #: How the coordinator's state is keyed, recorded beside its checkpoint when it starts fresh.
 STATE_LAYOUT = "store-time stage v3, reading Kafka: producer_group,transaction_id"
-STATE_LAYOUT_FILE = "_txcoord_state_layout"
 
 
-def check_state_layout(spark: SparkSession, checkpoint: str) -> None:
-    """Refuse a checkpoint whose state is keyed otherwise than this version keys it.
+def state_problem(
+    held: CheckpointFacts, partitions: int, interrupted: str | None = None
+) -> str | None:
+    """Return why the checkpoint `held` cannot be resumed with `partitions` shuffle
+    partitions, and the command that moves its state (None: it can). `interrupted`: the
+    generation of a rebuild that started and did not finish.
 
     A checkpoint that has batches but no layout record was written by a version keyed by
     transaction id alone (see the module docstring's upgrade note).
     """
-    recorded = read_checkpoint_file(spark, checkpoint, STATE_LAYOUT_FILE)
-    if recorded is None and not checkpoint_has_batches(spark, checkpoint):
-        checkpoint_file(spark, checkpoint, STATE_LAYOUT_FILE, STATE_LAYOUT)  # a new checkpoint
-        return
-    if recorded != STATE_LAYOUT:
-        written_by = f"state: {recorded}" if recorded else "keyed by transaction id alone"
-        raise ConfigurationError(
-            f"the coordinator checkpoint {checkpoint} was written by an earlier txcoord "
-            f"({written_by}); this version keeps {STATE_LAYOUT!r} and cannot resume it. "
-            f"Either run the earlier version, or start afresh: move "
-            f"the checkpoint aside together with the warehouse's topics/ and the coordinator's "
-            f"system tables (a fresh checkpoint would deliver committed messages again)"
+    if interrupted is not None:
+        return (
+            f"a rebuild of the coordinator's state was interrupted ({interrupted} is "
+            f"half-built, and {held.name} is still the checkpoint): finish it with the same "
+            f"command, txcoord state rebuild"
         )
+    if not held.has_batches:
+        return None
+    if held.layout != STATE_LAYOUT:
+        written_by = f"state: {held.layout}" if held.layout else "keyed by transaction id alone"
+        return (
+            f"the coordinator checkpoint {held.name} was written by an earlier txcoord "
+            f"({written_by}); this version keeps {STATE_LAYOUT!r}. Rebuild its state from "
+            f"the warehouse (the coordinator stopped): txcoord state rebuild --from warehouse"
+        )
+    if held.shuffle_partitions is not None and held.shuffle_partitions != partitions:
+        return (
+            f"the coordinator checkpoint {held.name} splits its state into "
+            f"{held.shuffle_partitions} partitions, and spark.shuffle_partitions is "
+            f"{partitions}: Spark would silently keep {held.shuffle_partitions}. Move the "
+            f"state to {partitions} partitions (the coordinator stopped): txcoord state "
+            f"rebuild --partitions {partitions}; or set spark.shuffle_partitions = "
+            f"{held.shuffle_partitions}"
+        )
+    return None
 
 
-def checkpoint_of(config: Config) -> str:
-    """Return the coordinator query's checkpoint location."""
-    return f"{config.streams.checkpoint_dir.rstrip('/')}/coordinator"
+def _interrupted(files: Files) -> str | None:
+    generation = interrupted_rebuild(files)
+    return generation_name(generation) if generation is not None else None
+
+
+def check_coordinator_state(config: Config, spark: SparkSession | None = None) -> None:
+    """Refuse a checkpoint this configuration cannot resume, with the command that fixes it.
+
+    Without `spark` only a local checkpoint folder is checked (before a session starts: a
+    refusal must not cost Spark's start-up); a remote one is checked once Spark runs.
+    """
+    directory = config.streams.checkpoint_dir
+    if spark is None and not is_local(directory):
+        return
+    files = files_of(directory, spark)
+    if problem := state_problem(
+        active_facts(files), config.spark.shuffle_partitions, _interrupted(files)
+    ):
+        raise ConfigurationError(problem)
+
+
+def checkpoint_of(config: Config, spark: SparkSession | None = None) -> str:
+    """Return the location of the coordinator checkpoint in use (streams/coordinator_checkpoint.py;
+    a remote checkpoint folder is read through `spark`)."""
+    files = files_of(config.streams.checkpoint_dir, spark)
+    return f"{files.root}/{generation_name(active_generation(files))}"
 
 
 def start_coordinator(
@@ -241,26 +283,56 @@ def start_coordinator(
 
     `pace`, if given, is told of every batch that may have set a timer (the ticker's).
     """
+    files = files_of(config.streams.checkpoint_dir, spark)
+    held = active_facts(files)
+    if problem := state_problem(held, config.spark.shuffle_partitions, _interrupted(files)):
+        raise ConfigurationError(problem)
+    if held.layout is None:  # a new checkpoint
+        files.write_new(f"{held.name}/{STATE_LAYOUT_FILE}", STATE_LAYOUT)
+    return run_coordinator(
+        spark, config, f"{files.root}/{held.name}", tally=tally, gate=gate, pace=pace
+    )
+
+
+def run_coordinator(
+    spark: SparkSession,
+    config: Config,
+    checkpoint: str,
+    *,
+    tally: Tally | None = None,
+    gate: BatchGate | None = None,
+    pace: TickPace | None = None,
+    initial: DataFrame | None = None,
+    starting_offsets: str = "earliest",
+    available_now: bool = False,
+) -> tuple[StreamingQuery, CoordinatorBatchWriter]:
+    """Start the coordinator query on `checkpoint`; return it and its writer.
+
+    A new checkpoint starts from the state `initial` (streams/state_rebuild.py) and the
+    Kafka offsets `starting_offsets`; `available_now` reads what Kafka holds now and stops.
+    """
     ingest_rules = ingest_rules_of(config)
     # Kafka is read by as many tasks as the session has cores, whatever its partitions: a
     # task costs a fixed ~0.1 s (closures, generated projections, a fetch) however few its
     # rows.
     cores = spark.sparkContext.defaultParallelism
-    parsed = parse(ingress_records(spark, config).coalesce(cores), ingest_rules)
+    records = ingress_records(spark, config, starting_offsets)
+    parsed = parse(records.coalesce(cores), ingest_rules)
     rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
-    checkpoint = checkpoint_of(config)
-    check_state_layout(spark, checkpoint)
     app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
     lander = IngestBatchWriter(config, app_id, tally)
     writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander, pace=pace)
     writer.prepare(spark)
-    seconds = config.streams.trigger_interval.total_seconds()
-    query = (
-        decisions(rows, rules_of(config))
+    stream = (
+        decisions(rows, rules_of(config), initial)
         .writeStream.queryName(QUERY_NAME)
         .foreachBatch(writer)
         .option("checkpointLocation", checkpoint)
-        .trigger(processingTime=f"{seconds} seconds")
-        .start()
     )
-    return query, writer
+    if available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(
+            processingTime=f"{config.streams.trigger_interval.total_seconds()} seconds"
+        )
+    return stream.start(), writer

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
     BooleanType,
     IntegerType,
@@ -122,8 +122,9 @@ def stage_spec(rules: Rules, output: StructType) -> str:
     )
 
 
-def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
-    """Return the stateful stage's output for its input.
+def decisions(stage_rows: DataFrame, rules: Rules, initial: DataFrame | None = None) -> DataFrame:
+    """Return the stateful stage's output for its input (`initial`: the state a new
+    checkpoint starts from, rows of KEY then state_schema()'s fields; streams/state_rebuild.py).
 
     The input has INPUT_SCHEMA's columns and may carry pass-through columns (RAW_PREFIX +
     ...). Besides its decisions the stage emits every input row once as a row of kind
@@ -133,4 +134,12 @@ def decisions(stage_rows: DataFrame, rules: Rules) -> DataFrame:
     spark = stage_rows.sparkSession
     stage = spark._jvm.txcoord.Stage  # type: ignore[union-attr]
     spec = stage_spec(rules, output_schema(stage_rows.schema))
-    return DataFrame(stage.decisions(stage_rows._jdf, spec), spark)
+    start = initial._jdf if initial is not None else None
+    return DataFrame(stage.decisions(stage_rows._jdf, spec, start), spark)
+
+
+def state_schema(spark: SparkSession) -> StructType:
+    """Return the layout of one transaction's state in the stage (StageRows.STATE)."""
+    stage_rows = spark._jvm.txcoord.StageRows  # type: ignore[union-attr]
+    schema: StructType = StructType.fromJson(json.loads(stage_rows.stateJson()))
+    return schema

@@ -58,6 +58,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from delta_tables.lookup import delta_rs_location
 from delta_tables.table import local_directory
+from streams.checkpoint_files import files_of
 
 log = logging.getLogger(__name__)
 
@@ -77,45 +78,15 @@ def checkpoint_path(spark: SparkSession, checkpoint: str, name: str) -> tuple[An
     return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
-def read_checkpoint_file(spark: SparkSession, checkpoint: str, name: str) -> str | None:
-    """Return the first line of file `name` beside the checkpoint's own, None if absent."""
-    path, fs = checkpoint_path(spark, checkpoint, name)
-    if not fs.exists(path):
-        return None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    stream = fs.open(path)
-    try:
-        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-        return str(reader.readLine() or "").strip()
-    finally:
-        stream.close()
-
-
-def checkpoint_file(spark: SparkSession, checkpoint: str, name: str, first: str) -> str:
-    """Return the text of file `name` beside the checkpoint's own, writing `first` if absent."""
-    found = read_checkpoint_file(spark, checkpoint, name)
-    if found is not None:
-        return found
-    path, fs = checkpoint_path(spark, checkpoint, name)
-    fs.mkdirs(path.getParent())
-    out = fs.create(path, False)
-    try:
-        out.write(first.encode())
-    finally:
-        out.close()
-    return first
-
-
-def checkpoint_has_batches(spark: SparkSession, checkpoint: str) -> bool:
-    """Return True once the query of `checkpoint` has planned a batch (its offset log)."""
-    path, fs = checkpoint_path(spark, checkpoint, "offsets")
-    return bool(fs.exists(path) and len(fs.listStatus(path)) > 0)
-
-
 def checkpoint_app_id(spark: SparkSession, checkpoint: str, name: str) -> str:
     """Return the app id stored in `checkpoint`, creating it (a new uuid) the first time."""
-    return checkpoint_file(spark, checkpoint, APP_ID_FILE, f"txcoord-{name}-{uuid.uuid4()}")
+    files = files_of(checkpoint, spark)
+    found = files.text(APP_ID_FILE)
+    if found is not None:
+        return found.strip()
+    app_id = f"txcoord-{name}-{uuid.uuid4()}"
+    files.write_new(APP_ID_FILE, app_id)
+    return app_id
 
 
 #: The `userMetadata` key that marks a commit as txcoord's, with the writer's app id.

@@ -202,11 +202,15 @@ def census(parsed: pa.Table) -> Census:
     return census_of(summary(parsed, census_keys(parsed), {}, {}))
 
 
-def ingress_records(spark: SparkSession, config: Config) -> DataFrame:
+def ingress_records(
+    spark: SparkSession, config: Config, starting_offsets: str = "earliest"
+) -> DataFrame:
     """Return the streaming Kafka source over the ingress topics.
 
     In the per-group layout (coordinator/core/topics.py) it subscribes by pattern: a group's topics,
-    created later, are read from their start by the batch after they appear.
+    created later, are read from their start by the batch after they appear. A new
+    checkpoint reads from `starting_offsets` (Spark's JSON of every partition's offset, or
+    "earliest"); an existing one from where it stopped.
     """
     layout = config.kafka.layout
     subscription = (
@@ -219,7 +223,7 @@ def ingress_records(spark: SparkSession, config: Config) -> DataFrame:
         .option("kafka.bootstrap.servers", config.kafka.bootstrap_servers)
         .options(**config.kafka.security.spark_options())
         .option(*subscription)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", starting_offsets)
         .option("includeHeaders", "true")
         # Spark's reader asks for each partition's offset range after every poll (two
         # ListOffsets requests). By then the consumer has pipelined its next fetch, which

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +33,17 @@ def ensure_ingress_topics(config: Config) -> None:
     own topics are created by `ensure_group_topics`.
     """
     _ensure(config, (config.kafka.half_topic, config.kafka.op_topic), config.kafka.check_topic)
+
+
+def subscribed_topics(config: Config, admin: Any) -> list[str]:
+    """Return the ingress topics the coordinator query reads now (the shared ones, and in
+    the per-group layout every group's), asked of the connected admin client `admin`."""
+    kafka = config.kafka
+    topics = {kafka.half_topic, kafka.op_topic}
+    if kafka.topics_per_group:
+        pattern = re.compile(kafka.layout.ingress_pattern())
+        topics.update(t for t in admin.list_topics() if pattern.fullmatch(t))
+    return sorted(topics)
 
 
 def ensure_group_topics(config: Config, group: str) -> tuple[str, str, str]:

@@ -114,6 +114,15 @@ class Ticker:
             future.get(timeout=0)
         return len(futures)
 
+    def beat(self) -> int:
+        """Send one heartbeat to every partition now, from a producer of its own; return how
+        many were sent (a query started on its own, with no ticker, gets a batch at once)."""
+        producer = self._connect()
+        try:
+            return self.tick_once(producer)
+        finally:
+            producer.close(timeout=5)
+
     def _due(self, last_sent: float | None) -> bool:
         """Return True if a heartbeat is due now, `last_sent` being the last one's time."""
         pace = self.pace

@@ -148,7 +148,7 @@ class Maintenance:
             return None
         detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self._path(name)}`").first()
         table_id = detail["id"] if detail is not None else None
-        version = stream_positions(Path(checkpoint_of(self.config))).get(str(table_id))
+        version = stream_positions(Path(checkpoint_of(self.config, self.spark))).get(str(table_id))
         if version is None:
             return None
         commit = (

@@ -22,7 +22,6 @@ anyway: it is replayed by the next start, as after a crash.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
 from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
-from streams.ingress_topics import ensure_ingress_topics
+from streams.ingress_topics import ensure_ingress_topics, subscribed_topics
 from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
 from streams.progress import ProgressLog
 from streams.progress_listener import listen
@@ -124,14 +123,11 @@ class Engine:
         """Warn if the engine was stopped longer than an ingress topic keeps records."""
         kafka = self.config.kafka
         with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
-            topics = [kafka.half_topic, kafka.op_topic]
-            if kafka.topics_per_group:
-                pattern = re.compile(kafka.layout.ingress_pattern())
-                topics += [t for t in admin.list_topics() if pattern.fullmatch(t)]
+            topics = subscribed_topics(self.config, admin)
             described = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic) for topic in set(topics)]
+                [ConfigResource(ConfigResourceType.TOPIC, topic) for topic in topics]
             )
-        last = last_commit_ms(self.spark, checkpoint_of(self.config))
+        last = last_commit_ms(self.spark, checkpoint_of(self.config, self.spark))
         if warning := outage_warning(last, topic_retention_ms(described, topics)):
             log.warning("%s", warning)
 

@@ -15,9 +15,7 @@ from deltalake import DeltaTable as RustDeltaTable
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
-from coordinator.core.errors import ConfigurationError
 from streams import delta_writes
-from streams.coordinator_job import STATE_LAYOUT, STATE_LAYOUT_FILE, check_state_layout
 from streams.delta_writes import (
     BatchLedger,
     batch_mark,
@@ -145,26 +143,6 @@ def test_the_app_id_belongs_to_the_checkpoint(spark: SparkSession, tmp_path: Pat
     first = checkpoint_app_id(spark, str(tmp_path / "cp"), "ingest")
     assert checkpoint_app_id(spark, str(tmp_path / "cp"), "ingest") == first
     assert checkpoint_app_id(spark, str(tmp_path / "other"), "ingest") != first
-
-
-def test_a_checkpoint_of_the_old_state_layout_is_refused_with_the_reason(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    fresh = str(tmp_path / "fresh")
-    check_state_layout(spark, fresh)  # a new checkpoint records this version's layout
-    check_state_layout(spark, fresh)
-    assert (tmp_path / "fresh" / STATE_LAYOUT_FILE).read_text() == STATE_LAYOUT
-    # A checkpoint with batches and no record: an earlier version's, keyed by id alone.
-    (tmp_path / "old" / "offsets").mkdir(parents=True)
-    (tmp_path / "old" / "offsets" / "0").write_text("v1\n")
-    with pytest.raises(ConfigurationError, match="keyed by transaction id alone"):
-        check_state_layout(spark, str(tmp_path / "old"))
-    with pytest.raises(ConfigurationError, match="keyed by transaction id alone"):
-        check_state_layout(spark, str(tmp_path / "old"))  # refused again, not "fixed"
-    (tmp_path / "other").mkdir()
-    (tmp_path / "other" / STATE_LAYOUT_FILE).write_text("something,else")
-    with pytest.raises(ConfigurationError, match="state: something,else"):
-        check_state_layout(spark, str(tmp_path / "other"))
 
 
 def test_a_replay_is_recognised_once_the_marked_commit_files_are_gone(

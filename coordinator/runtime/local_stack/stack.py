@@ -38,6 +38,7 @@ from coordinator.runtime.local_stack.health import Health, check_kafka, check_sp
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
+from streams.coordinator_job import check_coordinator_state
 from streams.tally import Counts
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class LocalStack:
         self.engine: Engine | None = None
         self._server: RestServer | None = None
         self._server_thread: threading.Thread | None = None
+        self._spark_health = Health("spark", False, "not started", 0.0)
 
     @property
     def rest_url(self) -> str | None:
@@ -109,6 +111,24 @@ class LocalStack:
 
     def start(self) -> list[Health]:
         """Start every component and return their health; raise if one is unhealthy."""
+        # A checkpoint this configuration cannot resume is refused before anything starts.
+        check_coordinator_state(self.config)
+        kafka = self.start_broker()
+        spark = self.start_spark("txcoord-up")
+        log.info("starting the coordinator stream")
+        started = time.monotonic()
+        self.engine = Engine(spark, self.config).start()
+        metrics = f"; metrics at {self.engine.metrics_url}" if self.engine.metrics_url else ""
+        streams = Health(
+            "streams", True, f"coordinator running{metrics}", time.monotonic() - started
+        )
+        healths = [kafka, self._spark_health, streams]
+        if self.rest_server is not None:
+            healths.append(self._start_rest(self.rest_server))
+        return healths
+
+    def start_broker(self) -> Health:
+        """Start the broker (and its principals and ACLs); the configuration then names it."""
         log.info("starting kafka broker in %s", self.broker.data_dir)
         self.broker.start()
         security = self.broker.client_security
@@ -127,10 +147,14 @@ class LocalStack:
         )
         if self.settings.broker_auth is not None:
             apply_auth(self.broker.bootstrap_servers, self.settings.broker_auth, self.config)
+        return kafka
+
+    def start_spark(self, app_name: str) -> SparkSession:
+        """Start the Spark session (the broker started) and probe it; return it."""
         log.info("starting spark (%s)", self.settings.master)
         self.spark = build_spark_session(
             SparkSettings(
-                app_name="txcoord-up",
+                app_name=app_name,
                 master=self.settings.master,
                 warehouse=self.config.warehouse,
                 driver_memory=self.settings.driver_memory,
@@ -142,21 +166,12 @@ class LocalStack:
             self.spark,
             self.settings.state_dir / "health",
             self.broker.bootstrap_servers,
-            security,
+            self.broker.client_security,
         )
         if not spark.healthy:
             raise StackError(str(spark))
-        log.info("starting the coordinator stream")
-        started = time.monotonic()
-        self.engine = Engine(self.spark, self.config).start()
-        metrics = f"; metrics at {self.engine.metrics_url}" if self.engine.metrics_url else ""
-        streams = Health(
-            "streams", True, f"coordinator running{metrics}", time.monotonic() - started
-        )
-        healths = [kafka, spark, streams]
-        if self.rest_server is not None:
-            healths.append(self._start_rest(self.rest_server))
-        return healths
+        self._spark_health = spark
+        return self.spark
 
     def _start_rest(self, build_server: Callable[[Config], RestServer]) -> Health:
         started = time.monotonic()

@@ -2,8 +2,10 @@ package txcoord;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.streaming.OutputMode;
@@ -42,6 +44,16 @@ public final class Stage {
 
   /** Return the stage's output for its input, as described by {@code specJson}. */
   public static Dataset<Row> decisions(Dataset<Row> input, String specJson) throws Exception {
+    return decisions(input, specJson, null);
+  }
+
+  /**
+   * Return the stage's output for its input, starting a new checkpoint from {@code initial}
+   * (null: empty): rows of (producer_group, transaction_id, then {@link StageRows#STATE}'s
+   * fields), one per transaction. Spark applies it in the checkpoint's first batch only.
+   */
+  public static Dataset<Row> decisions(Dataset<Row> input, String specJson, Dataset<Row> initial)
+      throws Exception {
     JsonNode spec = new ObjectMapper().readTree(specJson);
     StructType output = (StructType) DataType.fromJson(spec.get("output_schema").asText());
     TransactionProcessor processor = new TransactionProcessor(rules(spec.get("rules")),
@@ -50,9 +62,19 @@ public final class Stage {
     // Grouped by columns, not by a key function: no row is turned into an object and back
     // just to compute its key (a key function costs a projection per row and the code
     // generated for it in every task).
-    return input.groupBy(functions.col("producer_group"), functions.col("transaction_id"))
-        .as(Encoders.row(StageRows.KEY), Encoders.row(input.schema()))
-        .transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
-            Encoders.row(output));
+    KeyValueGroupedDataset<Row, Row> grouped =
+        input.groupBy(functions.col("producer_group"), functions.col("transaction_id"))
+            .as(Encoders.row(StageRows.KEY), Encoders.row(input.schema()));
+    if (initial == null) {
+      return grouped.transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
+          Encoders.row(output));
+    }
+    KeyValueGroupedDataset<Row, Row> start = initial
+        .groupBy(functions.col("producer_group"), functions.col("transaction_id"))
+        .as(Encoders.row(StageRows.KEY), Encoders.row(initial.schema()))
+        .mapValues((MapFunction<Row, Row>) StageRows::stateOfInitial,
+            Encoders.row(StageRows.STATE));
+    return grouped.transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
+        start, Encoders.row(output), Encoders.row(StageRows.STATE));
   }
 }

@@ -55,6 +55,11 @@ public final class StageRows {
       field("timer_ms", DataTypes.LongType),
       field("judged_ops", DataTypes.createArrayType(DataTypes.StringType))));
 
+  /** STATE as JSON, for Python (streams/coordinator_stage.py state_schema). */
+  public static String stateJson() {
+    return STATE.json();
+  }
+
   public static final StructType KEY = DataTypes.createStructType(List.of(
       field("producer_group", DataTypes.StringType),
       field("transaction_id", DataTypes.StringType)));
@@ -234,6 +239,13 @@ public final class StageRows {
     }
     return RowFactory.create(s.state(), half, s.checkCount(), s.decidingOpId(), seq(pending),
         s.timerMs(), seq(s.judgedOps()));
+  }
+
+  /** The STATE row of an initial-state row: its fields after the two key columns. */
+  static Row stateOfInitial(Row initial) {
+    Object[] values = new Object[STATE.size()];
+    for (int i = 0; i < values.length; i++) values[i] = initial.get(KEY.size() + i);
+    return new GenericRowWithSchema(values, STATE);
   }
 
   static TxState decode(Row r) {

@@ -7,7 +7,7 @@ import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
-import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.StatefulProcessorWithInitialState;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
@@ -31,7 +31,8 @@ import txcoord.Lifecycle.TxState;
  * one is forgotten ({@code resolved_retention} after its decision). A second variable for
  * decided transactions lost them in this Spark (tests/streams/test_retention.py failed).
  */
-public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row> {
+public final class TransactionProcessor
+    extends StatefulProcessorWithInitialState<Row, Row, Row, Row> {
   private final Lifecycle.Rules rules;
   private final Lifecycle.Transitions transitions;
   private final StageRows.OutputLayout output;
@@ -77,6 +78,13 @@ public final class TransactionProcessor extends StatefulProcessor<Row, Row, Row>
     }
     for (Emit emit : step.emits()) rows.add(StageRows.rowOf(emit, output));
     return CollectionConverters.asScala(rows.iterator());
+  }
+
+  @Override
+  public void handleInitialState(Row key, Row initial, TimerValues timerValues) {
+    TxState state = StageRows.decode(initial);
+    live.update(StageRows.encode(state));
+    if (state.timerMs() != null) getHandle().registerTimer(state.timerMs());
   }
 
   @Override
