@@ -80,11 +80,18 @@ public final class TransactionProcessor
     return CollectionConverters.asScala(rows.iterator());
   }
 
+  /**
+   * The timer that wakes a transaction started with ops to judge (WAKE_MS: due at the first
+   * watermark): ops a crash left unjudged, in a state derived from the warehouse.
+   */
+  static final long WAKE_MS = 1L;
+
   @Override
   public void handleInitialState(Row key, Row initial, TimerValues timerValues) {
     TxState state = StageRows.decode(initial);
     live.update(StageRows.encode(state));
     if (state.timerMs() != null) getHandle().registerTimer(state.timerMs());
+    if (state.half() != null && !state.pendingOps().isEmpty()) getHandle().registerTimer(WAKE_MS);
   }
 
   @Override
@@ -120,6 +127,14 @@ public final class TransactionProcessor
       Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
     Loaded before = load();
     TxState state = before.state();
+    if (state != null && state.half() != null && !state.pendingOps().isEmpty()) {
+      // Woken to judge ops it started with (handleInitialState): as if they came now.
+      Step step = Lifecycle.onInput(state, List.of(), List.of(),
+          timerValues.getCurrentWatermarkInMs(), timerValues.getCurrentProcessingTimeInMs(),
+          rules, transitions);
+      Long ownTimer = expiredTimerInfo.getExpiryTimeInMs() == WAKE_MS ? state.timerMs() : null;
+      return save(before, ownTimer, step, new ArrayList<>());
+    }
     if (state == null || state.timerMs() == null
         || state.timerMs() != expiredTimerInfo.getExpiryTimeInMs()) {
       return scala.collection.Iterator.empty(); // a timer this transaction no longer uses
