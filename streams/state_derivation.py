@@ -110,8 +110,9 @@ def _live_timer(half: Row, due_ms: int, rules: Rules) -> int:
 
 
 def _at(row: Row) -> tuple[int, int]:
-    """When a row was written: its batch, then its time (the stage's clock)."""
-    return int(row["batch_id"]), int(row["at_ms"])
+    """When a row was written: its batch's time (the stage's clock, which only grows, also
+    across checkpoints whose batch ids start again at 0), then its batch id."""
+    return int(row["at_ms"]), int(row["batch_id"])
 
 
 def derive(history: Iterable[Row], rules: Rules, now_ms: int) -> State | None:
@@ -136,11 +137,19 @@ def derive(history: Iterable[Row], rules: Rules, now_ms: int) -> State | None:
         if not waiting:
             return None
         timer = int(waiting[0]["stored_ms"]) + rules.orphan_wait_ms
-        return _state(None, None, 0, None, waiting, timer, [])
+        return _state(
+            None,
+            None,
+            check_count=0,
+            deciding_op_id=None,
+            pending_ops=waiting,
+            timer_ms=timer,
+            judged_ops=[],
+        )
     half = _half(min(rows[HALF], key=lambda h: (int(h["stored_ms"]), str(h["msg_id"]))))
     judged = [
         str(v["op_id"])
-        for v in sorted(rows[VERDICT], key=lambda v: (int(v["batch_id"]), *_op_order(v)))
+        for v in sorted(rows[VERDICT], key=lambda v: (*_at(v), *_op_order(v)))
         if v["op"] in (COMMIT, ROLLBACK, RESUME)
         and v["verdict"] != ORPHAN
         and not (v["verdict"] == NO_EFFECT and v.get("detail") == NO_HALF_YET)
@@ -169,14 +178,22 @@ def derive(history: Iterable[Row], rules: Rules, now_ms: int) -> State | None:
         # decided it, or for a discard of the op that found it given up, if later (any op of
         # its batch: a discard is then kept a little longer than the stage would).
         if final["state"] == DISCARDED:
-            batch = int(final["batch_id"])
-            deciding = [int(v["stored_ms"]) for v in rows[VERDICT] if int(v["batch_id"]) == batch]
+            batch = _at(final)
+            deciding = [int(v["stored_ms"]) for v in rows[VERDICT] if _at(v) == batch]
         else:
             deciding = [
                 int(op["stored_ms"]) for op in rows[OP] if op["op_id"] == final["deciding_op_id"]
             ]
         decided_at = max([int(final["at_ms"]), *deciding])
-        return _decided(half, final, decided_at, pending, judged, rules, now_ms)
+        return _decided(
+            half,
+            final,
+            decided_at=decided_at,
+            pending=pending,
+            judged=judged,
+            rules=rules,
+            now_ms=now_ms,
+        )
     count = _last_check_number(rows[CHECK], resume)
     if count > 0:
         last = max(rows[CHECK], key=lambda c: (*_at(c), int(c["check_number"])))
@@ -186,8 +203,16 @@ def derive(history: Iterable[Row], rules: Rules, now_ms: int) -> State | None:
     else:
         timer = _live_timer(half, _first_check_due(half, rules), rules)
     state = CHECKING if count > 0 or resume is not None else PREPARED
-    deciding = final["deciding_op_id"] if final is not None else None
-    return _state(state, half, count, deciding, list(unjudged.values()), timer, judged)
+    deciding_op = final["deciding_op_id"] if final is not None else None
+    return _state(
+        state,
+        half,
+        check_count=count,
+        deciding_op_id=deciding_op,
+        pending_ops=list(unjudged.values()),
+        timer_ms=timer,
+        judged_ops=judged,
+    )
 
 
 def _last_check_number(checks: list[Row], resume: Row | None) -> int:
@@ -195,7 +220,7 @@ def _last_check_number(checks: list[Row], resume: Row | None) -> int:
     if not checks:
         return 0
     last = max(checks, key=lambda c: (*_at(c), int(c["check_number"])))
-    if resume is not None and int(last["batch_id"]) < int(resume["batch_id"]):
+    if resume is not None and _at(last) < _at(resume):
         return 0
     return int(last["check_number"])
 
@@ -203,6 +228,7 @@ def _last_check_number(checks: list[Row], resume: Row | None) -> int:
 def _decided(
     half: dict[str, Any],
     final: Row,
+    *,
     decided_at: int,
     pending: list[dict[str, Any]],
     judged: list[str],
@@ -219,13 +245,20 @@ def _decided(
     if timer <= now_ms:
         return None
     return _state(
-        state, half, int(final["check_count"]), final["deciding_op_id"], pending, timer, judged
+        state,
+        half,
+        check_count=int(final["check_count"]),
+        deciding_op_id=final["deciding_op_id"],
+        pending_ops=pending,
+        timer_ms=timer,
+        judged_ops=judged,
     )
 
 
 def _state(
     state: str | None,
     half: dict[str, Any] | None,
+    *,
     check_count: int,
     deciding_op_id: str | None,
     pending_ops: list[dict[str, Any]],

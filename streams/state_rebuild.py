@@ -41,11 +41,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError, TxcoordError
 from coordinator.kafka_clients.admin import admin_client
+from delta_tables import queue_offsets
+from streams.arrow_rows import arrow_schema
 from streams.checkpoint_files import Files, files_of
 from streams.coordinator_checkpoint import (
     ACTIVE_MARK,
@@ -58,10 +61,12 @@ from streams.coordinator_checkpoint import (
     generations,
     interrupted_rebuild,
 )
-from streams.coordinator_job import STATE_LAYOUT, run_coordinator
-from streams.coordinator_stage import KEY
+from streams.coordinator_job import STATE_LAYOUT, rules_of, run_coordinator
+from streams.coordinator_stage import KEY, state_schema
+from streams.delta_writes import BatchLedger
 from streams.ingress_topics import subscribed_topics
 from streams.ticker import Ticker
+from streams.warehouse_state import derived_state, landed_offsets, queue_offsets_behind
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -76,6 +81,9 @@ SOURCES = ("checkpoint", "warehouse")
 STATE_VARIABLE = "transaction"
 #: Kafka's "from the start of the partition" in Spark's startingOffsets JSON.
 EARLIEST = -2
+#: The state derived from the warehouse, kept in the new generation (Parquet): a rebuild
+#: finished after a kill -9 starts from exactly the state its first attempt started from.
+DERIVED_STATE = "_txcoord_derived_state"
 
 Progress = Callable[[str], None]
 
@@ -89,6 +97,7 @@ class Plan:
     starting_offsets: dict[str, dict[str, int]]
     from_generation: str | None = None  # source "checkpoint": the generation read
     from_batch: int | None = None  # and its batch whose state is read
+    derived_at_ms: int | None = None  # source "warehouse": when the state was derived
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -207,6 +216,40 @@ def _start_from_checkpoint(
     return generation, plan, finished
 
 
+def _start_from_warehouse(
+    spark: SparkSession, config: Config, files: Files, partitions: int, progress: Progress
+) -> tuple[int, Plan]:
+    """Derive the state and the Kafka offsets from the warehouse, keep the state in a new
+    generation and record its plan; return the generation and the plan."""
+    generation = max(generations(files), default=0) + 1
+    name = generation_name(generation)
+    now_ms = int(time.time() * 1000)
+    progress("deriving the state from the warehouse")
+    derived = derived_state(spark, config, rules_of(config), now_ms, state_schema(spark))
+    derived.write.mode("overwrite").parquet(f"{files.root}/{name}/{DERIVED_STATE}")
+    if behind := queue_offsets_behind(spark, config):
+        progress(f"moving {len(behind)} queues' next offsets up to their topic tables")
+        rows = pa.Table.from_pylist(
+            [
+                {"topic": topic, "queue_id": queue, "next_offset": offset, "batch_id": 0}
+                for (topic, queue), offset in sorted(behind.items())
+            ],
+            schema=arrow_schema(queue_offsets.SCHEMA),
+        )
+        ledger = BatchLedger(f"txcoord-rebuild-{name}-{now_ms}")
+        ledger.append(rows, queue_offsets.TABLE.path(config.warehouse), 0, spark)
+    landed = landed_offsets(spark, config)
+    plan = Plan(
+        source="warehouse",
+        partitions=partitions,
+        starting_offsets=json.loads(starting_offsets(config, landed)),
+        derived_at_ms=now_ms,
+    )
+    files.write_new(f"{name}/{REBUILD_FILE}", plan.to_json())
+    files.write_new(f"{name}/{STATE_LAYOUT_FILE}", STATE_LAYOUT)
+    return generation, plan
+
+
 def rebuild(
     spark: SparkSession,
     config: Config,
@@ -218,8 +261,6 @@ def rebuild(
     its state from `source`, and switch to it (the coordinator stopped)."""
     if source not in SOURCES:
         raise ConfigurationError(f"a rebuild reads the state from {' or '.join(SOURCES)}")
-    if source == "warehouse":
-        raise ConfigurationError("a rebuild from the warehouse is not built yet")
     if partitions < 1:
         raise ConfigurationError(f"--partitions must be 1 or more, not {partitions}")
     started = time.monotonic()
@@ -239,7 +280,12 @@ def rebuild(
         def plan_of(offsets: dict[str, dict[str, int]], name: str, batch: int) -> Plan:
             return Plan(source, partitions, offsets, from_generation=name, from_batch=batch)
 
-        generation, plan, finished = _start_from_checkpoint(spark, config, files, plan_of, progress)
+        if source == "warehouse":
+            generation, plan = _start_from_warehouse(spark, config, files, partitions, progress)
+        else:
+            generation, plan, finished = _start_from_checkpoint(
+                spark, config, files, plan_of, progress
+            )
     name = generation_name(generation)
     before = facts(files, old_generation)
     if plan.from_generation is not None and plan.from_batch != before.last_committed:
@@ -247,13 +293,16 @@ def rebuild(
             f"{plan.from_generation} moved on since the rebuild in {name} started (was the "
             f"coordinator started meanwhile?): delete {files.root}/{name} and rebuild again"
         )
-    assert plan.from_generation is not None and plan.from_batch is not None
-    initial = state_of_checkpoint(spark, f"{files.root}/{plan.from_generation}", plan.from_batch)
+    if plan.from_generation is not None and plan.from_batch is not None:
+        initial = state_of_checkpoint(
+            spark, f"{files.root}/{plan.from_generation}", plan.from_batch
+        )
+        origin = f"{plan.from_generation} (batch {plan.from_batch})"
+    else:
+        initial = spark.read.parquet(f"{files.root}/{name}/{DERIVED_STATE}")
+        origin = "the warehouse"
     count = initial.count()
-    progress(
-        f"starting {name} from {count} transactions of {plan.from_generation} (batch "
-        f"{plan.from_batch}), {plan.partitions} partitions"
-    )
+    progress(f"starting {name} from {count} transactions of {origin}, {plan.partitions} partitions")
     kafka = config.kafka
     Ticker(
         kafka.bootstrap_servers,

@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 from streams.lifecycle import Rules
 from streams.state_derivation import (
@@ -41,7 +40,7 @@ from tests.reference.lifecycle import (
     on_timer,
     resolved_memory,
 )
-from tests.streams.test_lifecycle_twin import S, histories, rule_sets, state_json
+from tests.streams.test_lifecycle_twin import S, due, histories, rule_sets, state_json
 
 #: How much later than the model a derived decided timer may be: the batch time is at most
 #: this much ahead of the watermark in the drawn histories; a discard is counted from the
@@ -53,15 +52,16 @@ FINAL_STATES = ("COMMITTED", "ROLLED_BACK", "DISCARDED")
 
 def realistic(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Make a drawn history one the ingress can produce: an op id or a message id seen again
-    is the same record sent again, and a half or an op landed later is not stored earlier
+    is the same record sent again, a half or an op landed later is not stored earlier
     than one landed before (a transaction's records share a partition, whose store time
-    grows)."""
+    grows), and each batch's time is later than the one before."""
     sent: dict[str, dict[str, Any]] = {"halves": {}, "ops": {}}
     latest = {"halves": 0, "ops": 0}
-    out = []
-    for step in steps:
+    out: list[dict[str, Any]] = []
+    for drawn in steps:
+        # A batch's time only grows, and is never behind the watermark.
+        step = {**drawn, "wall": max(drawn["wall"], out[-1]["wall"] + 1 if out else 0)}
         if step["kind"] == "input":
-            step = dict(step)
             for side, key in (("halves", "msg_id"), ("ops", "op_id")):
                 seen, floor = sent[side], latest[side] + 1 if sent[side] else 0
                 step[side] = [
@@ -122,13 +122,14 @@ def run(steps: list[dict[str, Any]], rules: Rules) -> tuple[TxState | None, list
             result = on_input(
                 state, step["halves"], step["ops"], step["now"], rules, wall_ms=step["wall"]
             )
-        elif step["kind"] == "timer" and state is not None:
-            if state.timer_ms is not None and state.timer_ms <= step["now"]:
-                result = on_timer(state, step["now"], rules, wall_ms=step["wall"])
+        elif step["kind"] == "timer" and state is not None and due(state, step["now"]):
+            result = on_timer(state, step["now"], rules, wall_ms=step["wall"])
         rows += [emitted_row(e, batch) for e in result.emits if e.kind.value != "DISCARD"]
-        # Forgotten: it had a state, or was decided in this very step (a half that came
-        # expired), and keeps none.
-        had = state is not None or any(e.kind.value == "FINAL" for e in result.emits)
+        # Forgotten: it had a state, or was decided or given up in this very step (a half
+        # that came expired, ops that came after their wait for a half), and keeps none.
+        had = state is not None or any(
+            e.kind.value == "FINAL" or e.verdict == "ORPHAN" for e in result.emits
+        )
         state = result.state
         forgotten = forgotten or (had and state is None)
         reborn = reborn or (forgotten and state is not None)

@@ -1,0 +1,244 @@
+"""The coordinator's state, and where Kafka is read from, derived from the warehouse alone.
+
+For `txcoord state rebuild --from warehouse` (streams/state_rebuild.py): when the checkpoint
+is gone, unreadable, or of a layout this version cannot resume. The input tables are the
+truth: every ingress record the coordinator ever read was landed in `system/half_messages`,
+`system/op_records` or `system/quarantine` (a valid heartbeat is not landed, and moves
+nothing but the watermark). So
+
+- the new query reads each ingress partition from the record after the last one landed from
+  it: nothing landed is read again, nothing unlanded is skipped (heartbeats may be read again,
+  which changes nothing);
+- each transaction's state is derived from its rows of every table (streams/state_derivation.py,
+  one Python pass over the rows sorted by key: `mapInArrow`), including ops that landed in a
+  batch cut short before they were judged, which the stage then judges;
+- the queues' next offsets are taken as the largest of `system/queue_offsets` and the topic
+  tables' own offsets: a batch cut short between its deliveries and its offsets cannot make
+  the next one number from offsets already used.
+
+Which topic a landed record came from is not in its row: it follows from the layout (the
+shared half and op topics; in the per-group layout a group's own topics, and an operator's
+op its operator topic) and, for a quarantined record, from its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType
+
+from coordinator.core.config import Config
+from delta_tables import (
+    check_requests,
+    half_messages,
+    op_records,
+    op_verdicts,
+    quarantine,
+    queue_offsets,
+    topics,
+    transactions,
+)
+from delta_tables.registry import warehouse_tables
+from streams.coordinator_stage import KEY
+from streams.lifecycle import Rules
+from streams.state_derivation import CHECK, DELIVERY, FINAL, HALF, OP, VERDICT, derive
+
+
+def _table(spark: SparkSession, location: str) -> DataFrame:
+    return spark.read.format("delta").load(location)
+
+
+def _ms(column: str) -> Column:
+    return F.unix_millis(F.col(column))
+
+
+def history(spark: SparkSession, config: Config) -> DataFrame:
+    """Return every transaction's rows of every table, one frame: the key, `source`
+    (streams/state_derivation.py), and the fields the derivation reads."""
+    warehouse = config.warehouse
+    halves = (
+        _table(spark, half_messages.TABLE.path(warehouse))
+        .where(F.col("kind") == half_messages.KIND_HALF)
+        .select(
+            *KEY,
+            F.lit(HALF).alias("source"),
+            "msg_id",
+            "topic",
+            "queue_id",
+            "body",
+            "keys",
+            "tags",
+            "properties",
+            "check_immunity_seconds",
+            _ms("stored_at").alias("stored_ms"),
+        )
+    )
+    ops = (
+        _table(spark, op_records.TABLE.path(warehouse))
+        .where(F.col("kind") == op_records.KIND_OP)
+        .select(
+            *KEY,
+            F.lit(OP).alias("source"),
+            "op_id",
+            "op",
+            "from_check",
+            "operator",
+            "reason",
+            _ms("stored_at").alias("stored_ms"),
+        )
+    )
+    checks = _table(spark, check_requests.TABLE.path(warehouse)).select(
+        *KEY,
+        F.lit(CHECK).alias("source"),
+        "check_number",
+        _ms("requested_at").alias("at_ms"),
+        "batch_id",
+    )
+    finals = _table(spark, transactions.TABLE.path(warehouse)).select(
+        *KEY,
+        F.lit(FINAL).alias("source"),
+        "state",
+        "check_count",
+        "deciding_op_id",
+        _ms("resolved_at").alias("at_ms"),
+        "batch_id",
+    )
+    verdicts = _table(spark, op_verdicts.TABLE.path(warehouse)).select(
+        *KEY,
+        F.lit(VERDICT).alias("source"),
+        "op_id",
+        "op",
+        "verdict",
+        "detail",
+        _ms("stored_at").alias("stored_ms"),
+        _ms("recorded_at").alias("at_ms"),
+        "batch_id",
+    )
+    frames = [halves, ops, checks, finals, verdicts]
+    for name in warehouse_tables(warehouse):
+        if name.startswith("topics/"):
+            delivered = _table(spark, topics.table(name.removeprefix("topics/")).path(warehouse))
+            frames.append(
+                delivered.select(
+                    *KEY,
+                    F.lit(DELIVERY).alias("source"),
+                    F.col("commit_op_id").alias("op_id"),
+                    _ms("delivered_at").alias("at_ms"),
+                    "batch_id",
+                )
+            )
+    joined = frames[0]
+    for frame in frames[1:]:
+        joined = joined.unionByName(frame, allowMissingColumns=True)
+    return joined.where(F.col("transaction_id").isNotNull())
+
+
+def derived_state(
+    spark: SparkSession, config: Config, rules: Rules, now_ms: int, state_schema: StructType
+) -> DataFrame:
+    """Return the stage's state derived from the warehouse: KEY, then `state_schema`'s
+    fields (the initial state of a new checkpoint), one row per transaction it keeps."""
+    output = StructType([StructField(name, StringType()) for name in KEY] + list(state_schema))
+    arrow_output = to_arrow_schema(output)
+    partitions = config.spark.shuffle_partitions
+
+    def derive_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        found: list[dict[str, Any]] = []
+        key: tuple[Any, Any] | None = None
+        rows: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            if key is not None and (state := derive(rows, rules, now_ms)) is not None:
+                found.append({KEY[0]: key[0], KEY[1]: key[1], **state})
+
+        for batch in batches:
+            for row in batch.to_pylist():
+                here = (row[KEY[0]], row[KEY[1]])
+                if here != key:
+                    flush()
+                    key, rows = here, []
+                rows.append(row)
+            if len(found) >= 10_000:
+                yield from pa.Table.from_pylist(found, schema=arrow_output).to_batches()
+                found = []
+        flush()
+        if found:
+            yield from pa.Table.from_pylist(found, schema=arrow_output).to_batches()
+
+    return (
+        history(spark, config)
+        .repartition(partitions, *KEY)
+        .sortWithinPartitions(*KEY)
+        .mapInArrow(derive_all, output)
+    )
+
+
+def landed_offsets(spark: SparkSession, config: Config) -> dict[str, dict[str, int]]:
+    """Return, per ingress topic and partition, the offset after the last record landed."""
+    warehouse = config.warehouse
+    layout = config.kafka.layout
+    # The layout's names (coordinator/core/topics.py TopicLayout): <shared>.<group>, and
+    # <operator>.<principal> for an operator's op.
+    half_topic = (
+        F.concat(F.lit(layout.half + "."), F.col("producer_group"))
+        if layout.per_group
+        else F.lit(layout.half)
+    )
+    op_topic = (
+        F.when(
+            F.col("operator").isNotNull(),
+            F.concat(F.lit(layout.operator + "."), F.col("operator")),
+        ).otherwise(F.concat(F.lit(layout.op + "."), F.col("producer_group")))
+        if layout.per_group
+        else F.lit(layout.op)
+    )
+    landed = [
+        _table(spark, half_messages.TABLE.path(warehouse)).select(
+            half_topic.alias("topic"),
+            F.col("ingress_partition").alias("partition"),
+            F.col("ingress_offset").alias("offset"),
+        ),
+        _table(spark, op_records.TABLE.path(warehouse)).select(
+            op_topic.alias("topic"),
+            F.col("ingress_partition").alias("partition"),
+            F.col("ingress_offset").alias("offset"),
+        ),
+        _table(spark, quarantine.TABLE.path(warehouse)).select(
+            F.col("source_topic").alias("topic"),
+            F.col("source_partition").alias("partition"),
+            F.col("source_offset").alias("offset"),
+        ),
+    ]
+    every = landed[0].unionByName(landed[1]).unionByName(landed[2])
+    ends = every.groupBy("topic", "partition").agg((F.max("offset") + 1).alias("next"))
+    found: dict[str, dict[str, int]] = {}
+    for row in ends.collect():
+        found.setdefault(row.topic, {})[str(row.partition)] = int(row.next)
+    return found
+
+
+def queue_offsets_behind(spark: SparkSession, config: Config) -> dict[tuple[str, int], int]:
+    """Return the queues whose next offset in `system/queue_offsets` is behind their topic
+    table (a batch cut short between the two), with the next offset the topic table implies."""
+    warehouse = config.warehouse
+    recorded = queue_offsets.read(spark, warehouse)
+    behind: dict[tuple[str, int], int] = {}
+    for name in warehouse_tables(warehouse):
+        if not name.startswith("topics/"):
+            continue
+        topic = name.removeprefix("topics/")
+        ends = (
+            _table(spark, topics.table(topic).path(warehouse))
+            .groupBy("queue_id")
+            .agg((F.max("queue_offset") + 1).alias("next"))
+        )
+        for row in ends.collect():
+            queue = (topic, int(row.queue_id))
+            if int(row.next) > recorded.get(queue, 0):
+                behind[queue] = int(row.next)
+    return behind
