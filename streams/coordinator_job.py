@@ -59,13 +59,11 @@ numRowsDroppedByWatermark of the stage).
 **Upgrade note.** A checkpoint written by an earlier version (reading the Delta tables of a
 separate ingest query, a watermark join feeding a Python stage in processing time, or keyed
 by transaction id alone) cannot be resumed: the source or the state changed. The checkpoint
-records its layout (`STATE_LAYOUT_FILE`); one with batches and another layout is refused at
-start with this explanation (`check_state_layout`). A fresh coordinator checkpoint
-(`<checkpoint_dir>/coordinator` moved aside) reads both topics from their start as a new
-writer (streams/delta_writes.py) and would deliver already committed messages again, so it
-is only right for a warehouse whose topic tables may be rebuilt (move `topics/*`,
-`system/queue_offsets` and the coordinator's output tables aside with it); there is no in-
-place migration of the old state.
+records its layout (STATE_LAYOUT_FILE) and its partition count (Spark's offset log); one that
+this configuration cannot resume is refused at start (`state_problem`, before Spark starts
+for a local checkpoint folder), naming `txcoord state rebuild`, which builds a new generation
+of the checkpoint with the state moved or derived from the warehouse
+(streams/state_rebuild.py, streams/coordinator_checkpoint.py).
 
 Per-batch work follows the batch: the stage keeps its state in RocksDB and touches only the
 keys of the batch; the writer appends only the batch's rows and reads
