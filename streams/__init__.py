@@ -15,6 +15,8 @@ Its checkpoint
     coordinator_checkpoint.py  its generations, and what each holds (Spark's own files)
     checkpoint_files.py    a checkpoint's small files, local or through Hadoop
     state_rebuild.py       a new generation with the state moved (rescale, rebuild, upgrade)
+    warehouse_state.py     the state and the Kafka offsets derived from the warehouse alone
+    state_derivation.py    one transaction's state from its rows of the tables (pure)
 Its writes (foreachBatch)
     coordinator_writer.py  the stage's rows -> Delta tables and the check topic
     ingest_job.py          landing: a batch's ingress records -> three Delta tables

@@ -46,6 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError, TxcoordError
+from coordinator.core.failpoints import failpoint
 from coordinator.kafka_clients.admin import admin_client
 from delta_tables import queue_offsets
 from streams.arrow_rows import arrow_schema
@@ -250,6 +251,47 @@ def _start_from_warehouse(
     return generation, plan
 
 
+def _first_batch(
+    spark: SparkSession, config: Config, location: str, plan: Plan, progress: Progress
+) -> int:
+    """Run the new generation at `location` from its initial state until it has read what
+    Kafka holds now; return how many transactions it started from."""
+    root = location.rsplit("/", 1)[0]
+    if plan.from_generation is not None and plan.from_batch is not None:
+        initial = state_of_checkpoint(spark, f"{root}/{plan.from_generation}", plan.from_batch)
+        origin = f"{plan.from_generation} (batch {plan.from_batch})"
+    else:
+        initial = spark.read.parquet(f"{location}/{DERIVED_STATE}")
+        origin = "the warehouse"
+    count = initial.count()
+    name = location.rsplit("/", 1)[1]
+    progress(f"starting {name} from {count} transactions of {origin}, {plan.partitions} partitions")
+    kafka = config.kafka
+    Ticker(
+        kafka.bootstrap_servers,
+        [kafka.half_topic, kafka.op_topic],
+        config.streams.tick_interval,
+        kafka.security,
+    ).beat()  # so that the first batch runs now, whatever producers do
+    # A new checkpoint takes the session's number of partitions, and keeps it for ever.
+    session_partitions = spark.conf.get(PARTITIONS_CONF)
+    spark.conf.set(PARTITIONS_CONF, str(plan.partitions))
+    try:
+        _run_to_end(
+            *run_coordinator(
+                spark,
+                config,
+                location,
+                initial=initial,
+                starting_offsets=json.dumps(plan.starting_offsets, sort_keys=True),
+                available_now=True,
+            )
+        )
+    finally:
+        spark.conf.set(PARTITIONS_CONF, str(session_partitions))
+    return count
+
+
 def rebuild(
     spark: SparkSession,
     config: Config,
@@ -287,45 +329,14 @@ def rebuild(
                 spark, config, files, plan_of, progress
             )
     name = generation_name(generation)
+    failpoint("rebuild.planned")
     before = facts(files, old_generation)
     if plan.from_generation is not None and plan.from_batch != before.last_committed:
         raise TxcoordError(
             f"{plan.from_generation} moved on since the rebuild in {name} started (was the "
             f"coordinator started meanwhile?): delete {files.root}/{name} and rebuild again"
         )
-    if plan.from_generation is not None and plan.from_batch is not None:
-        initial = state_of_checkpoint(
-            spark, f"{files.root}/{plan.from_generation}", plan.from_batch
-        )
-        origin = f"{plan.from_generation} (batch {plan.from_batch})"
-    else:
-        initial = spark.read.parquet(f"{files.root}/{name}/{DERIVED_STATE}")
-        origin = "the warehouse"
-    count = initial.count()
-    progress(f"starting {name} from {count} transactions of {origin}, {plan.partitions} partitions")
-    kafka = config.kafka
-    Ticker(
-        kafka.bootstrap_servers,
-        [kafka.half_topic, kafka.op_topic],
-        config.streams.tick_interval,
-        kafka.security,
-    ).beat()  # so that the first batch runs now, whatever producers do
-    # A new checkpoint takes the session's number of partitions, and keeps it for ever.
-    session_partitions = spark.conf.get(PARTITIONS_CONF)
-    spark.conf.set(PARTITIONS_CONF, str(plan.partitions))
-    try:
-        _run_to_end(
-            *run_coordinator(
-                spark,
-                config,
-                f"{files.root}/{name}",
-                initial=initial,
-                starting_offsets=json.dumps(plan.starting_offsets, sort_keys=True),
-                available_now=True,
-            )
-        )
-    finally:
-        spark.conf.set(PARTITIONS_CONF, str(session_partitions))
+    count = _first_batch(spark, config, f"{files.root}/{name}", plan, progress)
     if facts(files, generation).last_committed is None:
         raise TxcoordError(f"{name} committed no batch: run the rebuild again")
     after = facts(files, old_generation)
@@ -334,6 +345,7 @@ def rebuild(
             f"{old_name} moved on during the rebuild: the coordinator runs. Stop it, delete "
             f"{files.root}/{name} and rebuild again"
         )
+    failpoint("rebuild.before_switch")
     files.write_new(f"{name}/{ACTIVE_MARK}", json.dumps({"previous": old_name}))
     for older in generations(files):
         if older < old_generation:

@@ -42,8 +42,10 @@ class AppProcess:
         *app_args: str,
         master: str = "local[2]",
         spark_conf: Mapping[str, str] | None = None,
+        command: list[str] | None = None,
     ) -> None:
-        command = [
+        """`command`, if given, runs instead of the application (its output kept the same way)."""
+        command = command or [
             str(PROJECT_ROOT / "deploy" / "submit-coordinator"),
             "--master", master, "--driver-memory", "1g",
             *[arg for key, value in (spark_conf or {}).items()

@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 
 from coordinator.commands.options import configuration_options
+from coordinator.core import failpoints
 from coordinator.core.config import load_config, parse_overrides
 from coordinator.runtime.local_stack.broker_auth import load_broker_auth
 from coordinator.runtime.local_stack.stack import LocalStack, StackSettings
@@ -68,6 +69,8 @@ def state() -> None:
 )
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--driver-memory", default="4g", show_default=True, help="Spark driver heap.")
+# Crash tests only (coordinator/core/failpoints.py): freeze at the N-th pass of a failpoint.
+@click.option("--failpoint", "armed", multiple=True, hidden=True)
 def rebuild_command(
     *,
     config_file: Path | None,
@@ -79,6 +82,7 @@ def rebuild_command(
     cluster: bool,
     master: str,
     driver_memory: str,
+    armed: tuple[str, ...],
 ) -> None:
     """Build a new checkpoint with the state moved, and switch to it atomically.
 
@@ -87,6 +91,7 @@ def rebuild_command(
     checkpoint stopped, so every record is decided once. Killed at any moment, the old
     checkpoint stays in use; run the command again to finish.
     """
+    failpoints.arm(",".join(armed))
     console = Console(soft_wrap=True, highlight=False)
     chosen = {} if cluster else {"streams.checkpoint_dir": str(state_dir.resolve() / "checkpoints")}
     config = load_config(config_file, os.environ, {**chosen, **parse_overrides(list(overrides))})

@@ -1,11 +1,12 @@
 """Every failpoint in the code has a crash case, and every crash case names a real failpoint.
 
-A new write in a micro-batch gets a failpoint after it (coordinator/core/failpoints.py); this test
-then fails until the crash test (test_crash_recovery.py) arms it, so no write goes without a
-`kill -9` right after it. Names are read from the source, not restated: a literal
-``failpoint("x")`` gives "x"; an f-string inside a ``for`` loop over a literal tuple (the
-ingest's ``failpoint(f"ingest.after_{table.name...}")`` over its tables) is evaluated for
-each element of the loop, with the loop variables it uses taken from the module itself.
+A new write in a micro-batch gets a failpoint after it (coordinator/core/failpoints.py); this
+test then fails until a crash test (test_crash_recovery.py, test_rebuild_crash.py) arms it,
+so no write goes without a `kill -9` right after it. Names are read from the source, not
+restated: a literal ``failpoint("x")`` gives "x"; an f-string inside a ``for`` loop over a
+literal tuple (the ingest's ``failpoint(f"ingest.after_{table.name...}")`` over its tables)
+is evaluated for each element of the loop, with the loop variables it uses taken from the
+module itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from coordinator.runtime.artifacts import PROJECT_ROOT
 from tests.guarantees.app_runs import name_of
 from tests.guarantees.test_crash_recovery import FAILPOINTS
+from tests.guarantees.test_rebuild_crash import REBUILD_FAILPOINTS
 
 #: The packages whose code may hold failpoints.
 PACKAGES = ("coordinator", "streams", "delta_tables")
@@ -101,6 +103,8 @@ def test_the_crash_test_arms_every_failpoint_of_the_code() -> None:
     in_code = failpoints_in_code()
     armed = [name_of(spec) for spec in FAILPOINTS]
     assert len(armed) == len(set(armed)), "a failpoint armed twice"
+    # The rebuild's crash test (test_rebuild_crash.py) arms its own, and one of the batch's.
+    armed += [name_of(spec) for spec in REBUILD_FAILPOINTS]
     assert sorted(set(in_code) - set(armed)) == [], "a write without a crash case"
     assert sorted(set(armed) - set(in_code)) == [], "a crash case for no failpoint"
 
