@@ -13,6 +13,7 @@ outcomes.py      what was decided; first and later checks' timeliness (Delta, no
 visibility.py    when each row became visible in topics/<topic> (its Delta commit)
 batches.py       every micro-batch's progress, with wall time; where the time went
 pending.py       batch duration against unresolved (pending) state
+rebuild.py       how long `txcoord state rebuild` takes with that state, both ways
 jit.py           the Spark JVM's JIT compilers: warm-up until they settle, and each phase's cost
 peer.py          the peer: kafka-python's transactional producer, read_committed consumer
 java_peer.py     the Java peer: Kafka's own ProducerPerformance, transactional

@@ -61,6 +61,7 @@ class BenchSettings:
     pending: tuple[int, ...] = (0, 10_000)  # unresolved-state levels (0: a baseline); () skips
     pending_window: float = 15.0  # seconds of steady load measured per level
     pending_rate: float = 50.0  # tx/s of that steady load
+    rebuild: bool = True  # time `txcoord state rebuild` at each pending level but 0
     peer: bool = True
     peer_seconds: float = 15.0
     peer_producers: int = 4  # producers side by side, for both peers

@@ -12,7 +12,9 @@ decisions of the throughput phases sit in its state), for each level in ascendin
 3. run a steady small load (commits at `pending_rate` tx/s for `pending_window` seconds)
    and record every coordinator batch from its first send to its last decision: duration,
    phases, the state rows Spark reports (all stateful operators), and the steady commits'
-   commit-to-visible.
+   commit-to-visible;
+4. time `txcoord state rebuild` of that state, from the checkpoint and from the warehouse
+   (rebuild.py), unless `rebuild` is off.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from typing import Any
 from coordinator.bench.batches import where_time_went
 from coordinator.bench.context import PhaseContext
 from coordinator.bench.load import LoadProcess
+from coordinator.bench.rebuild import measure_rebuilds
 from coordinator.bench.stats import median, summarize
 from coordinator.bench.throughput import decisions_since, drive, plan_for
 from coordinator.bench.visibility import latencies_ms, visible_times
 from coordinator.core.config import Config
+from coordinator.runtime.engine import Engine
 from delta_tables import topics
 from streams.coordinator_job import QUERY_NAME as COORDINATOR
 
@@ -104,8 +108,9 @@ def _preload(context: PhaseContext, count: int, level: int, halves_expected: int
     return landed
 
 
-def run_pending(context: PhaseContext) -> dict[str, Any]:
-    """Measure each level; return them with what they mean."""
+def run_pending(context: PhaseContext) -> tuple[dict[str, Any], Engine]:
+    """Measure each level; return them with what they mean, and the engine now running (a
+    rebuild, rebuild.py, starts a new one)."""
     settings = context.settings
     levels = sorted(set(settings.pending))
     loaded = 0
@@ -147,6 +152,10 @@ def run_pending(context: PhaseContext) -> dict[str, Any]:
                 "where_time_went": where_time_went(window),
             }
         )
+        if settings.rebuild and level > 0:
+            rebuilt, engine = measure_rebuilds(context, level)
+            context = replace(context, engine=engine)
+            results[-1]["rebuild"] = rebuilt
     visible = visible_times(Path(topics.table(TOPIC).path(context.config.warehouse)))
     for measured, acked in zip(results, acks, strict=True):
         measured["commit_to_visible_ms"] = summarize(latencies_ms(acked, visible))
@@ -159,4 +168,6 @@ def run_pending(context: PhaseContext) -> dict[str, Any]:
         "state_rows is Spark's count over every stateful operator (join buffers + "
         "the transaction stage), so it includes the steady load's own keys",
         "levels": results,
-    }
+        "rebuild": "after each level but 0: seconds of txcoord state rebuild from the "
+        "checkpoint, then from the warehouse alone (the session reused; its start excluded)",
+    }, context.engine

@@ -267,7 +267,9 @@ class Bench:
                 pending = pending_config(config, work_dir)
                 engine = self._engine(spark, pending, "the pending-state engine")
                 with self._measure("pending"):
-                    result["pending"] = run_pending(replace(context, config=pending, engine=engine))
+                    result["pending"], engine = run_pending(
+                        replace(context, config=pending, engine=engine)
+                    )
                 engine.stop()
             result.update(self._references(spark, broker.bootstrap_servers, work_dir))
             result["resources"] = self._resources(result)

@@ -133,9 +133,17 @@ def _summary(result: dict[str, Any], console: Console) -> None:
         )
     for level in (result.get("pending") or {}).get("levels", []):
         batch = level["coordinator_batch_ms"]
+        rebuilt = level.get("rebuild")
         console.print(
             f"pending {level['pending']:,}: coordinator batch p50 {batch['p50']} ms, "
-            f"p95 {batch['p95']} ms, state rows {level['state_rows_median']}",
+            f"p95 {batch['p95']} ms, state rows {level['state_rows_median']}"
+            + (
+                f"; state rebuild {rebuilt['checkpoint']['seconds']} s from the checkpoint, "
+                f"{rebuilt['warehouse']['seconds']} s from the warehouse "
+                f"({rebuilt['checkpoint']['transactions']:,} transactions)"
+                if rebuilt
+                else ""
+            ),
             highlight=False,
         )
 
@@ -227,6 +235,13 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     default=50,
     show_default=True,
     help="tx/s of that steady load.",
+)
+@click.option(
+    "--rebuild/--no-rebuild",
+    default=True,
+    show_default=True,
+    help="Time `txcoord state rebuild` (from the checkpoint and from the warehouse) at each "
+    "pending level but 0.",
 )
 @click.option("--skip-peer", is_flag=True, help="Do not measure Kafka's transactional producer.")
 @click.option("--peer-seconds", type=click.FloatRange(min=1), default=15, show_default=True)
@@ -327,6 +342,7 @@ def bench(
     pending: str,
     pending_window: float,
     pending_rate: float,
+    rebuild: bool,
     skip_peer: bool,
     peer_seconds: float,
     peer_producers: int,
@@ -371,6 +387,7 @@ def bench(
             pending=_levels(pending),
             pending_window=pending_window,
             pending_rate=pending_rate,
+            rebuild=rebuild,
             peer=not skip_peer,
             peer_seconds=peer_seconds,
             peer_producers=peer_producers,

@@ -149,15 +149,20 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     assert levels[0]["steady_transactions"] > 0
     assert levels[0]["state_rows_median"] >= 1000
     assert levels[0]["coordinator_batch_ms"]["count"] > 0
+    # The state rebuilt both ways holds the pending level and the steady load's decisions.
+    rebuilt = levels[0]["rebuild"]
+    for source in ("checkpoint", "warehouse"):
+        assert rebuilt[source]["transactions"] >= 1000 and rebuilt[source]["seconds"] > 0
     assert result["delta_commits"]["tables"]["system/half_messages"] > 0
 
     _check_references(result)
     peaks = result["resources"]["peak_rss_bytes"]
     assert {BROKER, SPARK, BENCH, WORKERS} <= set(peaks)
-    # No Python worker runs any more (no per-row Python on the engine's path): its peak is 0.
     assert all(isinstance(v, int) and v > 0 for k, v in peaks.items() if k != WORKERS), peaks
-    assert peaks[WORKERS] == 0, peaks
     kafka_phase = result["resources"]["phases"]["kafka path"]["processes"]
+    # No Python worker runs on the engine's path (no per-row Python there); the state's
+    # derivation from the warehouse, a rebuild's, does run them.
+    assert kafka_phase.get(WORKERS, {}).get("cpu_seconds", 0) == 0, kafka_phase
     assert kafka_phase[SPARK]["cpu_seconds"] > 0
     assert kafka_phase[SPARK]["cpu_seconds"] != kafka_phase[BROKER]["cpu_seconds"]
     assert result["notes"]
