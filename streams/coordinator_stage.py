@@ -18,6 +18,7 @@ import json
 from dataclasses import asdict
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
     IntegerType,
@@ -134,7 +135,11 @@ def decisions(stage_rows: DataFrame, rules: Rules, initial: DataFrame | None = N
     spark = stage_rows.sparkSession
     stage = spark._jvm.txcoord.Stage  # type: ignore[union-attr]
     spec = stage_spec(rules, output_schema(stage_rows.schema))
-    start = initial._jdf if initial is not None else None
+    start = None
+    if initial is not None:  # one JSON document per transaction (Stage.java says why)
+        fields = [name for name in initial.columns if name not in KEY]
+        documents = F.to_json(F.struct(*fields)).cast("binary").alias("state_json")
+        start = initial.select(*KEY, documents)._jdf
     return DataFrame(stage.decisions(stage_rows._jdf, spec, start), spark)
 
 

@@ -84,7 +84,8 @@ STATE_VARIABLE = "transaction"
 EARLIEST = -2
 #: The state derived from the warehouse, kept in the new generation (Parquet): a rebuild
 #: finished after a kill -9 starts from exactly the state its first attempt started from.
-DERIVED_STATE = "_txcoord_derived_state"
+#: Not named `_...`: Spark's file listing skips such paths as hidden.
+DERIVED_STATE = "derived-state"
 
 Progress = Callable[[str], None]
 

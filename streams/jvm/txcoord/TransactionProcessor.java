@@ -32,7 +32,7 @@ import txcoord.Lifecycle.TxState;
  * decided transactions lost them in this Spark (tests/streams/test_retention.py failed).
  */
 public final class TransactionProcessor
-    extends StatefulProcessorWithInitialState<Row, Row, Row, Row> {
+    extends StatefulProcessorWithInitialState<Row, Row, Row, byte[]> {
   private final Lifecycle.Rules rules;
   private final Lifecycle.Transitions transitions;
   private final StageRows.OutputLayout output;
@@ -87,8 +87,8 @@ public final class TransactionProcessor
   static final long WAKE_MS = 1L;
 
   @Override
-  public void handleInitialState(Row key, Row initial, TimerValues timerValues) {
-    TxState state = StageRows.decode(initial);
+  public void handleInitialState(Row key, byte[] initial, TimerValues timerValues) {
+    TxState state = StageRows.ofJson(initial);
     live.update(StageRows.encode(state));
     if (state.timerMs() != null) getHandle().registerTimer(state.timerMs());
     if (state.half() != null && !state.pendingOps().isEmpty()) getHandle().registerTimer(WAKE_MS);
