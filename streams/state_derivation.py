@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from delta_tables.columns import MESSAGE
 from streams.lifecycle import Rules
 
 #: The kinds of history rows (column `source`), one per table.
@@ -49,19 +50,8 @@ APPLIED, ORPHAN, NO_EFFECT = "APPLIED", "ORPHAN", "NO_EFFECT"
 NO_HALF_YET = "no half yet"
 JUDGED_MEMORY = 8  # streams/jvm/txcoord/Lifecycle.java JUDGED_MEMORY
 
-HALF_FIELDS = (
-    "transaction_id",
-    "msg_id",
-    "producer_group",
-    "topic",
-    "queue_id",
-    "body",
-    "keys",
-    "tags",
-    "properties",
-    "check_immunity_seconds",
-    "stored_ms",
-)
+#: A half as the stage keeps it: the message's columns, its immunity and store time.
+HALF_FIELDS = (*(field.name for field in MESSAGE), "check_immunity_seconds", "stored_ms")
 OP_FIELDS = (
     "op_id",
     "transaction_id",

@@ -46,7 +46,16 @@ from delta_tables import (
 from delta_tables.registry import warehouse_tables
 from streams.coordinator_stage import KEY
 from streams.lifecycle import Rules
-from streams.state_derivation import CHECK, DELIVERY, FINAL, HALF, OP, VERDICT, derive
+from streams.state_derivation import (
+    CHECK,
+    DELIVERY,
+    FINAL,
+    HALF,
+    HALF_FIELDS,
+    OP,
+    VERDICT,
+    derive,
+)
 
 
 def _table(spark: SparkSession, location: str) -> DataFrame:
@@ -67,14 +76,7 @@ def history(spark: SparkSession, config: Config) -> DataFrame:
         .select(
             *KEY,
             F.lit(HALF).alias("source"),
-            "msg_id",
-            "topic",
-            "queue_id",
-            "body",
-            "keys",
-            "tags",
-            "properties",
-            "check_immunity_seconds",
+            *[name for name in HALF_FIELDS[:-1] if name not in KEY],
             _ms("stored_at").alias("stored_ms"),
         )
     )

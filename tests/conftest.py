@@ -146,22 +146,26 @@ def warehouse(tmp_path: Path) -> Path:
 ConfigFactory = Callable[..., Config]
 
 
+def settings_under(root: Path, bootstrap_servers: str, **overrides: str) -> dict[str, str]:
+    """Return the overrides of a configuration with uuid-named topics and its warehouse
+    under `root` (for a command line's `--set`s)."""
+    suffix = uuid.uuid4().hex[:8]
+    return {
+        "warehouse": str(root / "warehouse"),
+        "kafka.bootstrap_servers": bootstrap_servers,
+        "kafka.half_topic": f"half-{suffix}",
+        "kafka.op_topic": f"op-{suffix}",
+        "kafka.check_topic": f"check-{suffix}",
+        "kafka.partitions": "2",
+        "streams.checkpoint_dir": str(root / "checkpoints"),
+        "metrics.port": "0",  # any free port: tests may run engines side by side
+        **overrides,
+    }
+
+
 def config_under(root: Path, bootstrap_servers: str, **overrides: str) -> Config:
     """Return a configuration with uuid-named topics and its warehouse under `root`."""
-    suffix = uuid.uuid4().hex[:8]
-    return load_config(
-        overrides={
-            "warehouse": str(root / "warehouse"),
-            "kafka.bootstrap_servers": bootstrap_servers,
-            "kafka.half_topic": f"half-{suffix}",
-            "kafka.op_topic": f"op-{suffix}",
-            "kafka.check_topic": f"check-{suffix}",
-            "kafka.partitions": "2",
-            "streams.checkpoint_dir": str(root / "checkpoints"),
-            "metrics.port": "0",  # any free port: tests may run engines side by side
-            **overrides,
-        }
-    )
+    return load_config(overrides=settings_under(root, bootstrap_servers, **overrides))
 
 
 @pytest.fixture

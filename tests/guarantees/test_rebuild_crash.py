@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import uuid
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from coordinator.core.failpoints import REACHED
 from streams.checkpoint_files import LocalFiles
 from streams.coordinator_checkpoint import active_facts, interrupted_rebuild
 from tests.app_process import AppProcess
+from tests.conftest import settings_under
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(3.0)]
@@ -52,23 +52,18 @@ REBUILD_BOUND = 300
 
 
 def settings_of(root: Path, bootstrap_servers: str) -> dict[str, str]:
-    suffix = uuid.uuid4().hex[:8]
-    return {
-        "warehouse": str(root / "warehouse"),
-        "kafka.bootstrap_servers": bootstrap_servers,
-        "kafka.half_topic": f"half-{suffix}",
-        "kafka.op_topic": f"op-{suffix}",
-        "kafka.check_topic": f"check-{suffix}",
-        "kafka.partitions": "2",
-        "streams.checkpoint_dir": str(root / "checkpoints"),
-        "metrics.port": "0",
-        "transaction_timeout": "3s",
-        "transaction_check_interval": "3s",
-        "transaction_check_max": "1000",
-        "streams.trigger_interval": "1s",
-        "streams.tick_interval": "1s",
-        "streams.resolved_retention": "1h",
-    }
+    return settings_under(
+        root,
+        bootstrap_servers,
+        transaction_timeout="3s",
+        transaction_check_interval="3s",
+        transaction_check_max="1000",
+        **{
+            "streams.trigger_interval": "1s",
+            "streams.tick_interval": "1s",
+            "streams.resolved_retention": "1h",
+        },
+    )
 
 
 def rebuild_process(settings: dict[str, str], source: str, *failpoints: str) -> AppProcess:
