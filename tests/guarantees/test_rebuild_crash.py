@@ -32,6 +32,7 @@ from streams.coordinator_checkpoint import active_facts, interrupted_rebuild
 from tests.app_process import AppProcess
 from tests.conftest import settings_under
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.streams.test_state_rebuild import TIMING
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(3.0)]
 
@@ -52,18 +53,7 @@ REBUILD_BOUND = 300
 
 
 def settings_of(root: Path, bootstrap_servers: str) -> dict[str, str]:
-    return settings_under(
-        root,
-        bootstrap_servers,
-        transaction_timeout="3s",
-        transaction_check_interval="3s",
-        transaction_check_max="1000",
-        **{
-            "streams.trigger_interval": "1s",
-            "streams.tick_interval": "1s",
-            "streams.resolved_retention": "1h",
-        },
-    )
+    return settings_under(root, bootstrap_servers, **TIMING)
 
 
 def rebuild_process(settings: dict[str, str], source: str, *failpoints: str) -> AppProcess:

@@ -37,18 +37,20 @@ GROUPS = {
 }
 
 
+#: Checks every 3 s, never given up, decisions remembered for the whole test.
+TIMING = {
+    "transaction_timeout": "3s",
+    "transaction_check_interval": "3s",
+    "transaction_check_max": "1000",
+    "streams.trigger_interval": "1s",
+    "streams.tick_interval": "1s",
+    "streams.resolved_retention": "1h",
+}
+
+
 @pytest.fixture
 def config(make_config: ConfigFactory) -> Config:
-    return make_config(
-        transaction_timeout="3s",
-        transaction_check_interval="3s",
-        transaction_check_max="1000",
-        **{
-            "streams.trigger_interval": "1s",
-            "streams.tick_interval": "1s",
-            "streams.resolved_retention": "1h",
-        },
-    )
+    return make_config(**TIMING)
 
 
 def with_partitions(config: Config, partitions: int) -> Config:
