@@ -18,7 +18,7 @@ from delta_tables import (
     queue_offsets,
     transactions,
 )
-from delta_tables.table import TableSpec
+from delta_tables.table import TableSpec, listed_version
 
 SYSTEM_TABLES: tuple[TableSpec, ...] = (
     half_messages.TABLE,
@@ -43,7 +43,9 @@ def warehouse_tables(warehouse: str) -> list[str]:
     topics = Path(warehouse) / "topics"
     if topics.is_dir():
         names += sorted(f"topics/{p.name}" for p in topics.iterdir() if (p / "_delta_log").is_dir())
-    return [name for name in names if (Path(warehouse) / name / "_delta_log").is_dir()]
+    # A table exists once its log has a commit: a kill -9 while one was being created can
+    # leave an empty log folder behind, which no reader can open (create_if_absent makes it).
+    return [name for name in names if listed_version(str(Path(warehouse) / name)) is not None]
 
 
 def create_system_tables(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -136,6 +137,10 @@ class TableSpec:
         local = local_directory(location)
         if local is not None and listed_version(local) is not None:
             return location  # a committed table: nothing to create, no need to load it
+        if local is not None and os.path.isdir(os.path.join(local, "_delta_log")):
+            # A creation killed before its first commit: a log without a commit is no
+            # table, and Delta would refuse to create one over it.
+            shutil.rmtree(os.path.join(local, "_delta_log"))
         builder = (
             DeltaTable.createIfNotExists(spark)
             .location(location)

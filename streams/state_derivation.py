@@ -37,15 +37,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from coordinator.core.state_machine import Event, TransactionState, Verdict
 from delta_tables.columns import MESSAGE
 from streams.lifecycle import Rules
 
 #: The kinds of history rows (column `source`), one per table.
 HALF, OP, CHECK, FINAL, VERDICT, DELIVERY = "half", "op", "check", "final", "verdict", "delivery"
-COMMIT, ROLLBACK, RESUME, UNKNOWN = "COMMIT", "ROLLBACK", "RESUME", "UNKNOWN"
-PREPARED, CHECKING = "PREPARED", "CHECKING"
-COMMITTED, ROLLED_BACK, DISCARDED = "COMMITTED", "ROLLED_BACK", "DISCARDED"
-APPLIED, ORPHAN, NO_EFFECT = "APPLIED", "ORPHAN", "NO_EFFECT"
+# The names rows carry, from coordinator/core/state_machine.py (one home for them).
+COMMIT, ROLLBACK, RESUME = Event.COMMIT.value, Event.ROLLBACK.value, Event.RESUME.value
+PREPARED, CHECKING = TransactionState.PREPARED.name, TransactionState.CHECKING.name
+COMMITTED, ROLLED_BACK = TransactionState.COMMITTED.name, TransactionState.ROLLED_BACK.name
+DISCARDED = TransactionState.DISCARDED.name
+APPLIED, NO_EFFECT = Verdict.APPLIED.value, Verdict.NO_EFFECT.value
+#: The verdict on ops that waited for a half in vain (Lifecycle.java's, not a move).
+ORPHAN = "ORPHAN"
 #: The verdict detail of an op that came before any half (it is not judged against one).
 NO_HALF_YET = "no half yet"
 JUDGED_MEMORY = 8  # streams/jvm/txcoord/Lifecycle.java JUDGED_MEMORY

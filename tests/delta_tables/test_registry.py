@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from delta_tables import topics
-from delta_tables.registry import SYSTEM_TABLES, create_system_tables
+from delta_tables.log_retention import keep_logs_for
+from delta_tables.registry import SYSTEM_TABLES, create_system_tables, warehouse_tables
 from delta_tables.table import listed_version, local_directory
 
 pytestmark = pytest.mark.spark
@@ -64,3 +66,17 @@ def test_listed_version_follows_the_commits_and_agrees_with_delta(
     assert listed_version(grown) == 2 == DeltaTable(grown).version()
     assert local_directory(f"file://{grown}") == grown
     assert local_directory("s3a://bucket/warehouse/topics/x") is None
+
+
+def test_a_table_whose_creation_was_killed_is_created_again(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    """A kill -9 while a table was being created leaves its log folder empty: no table yet
+    (delta-rs cannot open it, and an engine start that tried failed), created again."""
+    (warehouse / "system" / "transactions" / "_delta_log").mkdir(parents=True)
+    (warehouse / "topics" / "OrderPaid" / "_delta_log").mkdir(parents=True)
+    assert warehouse_tables(str(warehouse)) == []
+    create_system_tables(spark, str(warehouse))
+    keep_logs_for(spark, str(warehouse), timedelta(hours=2))  # opens every table that exists
+    assert "system/transactions" in warehouse_tables(str(warehouse))
+    assert "topics/OrderPaid" not in warehouse_tables(str(warehouse))
