@@ -6,6 +6,10 @@ SIGTERM or SIGINT stops the queries in order, letting the batches in flight fini
 (coordinator/stop_signals.py; each micro-batch is idempotent, so even a kill -9 at
 any point is safe: the next start replays from the checkpoints).
 
+Exit codes: 0 stopped on request; 2 an error (the message says which); 3 fenced: a newer
+coordinator claimed the warehouse (streams/writer_fence.py), so this one stopped without
+writing. A supervisor should restart on 2, never on 3 (a restart would fence the newer one).
+
     deploy/submit-coordinator [--master URL] -- [--config FILE] [--set key=value ...]
 """
 
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from coordinator.core import failpoints
 from coordinator.core.config import Config, load_config, parse_overrides
-from coordinator.core.errors import TxcoordError
+from coordinator.core.errors import TxcoordError, WriterFencedError
 from coordinator.program_exit import leave
 from coordinator.runtime.engine import Engine
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
@@ -27,6 +31,9 @@ from coordinator.stop_signals import StopSignals
 from streams.coordinator_job import check_coordinator_state
 
 log = logging.getLogger("txcoord.app")
+
+#: The exit code of a coordinator that stopped because a newer one took over the warehouse.
+EXIT_FENCED = 3
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -68,6 +75,8 @@ def run(config: Config, signals: StopSignals) -> None:
         where = f"; metrics at {engine.metrics_url}" if engine.metrics_url else ""
         print(f"txcoord coordinator running{where}", flush=True)
         while not signals.requested.wait(1.0):
+            if (fenced := engine.fenced()) is not None:
+                raise fenced
             if problems := engine.problems():
                 raise TxcoordError("; ".join(problems))
     finally:
@@ -86,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         failpoints.arm(",".join(args.failpoint))
         config = load_config(args.config, os.environ, parse_overrides(args.set))
         run(config, signals)
+    except WriterFencedError as exc:  # not a failure to retry: someone else writes now
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FENCED
     except TxcoordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@
 <warehouse>/system/discarded       halves given up on, kept for resume (coordinator)
 <warehouse>/system/op_verdicts     what each op did: applied, duplicate, late... (coordinator)
 <warehouse>/system/queue_offsets   next queue offset per (topic, queue) (coordinator)
+<warehouse>/system/writers        one row per coordinator start: its writer epoch (fencing)
 <warehouse>/topics/<topic>         delivered messages with dense queue offsets (coordinator)
 
 registry.py creates the system tables; log_retention.py gives every table the history it
@@ -30,4 +31,5 @@ __all__ = [
     "table",
     "topics",
     "transactions",
+    "writers",
 ]

@@ -17,6 +17,7 @@ from delta_tables import (
     quarantine,
     queue_offsets,
     transactions,
+    writers,
 )
 from delta_tables.table import TableSpec, listed_version
 
@@ -29,6 +30,7 @@ SYSTEM_TABLES: tuple[TableSpec, ...] = (
     discarded.TABLE,
     op_verdicts.TABLE,
     queue_offsets.TABLE,
+    writers.TABLE,
 )
 
 

@@ -102,6 +102,7 @@ from streams.landing import RAW_PREFIX, pass_through
 from streams.lifecycle import Rules
 from streams.tally import Tally
 from streams.tick_pace import TickPace
+from streams.writer_fence import claim_epoch
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -318,8 +319,12 @@ def run_coordinator(
     parsed = parse(records.coalesce(cores), ingest_rules)
     rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
     app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
-    lander = IngestBatchWriter(config, app_id, tally)
-    writer = CoordinatorBatchWriter(config, app_id, lander.tally, gate, lander=lander, pace=pace)
+    # Before anything is written: from here on no older coordinator commits (contract 7.10).
+    fence = claim_epoch(spark, config.warehouse, app_id, checkpoint)
+    lander = IngestBatchWriter(config, app_id, tally, fence=fence)
+    writer = CoordinatorBatchWriter(
+        config, app_id, lander.tally, gate, lander=lander, pace=pace, fence=fence
+    )
     writer.prepare(spark)
     stream = (
         decisions(rows, rules_of(config), initial)

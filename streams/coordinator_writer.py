@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from coordinator.core.config import Config
+from coordinator.core.errors import WriterFencedError
 from coordinator.core.failpoints import failpoint
 from coordinator.core.state_machine import TransactionState as State
 from delta_tables import (
@@ -53,6 +54,7 @@ from delta_tables import (
     transactions,
 )
 from delta_tables.registry import warehouse_tables
+from delta_tables.table import table_path
 from streams.arrow_rows import arrow_schema, number_in_queues, of_kind, project, summary, timestamps
 from streams.batch_collect import collect
 from streams.batch_gate import BatchGate
@@ -71,6 +73,7 @@ from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
 from streams.tick_pace import TickPace
+from streams.writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +132,19 @@ class CoordinatorBatchWriter:
         lander: IngestBatchWriter | None = None,
         *,
         pace: TickPace | None = None,
+        fence: WriterFence | None = None,
     ) -> None:
         self.config = config
+        # The writer epoch every write carries (streams/writer_fence.py); the error that
+        # stopped this writer once a newer coordinator took over, for the engine to report.
+        self.fence = fence
+        self.fenced: WriterFencedError | None = None
         # Told when a batch may have set a timer, so that heartbeats keep coming until it is
         # due (streams/tick_pace.py).
         self.pace = pace
         # Lands the batch's ingress records (LAND rows) before any decision is written.
         self.lander = lander
-        self.ledger = BatchLedger(app_id)
+        self.ledger = BatchLedger(app_id, fence)
         self.tally = tally or Tally()
         self.warehouse = config.warehouse
         # Lets an orderly stop wait for the batch in flight (streams/batch_gate.py).
@@ -171,12 +179,17 @@ class CoordinatorBatchWriter:
         steps.append(("queue offsets", functools.partial(self._read_next_offsets, spark)))
         steps.append(("check producer", self.checks.connect))
         steps.append(("warm-up", functools.partial(self._warm_up, spark)))
+        existing = warehouse_tables(self.warehouse)
         # Topic tables that exist need no creating (a first delivery would otherwise ask).
         self._topic_tables.update(
-            name.removeprefix("topics/")
-            for name in warehouse_tables(self.warehouse)
-            if name.startswith("topics/")
+            name.removeprefix("topics/") for name in existing if name.startswith("topics/")
         )
+        if self.fence is not None:  # from now on no older writer commits to any table
+            fence_table = self.fence.fence_table
+            steps += [
+                (f"fence {name}", functools.partial(fence_table, table_path(self.warehouse, name)))
+                for name in existing
+            ]
         if self.lander is not None:
             steps += self.lander.prepare_steps(spark)
         run_steps(spark, steps, timer)
@@ -199,8 +212,14 @@ class CoordinatorBatchWriter:
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output, unless the query is stopping."""
-        with self.gate.batch(frame.sparkSession, batch_id):
-            self.write(frame, batch_id)
+        try:
+            with self.gate.batch(frame.sparkSession, batch_id):
+                if self.fence is not None:  # a fenced writer stops before it decides anything
+                    self.fence.notice()
+                self.write(frame, batch_id)
+        except WriterFencedError as exc:
+            self.fenced = exc
+            raise
 
     def write(self, frame: DataFrame, batch_id: int) -> None:
         """Write one micro-batch of the stateful stage's output."""

@@ -54,11 +54,13 @@ import pyarrow as pa
 from delta.tables import DeltaTable
 from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 from deltalake import DeltaTable as RustDeltaTable
+from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 
 from delta_tables.lookup import delta_rs_location
 from delta_tables.table import local_directory
 from streams.checkpoint_files import files_of
+from streams.writer_fence import FENCE_APP_ID, WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +149,15 @@ def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | 
 
 
 class BatchLedger:
-    """Writes each micro-batch of one app id to each Delta table at most once."""
+    """Writes each micro-batch of one app id to each Delta table at most once.
 
-    def __init__(self, app_id: str) -> None:
+    With a `fence` (streams/writer_fence.py), every local commit also carries the writer's
+    epoch, and a table that has seen a newer one refuses the write (WriterFencedError).
+    """
+
+    def __init__(self, app_id: str, fence: WriterFence | None = None) -> None:
         self.app_id = app_id
+        self.fence = fence
         self._last: dict[str, int | None] = {}  # location -> last batch written (None: unknown)
         self._local: dict[str, RustDeltaTable] = {}  # location -> the local table, kept open
         self._appends: dict[str, int] = {}  # location -> local appends by this ledger
@@ -216,6 +223,10 @@ class BatchLedger:
         # (kept in its checkpoints) then knows this app id's last batch even once the
         # commit files holding the marks are gone (delta.logRetentionDuration).
         recorded = [Transaction(self.app_id, batch_id)]
+        if self.fence is not None:
+            if table is not None:  # the snapshot this write commits against: see the except
+                self.fence.refuse_newer(table.transaction_version(FENCE_APP_ID), location)
+            recorded.append(self.fence.transaction(batch_id))
         appends = self._appends[location] = self._appends.get(location, 0) + 1
         try:
             # The write reads the log's new commits itself (the compactor's, say) before it
@@ -234,6 +245,14 @@ class BatchLedger:
                     cleanup_expired_logs=appends % CLEANUP_EVERY == 1
                 ),
             )
+        except CommitFailedError:
+            self._local.pop(location, None)  # opened afresh by the next write
+            # A newer epoch's commit since the snapshot checked above: Delta failed this
+            # one as a concurrent write of the fence's app transaction.
+            if self.fence is not None and RustDeltaTable.is_deltatable(directory):
+                now = RustDeltaTable(directory).transaction_version(FENCE_APP_ID)
+                self.fence.refuse_newer(now, location)
+            raise
         except Exception:
             self._local.pop(location, None)  # opened afresh by the next write
             raise

@@ -47,6 +47,7 @@ from streams.ingest import (
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import Tally
+from streams.writer_fence import WriterFence
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -77,11 +78,13 @@ class IngestBatchWriter:
         app_id: str,
         tally: Tally | None = None,
         gate: BatchGate | None = None,
+        *,
+        fence: WriterFence | None = None,
     ) -> None:
         self.config = config
         self.tally = tally or Tally()
         self.rules = rules_of(config)
-        self.ledger = BatchLedger(app_id)
+        self.ledger = BatchLedger(app_id, fence)
         self.warehouse = config.warehouse
         self.gate = gate or BatchGate()
 

@@ -68,6 +68,7 @@ from streams.delta_writes import BatchLedger
 from streams.ingress_topics import subscribed_topics
 from streams.ticker import Ticker
 from streams.warehouse_state import derived_state, landed_offsets, queue_offsets_behind
+from streams.writer_fence import claim_epoch
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -238,7 +239,9 @@ def _start_from_warehouse(
             ],
             schema=arrow_schema(queue_offsets.SCHEMA),
         )
-        ledger = BatchLedger(f"txcoord-rebuild-{name}-{now_ms}")
+        writer = f"txcoord-rebuild-{name}-{now_ms}"
+        fence = claim_epoch(spark, config.warehouse, writer, f"{files.root}/{name}")
+        ledger = BatchLedger(writer, fence)
         ledger.append(rows, queue_offsets.TABLE.path(config.warehouse), 0, spark)
     landed = landed_offsets(spark, config)
     plan = Plan(

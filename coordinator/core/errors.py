@@ -5,6 +5,7 @@
     ├── StackError                a local component could not be prepared or run
     │   ├── ArtifactsMissingError the Maven-resolved jars are not in the cache
     │   └── BrokerError           the local Kafka broker failed to format, start or stop
+    ├── WriterFencedError         a newer coordinator took over the warehouse (contract 7.10)
     └── IngressWriteError         the REST ingress could not make a record durable
         ├── KafkaUnavailableError the broker cannot be reached or did not acknowledge in
         │                         time (retriable: the REST answers 503)
@@ -35,6 +36,10 @@ class ArtifactsMissingError(StackError):
 
 class BrokerError(StackError):
     """The local Kafka broker failed to format its storage, start, or become ready."""
+
+
+class WriterFencedError(TxcoordError):
+    """A newer coordinator claimed the warehouse's writer epoch: this one may not write."""
 
 
 class IngressWriteError(TxcoordError):

@@ -31,6 +31,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core import failpoints
 from coordinator.core.config import Config, group_isolation_problem
+from coordinator.core.errors import WriterFencedError
 from coordinator.kafka_clients.admin import admin_client
 from coordinator.runtime.driver_metrics import MetricsServer, serve_metrics
 from coordinator.runtime.table_counts import table_counts
@@ -170,8 +171,14 @@ class Engine:
             return None
         return f"http://{self.config.metrics.host}:{self.metrics.port}/metrics"
 
+    def fenced(self) -> WriterFencedError | None:
+        """Return the error that stopped the coordinator because a newer one took over."""
+        return self.writer.fenced if self.writer is not None else None
+
     def problems(self) -> list[str]:
         """Return what is wrong right now: a query that stopped, with its error."""
+        if (fenced := self.fenced()) is not None:
+            return [str(fenced)]  # the whole story; Spark's wrapping adds only a traceback
         return [
             f"query {query.name} stopped: {query.exception()}"
             for query in (self.coordinator,)

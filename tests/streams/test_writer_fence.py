@@ -1,0 +1,127 @@
+"""contract 7.10: writer epochs are unique, and a table that saw a newer epoch refuses an older one.
+
+Real Delta tables (delta-rs commits, Spark only to create the system tables). The race that
+matters is the one inside a commit: the older writer checked its snapshot, then the newer
+one fenced the table, then the older one commits. Delta must fail that commit, and the
+ledger must say "fenced", not "retry".
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RustDeltaTable
+from pyspark.sql import SparkSession
+
+from coordinator.core.errors import WriterFencedError
+from delta_tables import queue_offsets, writers
+from delta_tables.registry import create_system_tables
+from streams.arrow_rows import arrow_schema
+from streams.delta_writes import BatchLedger
+from streams.writer_fence import FENCE_APP_ID, claim_epoch, claim_of, epoch_of
+
+pytestmark = pytest.mark.spark
+
+APP = "txcoord-coordinator-test"
+
+
+def offsets(batch: int) -> pa.Table:
+    """One row of system/queue_offsets for `batch` (any table would do)."""
+    row = {"topic": "T", "queue_id": 0, "next_offset": batch + 1, "batch_id": batch}
+    return pa.Table.from_pylist([row], schema=arrow_schema(queue_offsets.SCHEMA))
+
+
+def rows_of(location: str) -> list[int]:
+    """Return the batch ids in the table, sorted."""
+    return sorted(RustDeltaTable(location).to_pyarrow_table().column("batch_id").to_pylist())
+
+
+@pytest.fixture
+def warehouse(spark: SparkSession, tmp_path: Path) -> str:
+    where = str(tmp_path / "warehouse")
+    create_system_tables(spark, where)
+    return where
+
+
+def test_epochs_claimed_side_by_side_are_unique_and_ordered(
+    spark: SparkSession, warehouse: str
+) -> None:
+    claimed: list[int] = []
+    errors: list[BaseException] = []
+
+    def claim_some() -> None:
+        try:
+            for _ in range(4):
+                claimed.append(claim_epoch(spark, warehouse, APP, "ckpt").epoch)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim_some) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(claimed) == list(range(1, 25))
+    table = RustDeltaTable(writers.TABLE.path(warehouse)).to_pyarrow_table()
+    assert sorted(table.column("epoch").to_pylist()) == list(range(1, 25))
+    assert len(set(table.column("claim_id").to_pylist())) == 24
+
+
+def test_a_newer_epoch_fences_every_write_of_an_older_one(
+    spark: SparkSession, warehouse: str
+) -> None:
+    location = queue_offsets.TABLE.path(warehouse)
+    old = claim_epoch(spark, warehouse, APP, "ckpt-old")
+    old_ledger = BatchLedger(APP, old)
+    assert old_ledger.append(offsets(0), location, 0, spark)
+    assert epoch_of(RustDeltaTable(location).transaction_version(FENCE_APP_ID)) == old.epoch
+
+    new = claim_epoch(spark, warehouse, APP, "ckpt-new")
+    assert new.epoch == old.epoch + 1
+    with pytest.raises(WriterFencedError, match="epoch 2, started"):
+        old.notice()  # the per-batch notice
+    new.notice()
+    new.fence_table(location)
+    version = RustDeltaTable(location).version()
+
+    # The old ledger's table is still open at the snapshot before the fence: its own check
+    # passes, and only Delta's conflict on the fence's app transaction can stop the commit.
+    with pytest.raises(WriterFencedError, match=r"writer epoch 1\) is fenced"):
+        old_ledger.append(offsets(1), location, 1, spark)
+    # A ledger that opens the table afresh is refused before it commits.
+    with pytest.raises(WriterFencedError):
+        BatchLedger(APP, old).append(offsets(1), location, 1, spark)
+    with pytest.raises(WriterFencedError):
+        old.fence_table(location)
+    assert RustDeltaTable(location).version() == version, "a fenced writer committed"
+    assert rows_of(location) == [0]
+
+    # The newer writer replays nothing already there, and writes on.
+    new_ledger = BatchLedger(APP, new)
+    assert not new_ledger.append(offsets(0), location, 0, spark)
+    assert new_ledger.append(offsets(1), location, 1, spark)
+    assert rows_of(location) == [0, 1]
+
+
+def test_the_fenced_error_names_who_took_over(spark: SparkSession, warehouse: str) -> None:
+    old = claim_epoch(spark, warehouse, APP, "ckpt-old")
+    claim_epoch(spark, warehouse, "txcoord-coordinator-other", "ckpt-new")
+    newer = claim_of(spark, warehouse, 2)
+    assert newer is not None and newer.checkpoint == "ckpt-new"
+    with pytest.raises(WriterFencedError) as raised:
+        old.notice()
+    message = str(raised.value)
+    assert newer.host in message and f"pid {newer.pid}" in message
+    assert "checkpoint ckpt-new" in message and "do not restart it" in message
+
+
+def test_a_ledger_without_a_fence_writes_as_before(spark: SparkSession, warehouse: str) -> None:
+    location = queue_offsets.TABLE.path(warehouse)
+    ledger = BatchLedger(APP)
+    assert ledger.append(offsets(0), location, 0, spark)
+    assert RustDeltaTable(location).transaction_version(FENCE_APP_ID) is None
+    assert rows_of(location) == [0]
