@@ -21,6 +21,7 @@ Its writes (foreachBatch)
     coordinator_writer.py  the stage's rows -> Delta tables and the check topic
     ingest_job.py          landing: a batch's ingress records -> three Delta tables
     delta_writes.py        idempotent Delta appends: the exactly-once half of every write
+    writer_fence.py        writer epochs: a newer coordinator fences every older one's writes
     batch_collect.py       a batch's rows brought into the driver as one Arrow table
     arrow_rows.py          those rows shaped for each table
     parallel_writes.py     independent writes of one batch, side by side

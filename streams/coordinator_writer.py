@@ -184,14 +184,16 @@ class CoordinatorBatchWriter:
         self._topic_tables.update(
             name.removeprefix("topics/") for name in existing if name.startswith("topics/")
         )
-        if self.fence is not None:  # from now on no older writer commits to any table
-            fence_table = self.fence.fence_table
-            steps += [
-                (f"fence {name}", functools.partial(fence_table, table_path(self.warehouse, name)))
-                for name in existing
-            ]
         if self.lander is not None:
             steps += self.lander.prepare_steps(spark)
+        if self.fence is not None:
+            # First, alone: once every table carries this epoch no older writer can change
+            # one, so what the steps read (each table's last batch, the queues' next
+            # offsets) stays true. Read before, a coordinator still running would write on
+            # behind them, and this one would number its first messages from stale offsets.
+            locations = [table_path(self.warehouse, name) for name in existing]
+            with timer.step("fence"):
+                self.fence.fence_tables(locations)
         run_steps(spark, steps, timer)
         log.info("coordinator writer ready: %s", timer.summary())
 

@@ -172,8 +172,22 @@ class Engine:
         return f"http://{self.config.metrics.host}:{self.metrics.port}/metrics"
 
     def fenced(self) -> WriterFencedError | None:
-        """Return the error that stopped the coordinator because a newer one took over."""
-        return self.writer.fenced if self.writer is not None else None
+        """Return the error that stopped the coordinator because a newer one took over.
+
+        A query that stopped for another reason while a newer coordinator has claimed the
+        warehouse was stopped by that one too: Spark's own checkpoint log refuses a batch
+        the newer one already planned or committed (CONCURRENT_STREAM_LOG_UPDATE) before
+        our fence is asked. Either way the answer is the same: this one must not come back.
+        """
+        writer = self.writer
+        if writer is None or writer.fenced is not None or writer.fence is None:
+            return writer.fenced if writer is not None else None
+        if self.coordinator is not None and not self.coordinator.isActive:
+            try:
+                writer.fence.notice()
+            except WriterFencedError as exc:
+                writer.fenced = exc
+        return writer.fenced
 
     def problems(self) -> list[str]:
         """Return what is wrong right now: a query that stopped, with its error."""

@@ -55,6 +55,7 @@ class AppRuns:
         self.starts = 0
         self.unplanned: list[str] = []
         self.broker_killed = False  # from then on a lost broker is an acceptable cause
+        self.acceptable: list[re.Pattern[str]] = []  # further causes a test accepts
 
     def start(self, failpoints: tuple[str, ...] = ()) -> AppProcess:
         """Start the application (with `failpoints` armed) and wait until it runs."""
@@ -77,7 +78,8 @@ class AppRuns:
         entry = f"{when}: exit code {app.process.returncode}: {reason}"
         self.unplanned.append(entry)
         print(f"crash test: unplanned restart {len(self.unplanned)}: {entry}", flush=True)
-        known = [SPARK_WORKER_TIMEOUT, *([BROKER_LOSS] if self.broker_killed else [])]
+        known = [SPARK_WORKER_TIMEOUT, *self.acceptable]
+        known += [BROKER_LOSS] if self.broker_killed else []
         assert any(cause.search(reason) for cause in known), (
             f"the application exited {when}, cause not acceptable:\n{app.tail(80)}"
         )
