@@ -1,6 +1,7 @@
 """The local stack of `txcoord up`.
 
 kafka_broker.py  the KRaft broker: format, start, health, stop (open, or secured)
+kafka_cluster.py three KRaft nodes replicating every topic, as production does
 broker_auth.py   the auth file's Kafka part: SCRAM principals, TLS, ACLs
 health.py        probes that prove each part with a real round trip
 ports.py         ports for its listeners, chosen below the kernel's ephemeral range

@@ -94,6 +94,9 @@ class BrokerSettings:
     # The broker's JVMs write the classes they loaded to this archive when they exit
     # (coordinator/record_classes.py) instead of starting from the archive.
     record_classes: Path | None = None
+    # The cluster this node formats its storage for (None: its own, a new one the first
+    # time); every node of a multi-node cluster (kafka_cluster.py) is given the same.
+    cluster_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.host not in ("127.0.0.1", "localhost", "::1"):
@@ -223,6 +226,17 @@ class KafkaBroker:
         """Format the storage if needed, start the broker and wait until it serves metadata."""
         if self.is_running():
             return self
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> KafkaBroker:
+        """Format the storage if needed and start the broker process; do not wait for it.
+
+        The nodes of a cluster are launched together, then waited for: a node serves
+        metadata only once a majority of the controllers has elected a leader.
+        """
+        if self.is_running():
+            return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         previous = read_info(self.data_dir)
@@ -239,12 +253,16 @@ class KafkaBroker:
         assert self._process is not None
         self._info = replace(info, pid=self._process.pid)
         _write_info(self.data_dir, self._info)
+        return self
+
+    def wait_ready(self) -> KafkaBroker:
+        """Wait until the launched broker serves metadata; stop it if it does not in time."""
         try:
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
-        log.info("kafka broker ready at %s (pid %s)", self.bootstrap_servers, self._info.pid)
+        log.info("kafka broker ready at %s (pid %s)", self.bootstrap_servers, self.info.pid)
         return self
 
     def stop(self) -> None:
@@ -309,7 +327,9 @@ class KafkaBroker:
         controller_port = pick(
             self.settings.controller_port, previous.controller_port if previous else None, port
         )
-        cluster_id = previous.cluster_id if previous else new_cluster_id()
+        cluster_id = self.settings.cluster_id or (
+            previous.cluster_id if previous else new_cluster_id()
+        )
         return BrokerInfo(port=port, controller_port=controller_port, cluster_id=cluster_id)
 
     def _write_config(self, info: BrokerInfo) -> None:
