@@ -42,6 +42,7 @@ import pytest
 from coordinator.core.config import Config, load_config
 from coordinator.kafka_clients.admin import delete_topic, ensure_topic
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
+from coordinator.runtime.local_stack.kafka_cluster import ClusterSettings, KafkaCluster
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from tests.harness import Engine
 from tests.jvm_scratch import run_scratch
@@ -115,6 +116,20 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A three-node cluster of this test's own (its nodes get killed); ports kept on restarts."""
+    own = KafkaCluster(ClusterSettings(tmp_path / "cluster"))
+    try:
+        own.start()
+    except Exception as exc:
+        unavailable("a three-node Kafka cluster", exc)
+    try:
+        yield own
+    finally:
+        own.stop()
 
 
 @pytest.fixture(scope="session")

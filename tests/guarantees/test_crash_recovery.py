@@ -21,53 +21,18 @@ judged in tests/guarantees/app_runs.py: only known, acceptable causes are restar
 
 from __future__ import annotations
 
-import contextlib
 import random
-import threading
 import time
-import uuid
-from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from deltalake import DeltaTable
-from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
-from coordinator.core.config import Config, load_config
-from coordinator.protocol import ingress as fmt
-from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
-from coordinator.runtime.local_stack.ports import free_port
-from delta_tables import half_messages, op_records
-from delta_tables.queue_offsets import next_offsets
-from tests.conftest import unavailable
+from coordinator.core.config import load_config
+from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from tests.guarantees.app_runs import AppRuns
-from tests.harness import GROUP, Producer, Responder, last_progress, wait_for, watermark_past
-
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(5.5)]
-
-TOPICS = ("OrderPaid", "OrderShipped")
-#: Checks before a never-answered transaction is discarded (small, so discards happen often).
-CHECK_MAX = 3
-
-
-def kind_of(tx: str) -> str:
-    """Return what transaction `tx` does: 75% commit, 5% never answered (discarded), 10%
-    rollback, 5% op before its half, 5% committed only when checked (the check listener
-    answers from this too)."""
-    n = int(tx.rsplit("-", 1)[1]) % 20
-    if n < 15:
-        return "commit"
-    return {15: "never", 16: "rollback", 17: "rollback", 18: "first"}.get(n, "checked")
-
-
-def answer(request: dict[str, Any]) -> str | None:
-    """The check listener: answers from the transaction's kind, as an application would."""
-    kind = kind_of(request["transaction_id"])
-    return None if kind == "never" else "ROLLBACK" if kind == "rollback" else "COMMIT"
-
+from tests.guarantees.mixed_load import Load, answer, kind_of, settings_of, verify
+from tests.harness import Responder, last_progress, wait_for, watermark_past
 
 #: The application starts that end at failpoints, in order (name=N: the N-th pass of that
 #: failpoint), one failpoint per start: one query lands and decides in one thread per table,
@@ -92,113 +57,12 @@ CRASH_STARTS: tuple[tuple[str, ...], ...] = (
 FAILPOINTS = tuple(spec for start in CRASH_STARTS for spec in start)
 
 
-class Load:
-    """Sends transactions at a steady rate until stopped; remembers what was acknowledged."""
-
-    def __init__(self, config: Config, rate: float, rng: random.Random) -> None:
-        self.config, self.rate = config, rate
-        self.sent: list[str] = []  # every transaction whose records were all acknowledged
-        # (partition, offset) of every acknowledged record, whatever became of its transaction
-        self.halves: set[tuple[int, int]] = set()
-        self.ops: set[tuple[int, int]] = set()
-        self.malformed: set[tuple[str, int, int]] = set()  # (topic, partition, offset)
-        self._producer = Producer(config, retries=5, request_timeout_ms=10_000)
-        self._stop = threading.Event()
-        self._random = rng
-        self._thread = threading.Thread(target=self._run, name="load", daemon=True)
-        self._thread.start()
-
-    def _acked(self, future: Any, into: set[Any], with_topic: bool = False) -> None:
-        meta = future.get(30)
-        into.add(
-            (meta.topic, meta.partition, meta.offset)
-            if with_topic
-            else (meta.partition, meta.offset)
-        )
-
-    def _send(self, tx: str) -> None:
-        kind = kind_of(tx)
-        topic = self._random.choice(TOPICS)
-        queue_id = self._random.randrange(4)
-        while True:  # the whole transaction again until acknowledged (the broker may be down)
-            try:
-                if kind == "first":
-                    self._acked(self._producer.op(tx, "COMMIT"), self.ops)
-                half = self._producer.half(tx, topic=topic, queue_id=queue_id)
-                op = self._producer.op(tx, kind.upper()) if kind in ("commit", "rollback") else None
-                self._acked(half, self.halves)
-                if op is not None:
-                    self._acked(op, self.ops)
-            except KafkaError:
-                time.sleep(1)
-                continue
-            self.sent.append(tx)
-            return
-
-    def _send_malformed(self, n: int) -> None:
-        """One record each ingress topic must quarantine: a half without headers, a bad op."""
-        kafka, key = self._producer.kafka, f"bad-{n}".encode()
-        if n % 2:
-            future = kafka.send(self.config.kafka.half_topic, key=key, value=b"no headers")
-        else:
-            headers = [(fmt.PRODUCER_GROUP, GROUP.encode()), (fmt.OP, b"MAYBE")]
-            future = kafka.send(self.config.kafka.op_topic, key=key, headers=headers)
-        with contextlib.suppress(KafkaError):  # not acknowledged: nothing to find
-            self._acked(future, self.malformed, with_topic=True)
-
-    def _run(self) -> None:
-        n = 0
-        while not self._stop.wait(1 / self.rate):
-            self._send(f"tx-{n:06d}")
-            if n % 10 == 5:
-                self._send_malformed(n // 10)
-            n += 1
-
-    def stop(self) -> None:
-        """Stop sending (the transaction in flight completes first)."""
-        self._stop.set()
-        self._thread.join(300)
-        assert not self._thread.is_alive(), "the load could not finish a transaction"
-        self._producer.close()
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[KafkaBroker]:
-    """A broker of this test's own (it gets killed), on fixed ports so restarts keep them."""
-    settings = BrokerSettings(
-        data_dir=tmp_path / "kafka", port=free_port(), controller_port=free_port()
-    )
-    own = KafkaBroker(settings)
-    try:
-        own.start()
-    except Exception as exc:
-        unavailable("Kafka", exc)
-    try:
-        yield own
-    finally:
-        own.stop()
-
-
 @pytest.mark.timeout(3600)  # ten application starts, each 30-90 s of JVM and Spark warm-up
 def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     spark: SparkSession, broker: KafkaBroker, tmp_path: Path, rng: random.Random
 ) -> None:
     began = time.monotonic()
-    suffix = uuid.uuid4().hex[:8]
-    settings = {
-        "warehouse": str(tmp_path / "warehouse"),
-        "transaction_timeout": "4s",
-        "transaction_check_interval": "4s",
-        "transaction_check_max": str(CHECK_MAX),
-        "kafka.bootstrap_servers": broker.bootstrap_servers,
-        "kafka.half_topic": f"half-{suffix}",
-        "kafka.op_topic": f"op-{suffix}",
-        "kafka.check_topic": f"check-{suffix}",
-        "kafka.partitions": "2",
-        "streams.checkpoint_dir": str(tmp_path / "checkpoints"),
-        "spark.shuffle_partitions": "2",
-        "metrics.port": "0",
-    }
+    settings = settings_of(broker.bootstrap_servers, tmp_path)
     config = load_config(overrides=settings)
     runs = AppRuns(settings)
     app = runs.start()
@@ -255,145 +119,3 @@ def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
         f"{len(load.malformed)} malformed records",
         flush=True,
     )
-
-
-def explain(
-    spark: SparkSession,
-    config: Config,
-    *,
-    wrong: list[str],
-    sent: dict[str, str],
-    states: dict[str, str],
-    responder: Responder,
-) -> str:
-    """Say, per transaction in the wrong final state, what its checks and answers did."""
-    lines = [f"{len(wrong)} transaction(s) in the wrong final state"]
-    checks = read(spark, config, "system/check_requests")
-    ops = [r for r in read(spark, config, "system/op_records") if r.kind == op_records.KIND_OP]
-    verdicts = {r.op_id: r.verdict for r in read(spark, config, "system/op_verdicts")}
-    clock = "%H:%M:%S.%f"
-    for tx in wrong[:8]:
-        lines.append(f"{tx}: {sent[tx]} -> {states.get(tx)}")
-        lines += [
-            f"  check {r.check_number} requested {r.requested_at:{clock}} batch {r.batch_id}"
-            for r in sorted(checks, key=lambda r: r.check_number)
-            if r.transaction_id == tx
-        ]
-        got = sorted(n for (t, n), _ in responder.published_ms.items() if t == tx)
-        answered = [op for t, op in responder.sent if t == tx]
-        lines.append(f"  listener read checks {got}, answered {answered}")
-        lines += [
-            f"  op {r.op} from_check={r.from_check} stored {r.stored_at:{clock}} "
-            f"-> {verdicts.get(r.op_id)}"
-            for r in ops
-            if r.transaction_id == tx
-        ]
-    lines.append(
-        f"listener: {len(responder.requests)} checks read, "
-        f"{len(responder.sent)} answered, errors: {responder.errors[:10]}"
-    )
-    return "\n".join(lines)
-
-
-def verify_ingest(spark: SparkSession, config: Config, load: Load) -> list[Any]:
-    """Every acknowledged record landed in its table, none twice; return the op records."""
-    halves = [
-        r for r in read(spark, config, "system/half_messages") if r.kind == half_messages.KIND_HALF
-    ]
-    assert twice([r.msg_id for r in halves]) == [], "a half landed twice"
-    at = [(r.ingress_partition, r.ingress_offset) for r in halves]
-    assert twice(at) == [], "an ingress record landed twice as a half"
-    assert load.halves - set(at) == set(), "an acknowledged half lost"
-    ops = [r for r in read(spark, config, "system/op_records") if r.kind == op_records.KIND_OP]
-    assert twice([r.op_id for r in ops]) == [], "an op landed twice"
-    at = [(r.ingress_partition, r.ingress_offset) for r in ops]
-    assert twice(at) == [], "an ingress record landed twice as an op"
-    assert load.ops - set(at) == set(), "an acknowledged op lost"
-    refused = [
-        (r.source_topic, r.source_partition, r.source_offset)
-        for r in read(spark, config, "system/quarantine")
-    ]
-    assert twice(refused) == [], "a malformed record quarantined twice"
-    assert load.malformed, "the load sent no malformed record"
-    assert load.malformed - set(refused) == set(), "an acknowledged malformed record lost"
-
-    return ops
-
-
-def read(spark: SparkSession, config: Config, name: str) -> list[Any]:
-    return spark.read.format("delta").load(f"{config.warehouse}/{name}").collect()
-
-
-def twice(keys: list[Any]) -> list[Any]:
-    """Return the keys that occur more than once."""
-    return sorted(key for key, n in Counter(keys).items() if n > 1)
-
-
-def verify(
-    spark: SparkSession, config: Config, sent: dict[str, str], load: Load, responder: Responder
-) -> None:
-    """Check every exactly-once invariant on the tables the runs left behind."""
-    committed = {tx for tx, kind in sent.items() if kind in ("commit", "first", "checked")}
-    never = {tx for tx, kind in sent.items() if kind == "never"}
-    rolled_back = set(sent) - committed - never
-    ops = verify_ingest(spark, config, load)
-
-    # One final state per transaction, the right one.
-    finals = read(spark, config, "system/transactions")
-    assert twice([(r.producer_group, r.transaction_id) for r in finals]) == [], (
-        "a final state written twice"
-    )
-    states = {r.transaction_id: r.state for r in finals}
-    assert set(states) == set(sent), "a transaction without a final state"
-    wrong = {tx for tx, s in states.items() if s == "COMMITTED"} ^ committed
-    wrong |= {tx for tx, s in states.items() if s == "ROLLED_BACK"} ^ rolled_back
-    wrong |= {tx for tx, s in states.items() if s == "DISCARDED"} ^ never
-    assert not wrong, explain(
-        spark, config, wrong=sorted(wrong), sent=sent, states=states, responder=responder
-    )
-    gone = [(r.producer_group, r.transaction_id) for r in read(spark, config, "system/discarded")]
-    assert twice(gone) == [], "a transaction discarded twice"
-    assert {tx for _, tx in gone} == never
-    checks = [
-        (r.producer_group, r.transaction_id, r.check_number)
-        for r in read(spark, config, "system/check_requests")
-    ]
-    assert twice(checks) == [], "a check request recorded twice"
-    for tx in never:  # checked CHECK_MAX times, then discarded: no check lost
-        numbers = sorted(n for _, t, n in checks if t == tx)
-        assert numbers == list(range(1, CHECK_MAX + 1)), (tx, numbers)
-    verdicts = [r.op_id for r in read(spark, config, "system/op_verdicts")]
-    assert twice(verdicts) == [], "an op judged twice"
-    assert {r.op_id for r in ops} - set(verdicts) == set(), "an op without a verdict"
-
-    # Delivered exactly once, dense offsets per (topic, queue) in commit order: the order the
-    # coordinator decided (batch), then op store time, then op id (contract 7.1 and 7.8).
-    delivered = [r for topic in TOPICS for r in read(spark, config, f"topics/{topic}")]
-    assert twice([r.transaction_id for r in delivered]) == [], "a message delivered twice"
-    assert {r.transaction_id for r in delivered} == committed, (
-        "a committed message lost or a rolled-back or discarded one visible"
-    )
-    for r in delivered:
-        assert bytes(r.body) == f"body-{r.transaction_id}".encode()
-    queues: dict[tuple[str, int], list[Any]] = {}
-    for r in delivered:
-        queues.setdefault((r.topic, r.queue_id), []).append(r)
-    for key, messages in queues.items():
-        by_offset = sorted(messages, key=lambda r: r.queue_offset)
-        assert [r.queue_offset for r in by_offset] == list(range(len(messages))), key
-        by_commit = sorted(messages, key=lambda r: (r.batch_id, r.committed_at, r.commit_op_id))
-        assert by_offset == by_commit, key
-    table = spark.read.format("delta").load(f"{config.warehouse}/system/queue_offsets")
-    offsets = {(r.topic, r.queue_id): r.next_offset for r in next_offsets(table).collect()}
-    assert offsets == {key: len(messages) for key, messages in queues.items()}
-
-    # The independent reader agrees.
-    arrow = [
-        tx
-        for topic in TOPICS
-        for tx in DeltaTable(f"{config.warehouse}/topics/{topic}")
-        .to_pyarrow_table()
-        .column("transaction_id")
-        .to_pylist()
-    ]
-    assert sorted(arrow) == sorted(committed)

@@ -26,7 +26,6 @@ import re
 import signal
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -34,17 +33,15 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from coordinator.app import EXIT_FENCED
-from coordinator.core.config import Config, load_config
+from coordinator.core.config import load_config
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from delta_tables import writers
 from tests.app_process import AppProcess
 from tests.guarantees.app_runs import AppRuns, exit_reason
-from tests.guarantees.test_crash_recovery import CHECK_MAX, Load, answer, broker, kind_of, verify
-from tests.harness import Responder, last_progress, wait_for, watermark_past
+from tests.guarantees.mixed_load import Load, alive, answer, drain, kind_of, settings_of, verify
+from tests.harness import Responder
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(4)]
-
-__all__ = ["broker"]  # the crash test's broker fixture, used here too
 
 #: Seconds a fenced coordinator may take to notice and stop (a frozen JVM first catches up).
 FENCED_BOUND = 180
@@ -68,60 +65,12 @@ def wait_fenced(app: AppProcess, what: str) -> None:
     print(f"overlap test: {what} stopped fenced: {reason[:160]}", flush=True)
 
 
-def alive(runs: AppRuns, app: AppProcess, when: str) -> AppProcess:
-    """Return `app` if it runs, else a new start after its (acceptable) exit."""
-    if app.process.poll() is None:
-        return app
-    runs.exited(app, when)
-    return runs.start()
-
-
-def settings_of(broker: KafkaBroker, where: Path) -> dict[str, str]:
-    """The configuration every coordinator of the test shares (the crash test's)."""
-    suffix = uuid.uuid4().hex[:8]
-    return {
-        "warehouse": str(where / "warehouse"),
-        "transaction_timeout": "4s",
-        "transaction_check_interval": "4s",
-        "transaction_check_max": str(CHECK_MAX),
-        "kafka.bootstrap_servers": broker.bootstrap_servers,
-        "kafka.half_topic": f"half-{suffix}",
-        "kafka.op_topic": f"op-{suffix}",
-        "kafka.check_topic": f"check-{suffix}",
-        "kafka.partitions": "2",
-        "streams.checkpoint_dir": str(where / "checkpoints"),
-        "spark.shuffle_partitions": "2",
-        "metrics.port": "0",
-    }
-
-
-def drain(
-    spark: SparkSession, config: Config, runs: AppRuns, apps: list[AppProcess], sent: int
-) -> None:
-    """Wait until every sent transaction has a final state and the watermark passed one
-    check interval more (a wrong check would be due by then); restart after acceptable exits."""
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        finals = spark.read.format("delta").load(f"{config.warehouse}/system/transactions")
-        if finals.select("transaction_id").distinct().count() >= sent:
-            break
-        if (last := alive(runs, apps[-1], "while draining")) is not apps[-1]:
-            apps.append(last)
-        time.sleep(3)
-    due = time.time() + config.transaction_check_interval.total_seconds()
-    wait_for(
-        lambda: watermark_past(last_progress(apps[-1].lines()), due),
-        300,
-        "the application's watermark to pass one check interval",
-    )
-
-
 @pytest.mark.timeout(2400)
 def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled(
     spark: SparkSession, broker: KafkaBroker, tmp_path: Path, rng: random.Random
 ) -> None:
     began = time.monotonic()
-    settings = settings_of(broker, tmp_path)
+    settings = settings_of(broker.bootstrap_servers, tmp_path)
     config = load_config(overrides=settings)
     runs = AppRuns(settings)
     runs.acceptable.append(CONCURRENT_LOG)

@@ -8,7 +8,6 @@ SIGKILL; nothing acknowledged is lost, and the killed node rejoins the in-sync r
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from coordinator.runtime.local_stack.kafka_cluster import ClusterSettings, KafkaCluster
-from tests.conftest import unavailable
 
 pytestmark = pytest.mark.kafka
 
 TOPIC = "replicated"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
-    own = KafkaCluster(ClusterSettings(tmp_path / "cluster"))
-    try:
-        own.start()
-    except Exception as exc:
-        unavailable("a three-node Kafka cluster", exc)
-    try:
-        yield own
-    finally:
-        own.stop()
 
 
 def test_settings_refuse_an_even_cluster(tmp_path: Path) -> None:
