@@ -83,6 +83,23 @@ def local_directory(location: str) -> str | None:
     return None
 
 
+#: Hadoop's names of an S3 API, and the one delta-rs (object_store) knows.
+S3_SCHEMES = ("s3a", "s3")
+
+
+def delta_rs_uri(location: str) -> str | None:
+    """Return `location` as delta-rs writes it: a local directory, or an `s3://` URI for an
+    S3 API (`s3a://` is Hadoop's name; endpoint and credentials come from the standard AWS_*
+    environment variables). None where only Spark writes (any other Hadoop scheme)."""
+    directory = local_directory(location)
+    if directory is not None:
+        return directory
+    parsed = urlparse(location)
+    if parsed.scheme in S3_SCHEMES:
+        return "s3://" + location.split("://", 1)[1]
+    return None
+
+
 def listed_version(directory: str) -> int | None:
     """Return the newest commit file's version in the table `directory`'s log, None if none.
 

@@ -12,7 +12,10 @@ collects the rows, then the commit is a Parquet file and a log entry written wit
 further Spark job (a small append cost 0.5-1.0 s through Spark's Delta writer, 20-40 ms this
 way). delta-rs commits with an atomic no-replace rename and retries on a conflict, so the
 compactor (streams/compactor.py, also delta-rs) and these appends may commit side by side.
-A remote table (s3a://) is written by Spark's Delta writer as before.
+A table on an S3 API (s3a://) is written by delta-rs too, which commits there with a
+conditional PUT (If-None-Match: *), atomic as the rename; endpoint and credentials come from
+the AWS_* environment variables. A table on any other Hadoop file system is written by
+Spark's Delta writer.
 
 Why not just Delta's `txnAppId`/`txnVersion` writer options: open-source Delta answers
 "has this version been written?" from `snapshot.setTransactions`, which rebuilds the
@@ -54,11 +57,11 @@ import pyarrow as pa
 from delta.tables import DeltaTable
 from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 from deltalake import DeltaTable as RustDeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 
 from delta_tables.lookup import delta_rs_location
-from delta_tables.table import local_directory
+from delta_tables.table import delta_rs_uri
 from streams.checkpoint_files import files_of
 from streams.writer_fence import FENCE_APP_ID, WriterFence
 
@@ -123,7 +126,9 @@ def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | 
     """
     try:
         table = RustDeltaTable(delta_rs_location(location))
-    except Exception:  # no table at all, or one only Spark can read: Spark says which
+    except TableNotFoundError:
+        return None
+    except Exception:  # a table only Spark can read (a feature, a file system): Spark says
         if not DeltaTable.isDeltaTable(spark, location):
             return None
         spark_table = DeltaTable.forPath(spark, location)
@@ -192,10 +197,10 @@ class BatchLedger:
             return False
         # Until the write is known to have landed (or not), the log is the only truth.
         del self._last[location]
-        directory = local_directory(location)
+        directory = delta_rs_uri(location)
         if directory is not None:
             rows = frame.toArrow() if isinstance(frame, DataFrame) else frame
-            wrote = self._append_local(rows, location, directory, batch_id, known is None)
+            wrote = self._append_delta_rs(rows, location, directory, batch_id, known is None)
         else:
             if isinstance(frame, pa.Table):
                 frame = spark.createDataFrame(frame)
@@ -203,11 +208,12 @@ class BatchLedger:
         self._last[location] = batch_id
         return wrote
 
-    def _append_local(
+    def _append_delta_rs(
         self, rows: pa.Table, location: str, directory: str, batch_id: int, unmarked: bool
     ) -> bool:
-        """Append `rows` to the local table with delta-rs; False if Delta's own record of
-        this app id (asked only for an `unmarked` table) says the batch is there."""
+        """Append `rows` to the table at `directory` (a local folder or an s3:// URI) with
+        delta-rs; False if Delta's own record of this app id (asked only for an `unmarked`
+        table) says the batch is there."""
         table = self._local.get(location)
         if table is None and RustDeltaTable.is_deltatable(directory):
             table = self._local[location] = RustDeltaTable(directory)

@@ -25,11 +25,11 @@ A write that meets a newer epoch raises WriterFencedError, which stops the query
 process (exit code 3: a supervisor should not restart it; a restart would claim a newer
 epoch and fence the coordinator that took over).
 
-The check inside the commit holds for tables this machine writes with delta-rs (a local
-warehouse). A remote warehouse (s3a://) is written by Spark's Delta writer, whose commit
-cannot carry a second app transaction: there a fenced coordinator is stopped by the per-batch
-notice, and writes of the batch in flight when the newer one started can still land
-(deploy/s3/README.md says so).
+The check inside the commit holds for every table delta-rs writes: a local warehouse, and
+one on an S3 API (`s3a://`), where delta-rs commits with a conditional PUT. A warehouse on any
+other Hadoop file system is written by Spark's Delta writer, whose commit cannot carry a
+second app transaction: there a fenced coordinator is stopped by the per-batch notice, and
+writes of the batch in flight when the newer one started can still land.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from pyspark.sql import functions as F
 
 from coordinator.core.errors import WriterFencedError
 from delta_tables import writers
-from delta_tables.table import local_directory
+from delta_tables.table import delta_rs_uri
 from streams.arrow_rows import arrow_schema
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,12 @@ class WriterFence:
 
     def fence_table(self, location: str) -> None:
         """Put this epoch on the table at `location` (an empty commit): no older writer can
-        commit there any more. A remote table is left to the per-batch notice."""
-        directory = local_directory(location)
-        if directory is None:
+        commit there any more. A table only Spark writes is left to the per-batch notice."""
+        uri = delta_rs_uri(location)
+        if uri is None:
             return
         for _ in range(CLAIM_ATTEMPTS):
-            table = RustDeltaTable(directory)
+            table = RustDeltaTable(uri)
             self.refuse_newer(table.transaction_version(FENCE_APP_ID), location)
             try:
                 table.create_write_transaction(
@@ -157,12 +157,12 @@ class WriterFence:
 
     def _newest_epoch(self) -> int:
         location = writers.TABLE.path(self.warehouse)
-        directory = local_directory(location)
-        if directory is None:
+        uri = delta_rs_uri(location)
+        if uri is None:
             found = self.spark.read.format("delta").load(location).agg(F.max("epoch")).first()
             return int(found[0] or 0) if found is not None else 0
         if self._claims is None:
-            self._claims = RustDeltaTable(directory)
+            self._claims = RustDeltaTable(uri)
         else:
             self._claims.update_incremental()
         return self._claims.transaction_version(CLAIM_APP_ID) or 0
@@ -180,8 +180,10 @@ class WriterFence:
 
 def claim_epoch(spark: SparkSession, warehouse: str, app_id: str, checkpoint: str) -> WriterFence:
     """Claim the next writer epoch of `warehouse`; return it."""
-    location = writers.TABLE.create_if_absent(spark, warehouse)
-    directory = local_directory(location)
+    location = writers.TABLE.path(warehouse)
+    uri = delta_rs_uri(location)
+    if uri is None or not RustDeltaTable.is_deltatable(uri):
+        writers.TABLE.create_if_absent(spark, warehouse)
     for _ in range(CLAIM_ATTEMPTS):
         claim = Claim(
             epoch=0,
@@ -192,8 +194,8 @@ def claim_epoch(spark: SparkSession, warehouse: str, app_id: str, checkpoint: st
             claim_id=str(uuid.uuid4()),
             started_at=datetime.now(UTC),
         )
-        if directory is not None:
-            table = RustDeltaTable(directory)
+        if uri is not None:
+            table = RustDeltaTable(uri)
             epoch = (table.transaction_version(CLAIM_APP_ID) or 0) + 1
             claim = _with_epoch(claim, epoch)
             try:
@@ -234,9 +236,9 @@ def claim_epoch(spark: SparkSession, warehouse: str, app_id: str, checkpoint: st
 def claim_of(spark: SparkSession, warehouse: str, epoch: int) -> Claim | None:
     """Return the row of `system/writers` that claimed `epoch`, if any."""
     location = writers.TABLE.path(warehouse)
-    directory = local_directory(location)
-    if directory is not None:
-        table = RustDeltaTable(directory)
+    uri = delta_rs_uri(location)
+    if uri is not None:
+        table = RustDeltaTable(uri)
         rows = table.to_pyarrow_table(filters=[("epoch", "=", epoch)]).to_pylist()
     else:
         found = spark.read.format("delta").load(location).where(F.col("epoch") == epoch)

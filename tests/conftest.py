@@ -46,6 +46,7 @@ from coordinator.runtime.local_stack.kafka_cluster import ClusterSettings, Kafka
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from tests.harness import Engine
 from tests.jvm_scratch import run_scratch
+from tests.s3_api import S3Api
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -130,6 +131,26 @@ def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
         yield own
     finally:
         own.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Api]:
+    """Return the session's S3 API on loopback (moto's server)."""
+    try:
+        server = S3Api(tmp_path_factory.mktemp("s3-api"))
+    except Exception as exc:
+        unavailable("an S3 API (moto's server)", exc)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_warehouse(s3_api: S3Api, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Return an `s3a://` warehouse in a bucket of the test's own; delta-rs reaches it
+    through the AWS_* variables, set for the test's duration."""
+    for name, value in s3_api.environment().items():
+        monkeypatch.setenv(name, value)
+    return f"s3a://{s3_api.bucket()}/warehouse"
 
 
 @pytest.fixture(scope="session")

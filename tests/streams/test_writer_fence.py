@@ -1,6 +1,7 @@
 """contract 7.10: writer epochs are unique, and a table that saw a newer epoch refuses an older one.
 
-Real Delta tables (delta-rs commits, Spark only to create the system tables). The race that
+Real Delta tables, on local disk and on an S3 API (moto's server, where delta-rs commits with
+a conditional PUT): delta-rs commits, Spark only to create the local system tables. The race that
 matters is the one inside a commit: the older writer checked its snapshot, then the newer
 one fenced the table, then the older one commits. Delta must fail that commit, and the
 ledger must say "fenced", not "retry".
@@ -14,11 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RustDeltaTable
+from deltalake import write_deltalake
 from pyspark.sql import SparkSession
 
 from coordinator.core.errors import WriterFencedError
 from delta_tables import queue_offsets, writers
 from delta_tables.registry import create_system_tables
+from delta_tables.table import delta_rs_uri
 from streams.arrow_rows import arrow_schema
 from streams.delta_writes import BatchLedger
 from streams.writer_fence import FENCE_APP_ID, claim_epoch, claim_of, epoch_of
@@ -34,15 +37,31 @@ def offsets(batch: int) -> pa.Table:
     return pa.Table.from_pylist([row], schema=arrow_schema(queue_offsets.SCHEMA))
 
 
+def table(location: str) -> RustDeltaTable:
+    """Return the table at `location` (local or s3a://) as delta-rs opens it now."""
+    uri = delta_rs_uri(location)
+    assert uri is not None
+    return RustDeltaTable(uri)
+
+
 def rows_of(location: str) -> list[int]:
     """Return the batch ids in the table, sorted."""
-    return sorted(RustDeltaTable(location).to_pyarrow_table().column("batch_id").to_pylist())
+    return sorted(table(location).to_pyarrow_table().column("batch_id").to_pylist())
 
 
-@pytest.fixture
-def warehouse(spark: SparkSession, tmp_path: Path) -> str:
-    where = str(tmp_path / "warehouse")
-    create_system_tables(spark, where)
+@pytest.fixture(params=["local", "s3"])
+def warehouse(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Path) -> str:
+    """A warehouse on local disk (tables made by Spark), or on an S3 API (moto's server;
+    tables made by delta-rs: this Spark has no s3a file system)."""
+    if request.param == "local":
+        where = str(tmp_path / "warehouse")
+        create_system_tables(spark, where)
+        return where
+    where: str = request.getfixturevalue("s3_warehouse")
+    for spec in (writers.TABLE, queue_offsets.TABLE):
+        uri = delta_rs_uri(spec.path(where))
+        assert uri is not None and uri.startswith("s3://")
+        write_deltalake(uri, arrow_schema(spec.schema).empty_table(), mode="append")
     return where
 
 
@@ -66,9 +85,9 @@ def test_epochs_claimed_side_by_side_are_unique_and_ordered(
         thread.join()
     assert errors == []
     assert sorted(claimed) == list(range(1, 25))
-    table = RustDeltaTable(writers.TABLE.path(warehouse)).to_pyarrow_table()
-    assert sorted(table.column("epoch").to_pylist()) == list(range(1, 25))
-    assert len(set(table.column("claim_id").to_pylist())) == 24
+    claims = table(writers.TABLE.path(warehouse)).to_pyarrow_table()
+    assert sorted(claims.column("epoch").to_pylist()) == list(range(1, 25))
+    assert len(set(claims.column("claim_id").to_pylist())) == 24
 
 
 def test_a_newer_epoch_fences_every_write_of_an_older_one(
@@ -78,7 +97,7 @@ def test_a_newer_epoch_fences_every_write_of_an_older_one(
     old = claim_epoch(spark, warehouse, APP, "ckpt-old")
     old_ledger = BatchLedger(APP, old)
     assert old_ledger.append(offsets(0), location, 0, spark)
-    assert epoch_of(RustDeltaTable(location).transaction_version(FENCE_APP_ID)) == old.epoch
+    assert epoch_of(table(location).transaction_version(FENCE_APP_ID)) == old.epoch
 
     new = claim_epoch(spark, warehouse, APP, "ckpt-new")
     assert new.epoch == old.epoch + 1
@@ -86,7 +105,7 @@ def test_a_newer_epoch_fences_every_write_of_an_older_one(
         old.notice()  # the per-batch notice
     new.notice()
     new.fence_table(location)
-    version = RustDeltaTable(location).version()
+    version = table(location).version()
 
     # The old ledger's table is still open at the snapshot before the fence: its own check
     # passes, and only Delta's conflict on the fence's app transaction can stop the commit.
@@ -97,7 +116,7 @@ def test_a_newer_epoch_fences_every_write_of_an_older_one(
         BatchLedger(APP, old).append(offsets(1), location, 1, spark)
     with pytest.raises(WriterFencedError):
         old.fence_table(location)
-    assert RustDeltaTable(location).version() == version, "a fenced writer committed"
+    assert table(location).version() == version, "a fenced writer committed"
     assert rows_of(location) == [0]
 
     # The newer writer replays nothing already there, and writes on.
@@ -123,5 +142,5 @@ def test_a_ledger_without_a_fence_writes_as_before(spark: SparkSession, warehous
     location = queue_offsets.TABLE.path(warehouse)
     ledger = BatchLedger(APP)
     assert ledger.append(offsets(0), location, 0, spark)
-    assert RustDeltaTable(location).transaction_version(FENCE_APP_ID) is None
+    assert table(location).transaction_version(FENCE_APP_ID) is None
     assert rows_of(location) == [0]

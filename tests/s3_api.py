@@ -1,0 +1,77 @@
+"""An S3 API on loopback for tests: moto's server (PyPI `moto[server]`), one bucket per test.
+
+delta-rs reaches it through the standard AWS_* environment variables (endpoint, plain HTTP,
+dummy credentials), as it would reach a real object store; a test sets them for its own
+duration. moto keeps every object in memory and honours conditional writes
+(`If-None-Match: *`), which is what delta-rs commits with.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+from coordinator.runtime.local_stack.ports import free_port
+
+#: Seconds moto's server may take to answer its first request.
+START_BOUND = 30.0
+
+
+class S3Api:
+    """A moto server process; `bucket()` makes a new bucket in it."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        server = shutil.which("moto_server", path=str(Path(sys.executable).parent))
+        if server is None:
+            raise FileNotFoundError("moto_server is not installed (pip install 'moto[server]')")
+        self._log = (log_dir / "moto.log").open("wb")
+        self.process = subprocess.Popen(
+            [server, "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + START_BOUND
+        while True:
+            try:
+                urllib.request.urlopen(self.endpoint, timeout=2).read()
+                return
+            except (urllib.error.URLError, ConnectionError):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto's server did not answer on {self.endpoint}") from None
+                time.sleep(0.2)
+
+    def bucket(self) -> str:
+        """Create a bucket of a fresh name; return its name."""
+        name = f"txcoord-{uuid.uuid4().hex[:12]}"
+        request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
+        urllib.request.urlopen(request, timeout=10).read()
+        return name
+
+    def environment(self) -> dict[str, str]:
+        """Return the AWS_* variables that point delta-rs at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+        }
+
+    def stop(self) -> None:
+        """Stop the server."""
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
