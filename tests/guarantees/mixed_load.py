@@ -14,7 +14,10 @@ applications with it.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import re
+import signal
 import threading
 import time
 from collections import Counter
@@ -25,7 +28,7 @@ from deltalake import DeltaTable
 from kafka.errors import KafkaError
 from pyspark.sql import SparkSession
 
-from coordinator.core.config import Config
+from coordinator.core.config import Config, load_config
 from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
@@ -307,3 +310,59 @@ def verify(
         .to_pylist()
     ]
     assert sorted(arrow) == sorted(committed)
+
+
+class Scenario:
+    """One guarantee test's run: its application starts, the load and the check listener.
+
+    The test drives the faults between `__init__` (the first start, then the load) and
+    `finish` (the load stopped, every transaction decided); `close`, in a `finally`, stops
+    everything and returns the exit code of the last application's clean stop.
+    """
+
+    def __init__(
+        self, settings: dict[str, str], rng: random.Random, acceptable: tuple[str, ...] = ()
+    ) -> None:
+        self.config = load_config(overrides=settings)
+        self.runs = AppRuns(settings)
+        self.runs.acceptable += [re.compile(cause) for cause in acceptable]
+        self.apps = [self.runs.start()]
+        self.load = Load(self.config, rate=2, rng=random.Random(rng.random()))
+        self.responder = Responder(self.config, answer)
+        self.sent: dict[str, str] = {}
+
+    def start(self) -> AppProcess:
+        """Start the application once more (and wait until it runs)."""
+        self.apps.append(self.runs.start())
+        return self.apps[-1]
+
+    def alive(self, when: str) -> AppProcess:
+        """Return the newest application, started again if it exited (acceptably)."""
+        if (app := alive(self.runs, self.apps[-1], when)) is not self.apps[-1]:
+            self.apps.append(app)
+        return app
+
+    def finish(self, spark: SparkSession) -> None:
+        """Stop the load; wait until every transaction it sent is decided (`drain`)."""
+        self.load.stop()
+        self.sent = {tx: kind_of(tx) for tx in self.load.sent}
+        drain(spark, self.config, self.runs, self.apps, len(self.sent))
+
+    def close(self) -> int:
+        """Stop the load and the listener, kill every application but the newest (woken
+        first if frozen), stop the newest cleanly; return its exit code (-1: it had exited)."""
+        self.load.stop()
+        self.responder.stop()
+        for app in self.apps[:-1]:
+            if app.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(app.process.pid, signal.SIGCONT)
+                app.kill9()
+        newest = self.apps[-1]
+        code = newest.terminate() if newest.process.poll() is None else -1
+        print(self.runs.report(), flush=True)
+        return code
+
+    def verify(self, spark: SparkSession) -> None:
+        """Check every invariant on the tables the run left behind."""
+        verify(spark, self.config, self.sent, self.load, self.responder)

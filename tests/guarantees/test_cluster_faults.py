@@ -24,11 +24,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.core.config import load_config
 from coordinator.runtime.local_stack.kafka_cluster import KafkaCluster
 from tests.guarantees.app_runs import AppRuns
-from tests.guarantees.mixed_load import Load, alive, answer, drain, kind_of, settings_of, verify
-from tests.harness import Responder
+from tests.guarantees.mixed_load import Scenario, settings_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(4)]
 
@@ -51,42 +49,25 @@ def test_broker_and_coordinator_deaths_on_a_replicated_cluster_lose_and_double_n
     spark: SparkSession, cluster: KafkaCluster, tmp_path: Path, rng: random.Random
 ) -> None:
     began = time.monotonic()
-    settings = settings_of(
-        cluster.bootstrap_servers,
-        tmp_path,
-        **{"kafka.replication_factor": "3", "kafka.min_insync_replicas": "2"},
-    )
-    config = load_config(overrides=settings)
-    runs = AppRuns(settings)
-    apps = [runs.start()]
-    load = Load(config, rate=2, rng=random.Random(rng.random()))
-    responder = Responder(config, answer)
+    replicated = {"kafka.replication_factor": "3", "kafka.min_insync_replicas": "2"}
+    run = Scenario(settings_of(cluster.bootstrap_servers, tmp_path, **replicated), rng)
     try:
         time.sleep(rng.uniform(5, 12))
-        kill_leader(cluster, config.kafka.half_topic, runs)
+        kill_leader(cluster, run.config.kafka.half_topic, run.runs)
         time.sleep(rng.uniform(5, 10))
-        kill_leader(cluster, config.kafka.op_topic, runs)
+        kill_leader(cluster, run.config.kafka.op_topic, run.runs)
         time.sleep(rng.uniform(3, 8))
-        app = alive(runs, apps[-1], "after the brokers' deaths")
-        app.kill9()  # at a random moment
-        apps.append(runs.start())
+        run.alive("after the brokers' deaths").kill9()  # at a random moment
+        run.start()
         time.sleep(10)
-        load.stop()
-        sent = {tx: kind_of(tx) for tx in load.sent}
-        drain(spark, config, runs, apps, len(sent))
+        run.finish(spark)
     finally:
-        load.stop()
-        responder.stop()
-        for app in apps[:-1]:
-            if app.process.poll() is None:
-                app.kill9()
-        code = apps[-1].terminate() if apps[-1].process.poll() is None else -1
-        print(runs.report(), flush=True)
-    assert code == 0, apps[-1].tail()
-    verify(spark, config, sent, load, responder)
-    assert len(runs.unplanned) <= 1, runs.report()
+        code = run.close()
+    assert code == 0, run.apps[-1].tail()
+    run.verify(spark)
+    assert len(run.runs.unplanned) <= 1, run.runs.report()
     print(
-        f"cluster test: {time.monotonic() - began:.0f} s, {len(sent)} transactions, "
-        f"{runs.starts} starts, {len(runs.unplanned)} unplanned",
+        f"cluster test: {time.monotonic() - began:.0f} s, {len(run.sent)} transactions, "
+        f"{run.runs.starts} starts, {len(run.runs.unplanned)} unplanned",
         flush=True,
     )

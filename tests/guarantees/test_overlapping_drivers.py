@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import signal
 import subprocess
 import time
@@ -33,13 +32,11 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from coordinator.app import EXIT_FENCED
-from coordinator.core.config import load_config
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from delta_tables import writers
 from tests.app_process import AppProcess
-from tests.guarantees.app_runs import AppRuns, exit_reason
-from tests.guarantees.mixed_load import Load, alive, answer, drain, kind_of, settings_of, verify
-from tests.harness import Responder
+from tests.guarantees.app_runs import exit_reason
+from tests.guarantees.mixed_load import Scenario, settings_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(4)]
 
@@ -47,7 +44,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(4)]
 FENCED_BOUND = 180
 #: Spark's own checkpoint log stops the newer query when the older one wrote a batch it also
 #: planned: a restart (a newer epoch) follows, as a supervisor's would.
-CONCURRENT_LOG = re.compile(r"CONCURRENT_STREAM_LOG_UPDATE|Multiple streaming jobs")
+CONCURRENT_LOG = r"CONCURRENT_STREAM_LOG_UPDATE|Multiple streaming jobs"
 
 
 def wait_fenced(app: AppProcess, what: str) -> None:
@@ -70,57 +67,41 @@ def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled
     spark: SparkSession, broker: KafkaBroker, tmp_path: Path, rng: random.Random
 ) -> None:
     began = time.monotonic()
-    settings = settings_of(broker.bootstrap_servers, tmp_path)
-    config = load_config(overrides=settings)
-    runs = AppRuns(settings)
-    runs.acceptable.append(CONCURRENT_LOG)
-    first = runs.start()
-    load = Load(config, rate=2, rng=random.Random(rng.random()))
-    responder = Responder(config, answer)
-    apps = [first]
+    run = Scenario(
+        settings_of(broker.bootstrap_servers, tmp_path), rng, acceptable=(CONCURRENT_LOG,)
+    )
     try:
         # The sleeps are the scenario (when the freeze and the kill come, how long the
         # overlap lasts); every check after them waits for a positive marker.
         time.sleep(rng.uniform(4, 10))
+        first = run.apps[0]
         os.killpg(first.process.pid, signal.SIGSTOP)
-        second = runs.start()
-        apps.append(second)
+        run.start()
         time.sleep(rng.uniform(20, 40))
         os.killpg(first.process.pid, signal.SIGCONT)
         wait_fenced(first, "the coordinator that froze")
 
-        second = alive(runs, second, "after the frozen one woke")
-        third = runs.start()
-        apps.append(third)
+        second = run.alive("after the frozen one woke")
+        run.start()
         wait_fenced(second, "the coordinator running when a newer one started")
 
         time.sleep(rng.uniform(3, 10))
-        third = alive(runs, third, "before the random kill")
-        third.kill9()
-        apps.append(runs.start())
+        run.alive("before the random kill").kill9()
+        run.start()
         time.sleep(10)
-        load.stop()
-        sent = {tx: kind_of(tx) for tx in load.sent}
-        drain(spark, config, runs, apps, len(sent))
+        run.finish(spark)
     finally:
-        load.stop()
-        responder.stop()
-        for app in apps[:-1]:
-            if app.process.poll() is None:
-                os.killpg(app.process.pid, signal.SIGCONT)
-                app.kill9()
-        code = apps[-1].terminate() if apps[-1].process.poll() is None else -1
-        print(runs.report(), flush=True)
-    assert code == 0, apps[-1].tail()
-    verify(spark, config, sent, load, responder)
-    claims = DeltaTable(writers.TABLE.path(config.warehouse)).to_pyarrow_table()
+        code = run.close()
+    assert code == 0, run.apps[-1].tail()
+    run.verify(spark)
+    claims = DeltaTable(writers.TABLE.path(run.config.warehouse)).to_pyarrow_table()
     epochs = sorted(claims.column("epoch").to_pylist())
     # One claim per start that got as far as its query (a start that died before claims
     # nothing), never two alike: consecutive from 1.
     assert epochs == list(range(1, len(epochs) + 1)), epochs
-    assert 4 <= len(epochs) <= runs.starts, (epochs, runs.starts)
+    assert 4 <= len(epochs) <= run.runs.starts, (epochs, run.runs.starts)
     print(
-        f"overlap test: {time.monotonic() - began:.0f} s, {len(sent)} transactions, "
-        f"{runs.starts} starts",
+        f"overlap test: {time.monotonic() - began:.0f} s, {len(run.sent)} transactions, "
+        f"{run.runs.starts} starts",
         flush=True,
     )

@@ -157,19 +157,13 @@ class KafkaCluster:
 
     def leader_of(self, topic: str, partition: int = 0) -> int:
         """Return the node id leading `topic`'s `partition` now."""
-        admin = KafkaAdminClient(
-            bootstrap_servers=self.bootstrap_servers,
-            client_id="txcoord-cluster",
-            request_timeout_ms=10_000,
-        )
-        try:
-            described: list[dict[str, Any]] = admin.describe_topics([topic])
-        finally:
-            admin.close()
-        return int(partition_of(described[0], partition)["leader_id"])
+        return int(self._described(topic, partition)["leader_id"])
 
     def in_sync(self, topic: str, partition: int = 0) -> list[int]:
         """Return the node ids of `topic`'s `partition` in-sync replicas, sorted."""
+        return sorted(int(node) for node in self._described(topic, partition)["isr_nodes"])
+
+    def _described(self, topic: str, partition: int) -> dict[str, Any]:
         admin = KafkaAdminClient(
             bootstrap_servers=self.bootstrap_servers,
             client_id="txcoord-cluster",
@@ -179,7 +173,7 @@ class KafkaCluster:
             described: list[dict[str, Any]] = admin.describe_topics([topic])
         finally:
             admin.close()
-        return sorted(int(node) for node in partition_of(described[0], partition)["isr_nodes"])
+        return partition_of(described[0], partition)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()
