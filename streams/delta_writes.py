@@ -57,7 +57,7 @@ import pyarrow as pa
 from delta.tables import DeltaTable
 from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 from deltalake import DeltaTable as RustDeltaTable
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 
 from delta_tables.lookup import delta_rs_location
@@ -126,9 +126,7 @@ def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | 
     """
     try:
         table = RustDeltaTable(delta_rs_location(location))
-    except TableNotFoundError:
-        return None
-    except Exception:  # a table only Spark can read (a feature, a file system): Spark says
+    except Exception:  # no table at all, or one only Spark can read: Spark says which
         if not DeltaTable.isDeltaTable(spark, location):
             return None
         spark_table = DeltaTable.forPath(spark, location)
