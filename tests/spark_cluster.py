@@ -1,4 +1,4 @@
-"""A Spark standalone cluster (one master, one worker) on 127.0.0.1, as a test drives it.
+"""A Spark standalone cluster (one master, one or more workers) on 127.0.0.1, as a test drives it.
 
 Both daemons run from pyspark's own distribution (`bin/spark-class`, SPARK_HOME = the pyspark
 package), each in a process group of its own: the worker's executors and their Python
@@ -34,14 +34,17 @@ class ClusterError(RuntimeError):
 
 
 class StandaloneCluster:
-    """One master and one worker (`cores`, `memory`): `start` (or entering), killed on exit.
+    """One master and `workers` workers (`cores`, `memory` each): `start` (or entering),
+    killed on exit. A worker can be killed alone (SIGKILL to it and its executors).
 
     On an exception inside the `with` block the daemons' and the executors' logs are printed
     (pytest shows them with the failure).
     """
 
-    def __init__(self, work_dir: Path, cores: int = 2, memory: str = "2g") -> None:
-        self.work_dir, self.cores, self.memory = work_dir, cores, memory
+    def __init__(
+        self, work_dir: Path, cores: int = 2, memory: str = "2g", workers: int = 1
+    ) -> None:
+        self.work_dir, self.cores, self.memory, self.workers = work_dir, cores, memory, workers
         self.port, self.webui_port = free_port(), free_port()
         self.master_url = f"spark://{HOST}:{self.port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -82,8 +85,25 @@ class StandaloneCluster:
             str(self.webui_port),
         )
         self._wait_for(lambda status: status.get("status") == "ALIVE", "the master")
+        for n in range(1, self.workers + 1):
+            self.start_worker(n)
+
+    def worker_name(self, n: int) -> str:
+        """Return the name of worker `n` (1-based): its log file and folder."""
+        return "worker" if self.workers == 1 else f"worker-{n}"
+
+    def alive_workers(self) -> int:
+        """Return how many workers the master lists as alive."""
+        return sum(w["state"] == "ALIVE" for w in self.status().get("workers", []))
+
+    def start_worker(self, n: int) -> None:
+        """Start worker `n` (1-based) and wait until the master lists it."""
+        alive = sum(
+            1 for name, p in self.processes.items() if name != "master" and p.poll() is None
+        )
+        name = self.worker_name(n)
         self._spawn(
-            "worker",
+            name,
             "org.apache.spark.deploy.worker.Worker",
             self.master_url,
             "--host",
@@ -95,12 +115,21 @@ class StandaloneCluster:
             "--webui-port",
             str(free_port()),
             "--work-dir",
-            str(self.work_dir / "worker"),
+            str(self.work_dir / name),
         )
         self._wait_for(
-            lambda status: any(w["state"] == "ALIVE" for w in status.get("workers", [])),
-            "the worker to register",
+            lambda status: (
+                sum(w["state"] == "ALIVE" for w in status.get("workers", [])) >= alive + 1
+            ),
+            f"{name} to register",
         )
+
+    def kill_worker(self, n: int) -> None:
+        """SIGKILL worker `n` and its executors (their process group), as a lost machine."""
+        process = self.processes[self.worker_name(n)]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
 
     def _spawn(self, name: str, main_class: str, *args: str) -> None:
         env = {
@@ -147,7 +176,11 @@ class StandaloneCluster:
 
     def executor_logs(self) -> dict[str, str]:
         """Return each executor's stderr ("app-…/0" -> text) from the worker's folder."""
-        logs = sorted((self.work_dir / "worker").glob("app-*/*/stderr"))
+        logs = sorted(
+            log
+            for n in range(1, self.workers + 1)
+            for log in (self.work_dir / self.worker_name(n)).glob("app-*/*/stderr")
+        )
         return {
             str(p.parent.relative_to(p.parents[2])): p.read_text(errors="replace") for p in logs
         }

@@ -50,8 +50,14 @@ def exit_reason(app: AppProcess) -> str:
 class AppRuns:
     """Starts the application for one test; records and judges its unplanned exits."""
 
-    def __init__(self, settings: dict[str, str]) -> None:
+    def __init__(
+        self,
+        settings: dict[str, str],
+        master: str = "local[2]",
+        spark_conf: dict[str, str] | None = None,
+    ) -> None:
         self.settings = settings
+        self.master, self.spark_conf = master, spark_conf
         self.starts = 0
         self.unplanned: list[str] = []
         self.broker_killed = False  # from then on a lost broker is an acceptable cause
@@ -61,7 +67,12 @@ class AppRuns:
         """Start the application (with `failpoints` armed) and wait until it runs."""
         while True:
             self.starts += 1
-            app = AppProcess(self.settings, *[a for spec in failpoints for a in (OPTION, spec)])
+            app = AppProcess(
+                self.settings,
+                *[a for spec in failpoints for a in (OPTION, spec)],
+                master=self.master,
+                spark_conf=self.spark_conf,
+            )
             if app.wait_for_line("txcoord coordinator running", START_BOUND):
                 return app
             if app.process.poll() is None:  # neither running nor exited: a hung start

@@ -321,10 +321,15 @@ class Scenario:
     """
 
     def __init__(
-        self, settings: dict[str, str], rng: random.Random, acceptable: tuple[str, ...] = ()
+        self,
+        settings: dict[str, str],
+        rng: random.Random,
+        acceptable: tuple[str, ...] = (),
+        master: str = "local[2]",
+        spark_conf: dict[str, str] | None = None,
     ) -> None:
         self.config = load_config(overrides=settings)
-        self.runs = AppRuns(settings)
+        self.runs = AppRuns(settings, master, spark_conf)
         self.runs.acceptable += [re.compile(cause) for cause in acceptable]
         self.apps = [self.runs.start()]
         self.load = Load(self.config, rate=2, rng=random.Random(rng.random()))
