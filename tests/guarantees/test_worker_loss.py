@@ -74,6 +74,11 @@ def test_a_lost_worker_and_its_executor_lose_and_double_nothing(
         finally:
             code = run.close()
     assert code == 0, run.apps[-1].tail()
+    # The kill reached the application: Spark's scheduler lost the executor (and so ran its
+    # work elsewhere), and the application went on without a restart.
+    lost = [line for line in run.apps[0].lines() if "Lost executor" in line]
+    assert lost, "the application never lost an executor"
+    print(f"worker test: {lost[0].strip()[:200]}", flush=True)
     run.verify(spark)
     assert run.runs.starts == 1, run.runs.report()
     print(
