@@ -79,4 +79,7 @@ def test_while_kafka_is_down_a_send_fails_in_seconds_and_logs_little(
     # loaded machine gets 15 s.
     bootstrap = BOOTSTRAP_TIMEOUT_MS / 1000
     assert bootstrap - 1 <= time.monotonic() - started < bootstrap + 15
-    assert len(caplog.records) < 10, [r.getMessage() for r in caplog.records]
+    # py4j's DEBUG lines are another test's: the garbage collector, running now, frees that
+    # test's Java object proxies and py4j logs each release (one pytest worker process).
+    ours = [r for r in caplog.records if not r.name.startswith("py4j")]
+    assert len(ours) < 10, [r.getMessage() for r in ours]
