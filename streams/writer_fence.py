@@ -152,8 +152,7 @@ class WriterFence:
     def fence_tables(self, locations: list[str]) -> None:
         """Put this epoch on every table at `locations`, a few side by side."""
         with ThreadPoolExecutor(FENCE_THREADS, thread_name_prefix="fence") as pool:
-            for done in pool.map(self.fence_table, locations):
-                del done  # map raises the first failure here
+            list(pool.map(self.fence_table, locations))  # raises the first failure
 
     def _newest_epoch(self) -> int:
         location = writers.TABLE.path(self.warehouse)

@@ -92,10 +92,6 @@ class StandaloneCluster:
         """Return the name of worker `n` (1-based): its log file and folder."""
         return "worker" if self.workers == 1 else f"worker-{n}"
 
-    def alive_workers(self) -> int:
-        """Return how many workers the master lists as alive."""
-        return sum(w["state"] == "ALIVE" for w in self.status().get("workers", []))
-
     def start_worker(self, n: int) -> None:
         """Start worker `n` (1-based) and wait until the master lists it."""
         alive = sum(
