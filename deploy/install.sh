@@ -5,6 +5,8 @@
 #   .cache/m2/          Maven's local repository (downloads from Maven Central)
 #   .cache/jars/spark/  Delta Lake + Spark Kafka connector jars  -> spark.jars
 #   .cache/jars/kafka/  Kafka broker (KRaft) + log4j2 binding     -> broker classpath
+#   .cache/jars/s3/     hadoop-aws + the AWS SDK modules it uses  -> class path of a
+#                       coordinator whose warehouse or checkpoints are on s3a://
 #   .cache/jars/stage/  the coordinator's stateful stage, compiled here from streams/jvm/
 #                       against pyspark's own jars (no jar is committed)  -> spark.jars
 #   .cache/jars/cds/    class archives the Spark driver's and the broker's JVMs start from,
@@ -82,7 +84,7 @@ resolve() {  # resolve <name> <pom>
   maven -s deploy/jvm/maven-settings.xml -f "$pom" -Dmaven.repo.local="$cache/m2" \
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$out" \
     || die "Maven could not resolve $pom (is Maven Central reachable?)"
-  if [ "$name" = spark ]; then prune_provided "$pom" "$out"; fi
+  if [ "$name" != kafka ]; then prune_provided "$pom" "$out"; fi
   stamp "jars-$name" "$pom" deploy/jvm/maven-settings.xml
   log "$name: $(ls "$out" | wc -l) jars in .cache/jars/$name"
 }
@@ -107,6 +109,7 @@ prune_provided() {
 }
 resolve spark deploy/jvm/spark-connectors.pom.xml
 resolve kafka deploy/jvm/kafka-broker.pom.xml
+resolve s3 deploy/jvm/s3a.pom.xml
 
 # 3. The stateful stage (streams/jvm/*.java), compiled against the Spark that pip installed.
 build_stage() {

@@ -15,22 +15,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 
 from coordinator.runtime.artifacts import PROJECT_ROOT
-
-
-def python_driver_of(jvm_pid: int) -> int | None:
-    """Return the pid of the Python driver that spark-submit's JVM started, if it runs."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(fields[1]) == jvm_pid and b"coordinator/app.py" in cmdline:
-            return int(stat.parent.name)
-    return None
+from coordinator.runtime.local_stack.cluster_profile import python_driver_of
 
 
 class AppProcess:

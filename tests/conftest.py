@@ -41,12 +41,13 @@ import pytest
 
 from coordinator.core.config import Config, load_config
 from coordinator.kafka_clients.admin import delete_topic, ensure_topic
+from coordinator.runtime.artifacts import jars
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.local_stack.kafka_cluster import ClusterSettings, KafkaCluster
+from coordinator.runtime.local_stack.s3_server import S3Server
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from tests.harness import Engine
 from tests.jvm_scratch import run_scratch
-from tests.s3_api import S3Api
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,6 +96,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
                 warehouse=str(tmp_path_factory.mktemp("spark-warehouse")),
                 shuffle_partitions=2,
                 driver_memory="2g",
+                # s3a on the JVM's class path (after the stage: the class archive still
+                # serves), so tests read a warehouse on the S3 API too (`s3_warehouse`).
+                extra_conf={
+                    "spark.driver.extraClassPath": ":".join(
+                        str(path.resolve()) for path in (*jars("stage"), *jars("s3"))
+                    )
+                },
             )
         )
     except Exception as exc:
@@ -134,10 +142,10 @@ def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
 
 
 @pytest.fixture(scope="session")
-def s3_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Api]:
+def s3_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """Return the session's S3 API on loopback (moto's server)."""
     try:
-        server = S3Api(tmp_path_factory.mktemp("s3-api"))
+        server = S3Server(tmp_path_factory.mktemp("s3-api"))
     except Exception as exc:
         unavailable("an S3 API (moto's server)", exc)
     yield server
@@ -145,7 +153,7 @@ def s3_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Api]:
 
 
 @pytest.fixture
-def s3_warehouse(s3_api: S3Api, monkeypatch: pytest.MonkeyPatch) -> str:
+def s3_warehouse(s3_api: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
     """Return an `s3a://` warehouse in a bucket of the test's own; delta-rs reaches it
     through the AWS_* variables, set for the test's duration."""
     for name, value in s3_api.environment().items():

@@ -19,7 +19,7 @@ class Up:
     def __init__(
         self,
         state_dir: Path,
-        warehouse: Path,
+        warehouse: Path | None,  # None: the stack's own choice (the cluster profile's)
         port: int,
         *settings: str,
         options: tuple[str, ...] = (),
@@ -27,7 +27,7 @@ class Up:
         command = [
             sys.executable, "-m", "coordinator", "up",
             "--state-dir", str(state_dir),
-            "--warehouse", str(warehouse),
+            *(["--warehouse", str(warehouse)] if warehouse is not None else []),
             "--port", str(port),
             "--driver-memory", "1g",
             "--set", "transaction_timeout=4s",

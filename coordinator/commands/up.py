@@ -16,6 +16,7 @@ from rich.text import Text
 from coordinator.core.config import Config, load_config, parse_overrides
 from coordinator.core.errors import StackError
 from coordinator.runtime.local_stack.broker_auth import load_broker_auth
+from coordinator.runtime.local_stack.cluster_profile import ClusterProfile, ProfileSettings
 from coordinator.runtime.local_stack.stack import LocalStack, RestServer, StackSettings
 from coordinator.stop_signals import StopSignals
 
@@ -70,6 +71,35 @@ def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
     raise StackError("; ".join(problems))
 
 
+def _up_cluster(
+    console: Console, config_file: Path | None, overrides: dict[str, str], settings: ProfileSettings
+) -> None:
+    """Run the cluster profile until Ctrl-C or until one of its parts exits."""
+    signals = StopSignals(interrupting=True).install()
+    profile = ClusterProfile(settings, config_file, overrides)
+    try:
+        for line in profile.start():
+            console.print(line, highlight=False)
+        console.print(
+            f"txcoord cluster is up: REST at {profile.rest_url}, warehouse "
+            f"{profile.config.warehouse if profile.config else ''}, logs in {profile.logs}. "
+            "Press Ctrl-C to stop.",
+            highlight=False,
+        )
+        sys.stdout.flush()
+        signals.interrupting = False
+        while not signals.requested.wait(1.0):
+            if problems := profile.problems():
+                raise StackError("; ".join(problems))
+        console.print("stopping...", highlight=False)
+    except KeyboardInterrupt:
+        console.print("stopping...", highlight=False)
+    finally:
+        signals.interrupting = False
+        profile.stop()
+    console.print("stopped cleanly", highlight=False)
+
+
 @click.command()
 @click.option(
     "--config",
@@ -117,6 +147,14 @@ def _watch(stack: LocalStack, console: Console, stop: threading.Event) -> None:
     help="Broker port on 127.0.0.1; 0 reuses the last one, or picks a free one.",
 )
 @click.option("--driver-memory", default="4g", show_default=True, help="Spark driver heap.")
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Run the production shape instead, every part a process on 127.0.0.1: an S3 API "
+    "(moto, in memory) holding warehouse and checkpoints, three Kafka brokers, a Spark "
+    "master with two workers, the coordinator submitted to it, the REST ingress. Starts "
+    "fresh each time (docs/deployment.md).",
+)
 def up(
     *,
     config_file: Path | None,
@@ -129,6 +167,7 @@ def up(
     master: str,
     kafka_port: int,
     driver_memory: str,
+    cluster: bool,
 ) -> None:
     """Run the whole local stack in the foreground until Ctrl-C.
 
@@ -140,6 +179,20 @@ def up(
     """
     console = Console(soft_wrap=True)
     state_dir = state_dir.resolve()  # relative: to the working directory (contract 4)
+    if cluster:
+        chosen_elsewhere = {
+            "--warehouse": warehouse is not None,
+            "--auth-file": auth_file is not None,
+            "--no-rest": no_rest,
+            "--master": master != "local[2]",
+            "--kafka-port": kafka_port != 0,
+        }
+        if clash := [name for name, given in chosen_elsewhere.items() if given]:
+            raise click.UsageError(f"--cluster chooses these itself: {', '.join(clash)}")
+        rest = {"rest.port": str(port)} if port is not None else {}
+        profile = ProfileSettings(state_dir / "cluster", driver_memory=driver_memory)
+        _up_cluster(console, config_file, {**rest, **parse_overrides(list(overrides))}, profile)
+        return
     # Ctrl-C or SIGTERM: abandon a start; once up, one orderly stop (coordinator/stop_signals.py).
     signals = StopSignals(interrupting=True).install()
     chosen = {"streams.checkpoint_dir": str(state_dir / "checkpoints")}

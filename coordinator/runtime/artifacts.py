@@ -33,14 +33,18 @@ def jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path(override) if override else PROJECT_ROOT / ".cache" / "jars"
 
 
+#: The folders of jars the install step fills (deploy/install.sh).
+COMPONENTS = ("spark", "kafka", "stage", "s3")
+
+
 def jars(component: str, cache_dir: Path | None = None) -> tuple[Path, ...]:
     """Return the sorted jars of `component`, or explain how to get them.
 
     "spark": the connectors; "kafka": the broker; "stage": the coordinator's stateful stage,
-    compiled from streams/jvm/ by the install step.
+    compiled from streams/jvm/ by the install step; "s3": Hadoop's s3a file system.
     """
-    if component not in ("spark", "kafka", "stage"):
-        raise ValueError(f"component must be 'spark', 'kafka' or 'stage', not {component!r}")
+    if component not in COMPONENTS:
+        raise ValueError(f"component must be one of {', '.join(COMPONENTS)}, not {component!r}")
     folder = (cache_dir or jar_cache_dir()) / component
     found = tuple(sorted(folder.glob("*.jar")))
     if not found:

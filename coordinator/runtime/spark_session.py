@@ -62,6 +62,34 @@ LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
 }
 
 
+#: The warehouse schemes that are an S3 API, read by Hadoop's s3a file system.
+S3_SCHEMES = ("s3a://", "s3://")
+
+
+def s3a_conf(environ: Mapping[str, str]) -> dict[str, str]:
+    """Return Spark's s3a settings for the S3 API the standard AWS_* variables name.
+
+    The driver's delta-rs writes read the same variables (AWS_ENDPOINT_URL, AWS_REGION,
+    AWS_ACCESS_KEY_ID...), so one environment points both writers at one store. s3a's
+    default credential chain reads the keys from the environment itself; the endpoint and
+    region it needs spelled out. An endpoint of its own (not AWS) is addressed by path
+    (bucket in the path, not the host name): S3 API servers on a host name without
+    wildcard DNS need it, AWS accepts it.
+    """
+    conf: dict[str, str] = {}
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(
+            endpoint.startswith("https:")
+        ).lower()
+    return conf
+
+
 #: Batches between two snapshots of the stage's RocksDB state (changelogs in between).
 SNAPSHOT_EVERY_BATCHES = 50
 
@@ -163,6 +191,13 @@ class SparkSettings:
                     str(path.resolve()) for path in stage
                 )
                 conf["spark.hadoop.fs.file.impl"] = LOCAL_FILESYSTEM
+        if warehouse.startswith(S3_SCHEMES):
+            conf.update(s3a_conf(os.environ))
+            if self.use_cached_jars and self.is_local:
+                # Hadoop finds file systems on the JVM's own class path, not in spark.jars.
+                conf["spark.driver.extraClassPath"] = ":".join(
+                    str(path) for path in jars("s3", self.jar_cache_dir)
+                )
         conf.update(self.extra_conf)
         return conf
 

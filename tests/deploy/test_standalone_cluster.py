@@ -1,6 +1,7 @@
 """Operators: `deploy/submit-coordinator --master spark://…` on a real Spark standalone cluster.
 
-One master and one worker from pyspark's own distribution (tests/spark_cluster.py); the
+One master and one worker from pyspark's own distribution
+(coordinator/runtime/local_stack/spark_cluster.py); the
 driver runs here, the streams' tasks and their Python workers on the worker's executor,
 which gets the connector jars from `--jars` and runs the venv's interpreter. A committed,
 a rolled-back and a checked-then-committed transaction must end as they do on local[*];
@@ -17,10 +18,10 @@ import pytest
 from deltalake import DeltaTable
 
 from coordinator.core.config import Config
+from coordinator.runtime.local_stack.spark_cluster import ClusterError, StandaloneCluster
 from tests.app_process import AppProcess
 from tests.conftest import ConfigFactory, unavailable
 from tests.harness import TOPIC, Producer, Responder, wait_for
-from tests.spark_cluster import ClusterError, StandaloneCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.9)]
 

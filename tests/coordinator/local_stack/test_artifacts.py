@@ -34,7 +34,7 @@ def test_missing_jars_name_the_folder_and_the_fix(tmp_path: Path) -> None:
 
 
 def test_unknown_component_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="'spark', 'kafka' or 'stage'"):
+    with pytest.raises(ValueError, match="one of spark, kafka, stage, s3"):
         jars("flink", tmp_path)
 
 

@@ -16,14 +16,19 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coordinator.runtime.local_stack.ports import free_port
+from coordinator.runtime.spark_session import s3a_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Seconds moto's server may take to answer its first request.
 START_BOUND = 30.0
 
 
-class S3Api:
+class S3Server:
     """A moto server process; `bucket()` makes a new bucket in it."""
 
     def __init__(self, log_dir: Path) -> None:
@@ -49,15 +54,15 @@ class S3Api:
                     raise RuntimeError(f"moto's server did not answer on {self.endpoint}") from None
                 time.sleep(0.2)
 
-    def bucket(self) -> str:
-        """Create a bucket of a fresh name; return its name."""
-        name = f"txcoord-{uuid.uuid4().hex[:12]}"
+    def bucket(self, name: str | None = None) -> str:
+        """Create bucket `name` (default: a fresh name); return its name."""
+        name = name or f"txcoord-{uuid.uuid4().hex[:12]}"
         request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
         urllib.request.urlopen(request, timeout=10).read()
         return name
 
     def environment(self) -> dict[str, str]:
-        """Return the AWS_* variables that point delta-rs at this server."""
+        """Return the AWS_* variables that point delta-rs and s3a at this server."""
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
             "AWS_ALLOW_HTTP": "true",
@@ -65,6 +70,16 @@ class S3Api:
             "AWS_SECRET_ACCESS_KEY": "test",
             "AWS_REGION": "us-east-1",
         }
+
+    def configure(self, spark: SparkSession) -> None:
+        """Point the running session's s3a file system at this server: the session's JVM
+        started before a test set the AWS_* variables, so they are given to Hadoop instead."""
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        environment = self.environment()
+        for key, value in s3a_conf(environment).items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
+        hadoop.set("fs.s3a.access.key", environment["AWS_ACCESS_KEY_ID"])
+        hadoop.set("fs.s3a.secret.key", environment["AWS_SECRET_ACCESS_KEY"])
 
     def stop(self) -> None:
         """Stop the server."""

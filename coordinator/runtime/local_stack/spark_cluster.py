@@ -1,4 +1,5 @@
-"""A Spark standalone cluster (one master, one or more workers) on 127.0.0.1, as a test drives it.
+"""A Spark standalone cluster (one master, one or more workers) on 127.0.0.1: the cluster
+profile's (`txcoord up --cluster`), and the one tests kill workers of.
 
 Both daemons run from pyspark's own distribution (`bin/spark-class`, SPARK_HOME = the pyspark
 package), each in a process group of its own: the worker's executors and their Python
