@@ -41,7 +41,6 @@ import pytest
 
 from coordinator.core.config import Config, load_config
 from coordinator.kafka_clients.admin import delete_topic, ensure_topic
-from coordinator.runtime.artifacts import jars
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.local_stack.kafka_cluster import ClusterSettings, KafkaCluster
 from coordinator.runtime.local_stack.s3_server import S3Server
@@ -96,13 +95,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
                 warehouse=str(tmp_path_factory.mktemp("spark-warehouse")),
                 shuffle_partitions=2,
                 driver_memory="2g",
-                # s3a on the JVM's class path (after the stage: the class archive still
-                # serves), so tests read a warehouse on the S3 API too (`s3_warehouse`).
-                extra_conf={
-                    "spark.driver.extraClassPath": ":".join(
-                        str(path.resolve()) for path in (*jars("stage"), *jars("s3"))
-                    )
-                },
+                s3a=True,  # tests read a warehouse on the S3 API too (`s3_warehouse`)
             )
         )
     except Exception as exc:

@@ -69,6 +69,9 @@ class BenchSettings:
     java_peer_records: int = 10_000  # records per producer in the short shape
     java_peer_batch: int = 100  # records per transaction the batch shape aims at
     ceiling: bool = True
+    # The Kafka path once more on an engine whose warehouse and checkpoints are in a bucket
+    # of an S3 API on loopback (moto's server), beside the local one (runner.py `_on_s3`).
+    s3: bool = False
     ceiling_records: int = 100_000
     ceiling_repeats: int = 3
     transaction_timeout: str = "2s"

@@ -16,14 +16,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from coordinator.bench.visibility import commits_of
 from coordinator.bench.workload import kind_of
 from delta_tables import check_requests, transactions
+from delta_tables.lookup import delta_rs_location
 
 
 def _ms(moment: datetime) -> int:
@@ -33,9 +34,9 @@ def _ms(moment: datetime) -> int:
 
 
 def _rows(location: str, columns: list[str], prefix: str) -> list[dict[str, Any]]:
-    if not (Path(location) / "_delta_log").is_dir():
+    if not commits_of(location):
         return []
-    table = DeltaTable(location).to_pyarrow_table(columns=columns)
+    table = DeltaTable(delta_rs_location(location)).to_pyarrow_table(columns=columns)
     rows: list[dict[str, Any]] = table.filter(
         pc.starts_with(table["transaction_id"], prefix)
     ).to_pylist()

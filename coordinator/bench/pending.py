@@ -156,7 +156,7 @@ def run_pending(context: PhaseContext) -> tuple[dict[str, Any], Engine]:
             rebuilt, engine = measure_rebuilds(context, level)
             context = replace(context, engine=engine)
             results[-1]["rebuild"] = rebuilt
-    visible = visible_times(Path(topics.table(TOPIC).path(context.config.warehouse)))
+    visible = visible_times(topics.table(TOPIC).path(context.config.warehouse))
     for measured, acked in zip(results, acks, strict=True):
         measured["commit_to_visible_ms"] = summarize(latencies_ms(acked, visible))
     immunity = context.config.max_check_immunity.total_seconds()

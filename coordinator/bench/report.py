@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator.bench.java_peer import SHAPES
 from coordinator.bench.jit import Settling
+from coordinator.bench.s3_model import project
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,54 @@ def _commits(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def _s3(result: dict[str, Any]) -> list[str]:
+    s3 = result.get("s3")
+    if not s3:
+        return []
+    stores = [("local disk", (result.get("paths") or {}).get("kafka"), result.get("delta_commits"))]
+    stores.append(("S3 API (moto)", s3["paths"]["kafka"], s3.get("delta_commits")))
+    lines = [
+        "",
+        "## The warehouse on an S3 API (kafka path)",
+        "",
+        "| warehouse | sustained tx/s | commit→visible ms p50/p95/p99 | batch ms p50/p95 "
+        "| Delta commits/s, busiest table |",
+        "|---|---|---|---|---|",
+    ]
+    for name, path, commits in stores:
+        if not path:
+            continue
+        batches = next(iter(path["where_time_went"].values()))["duration_ms"]
+        busiest = max((commits or {}).get("tables", {}).values(), default=0)
+        seconds = (commits or {}).get("engine_seconds") or 1
+        lines.append(
+            f"| {name} | {_n(path['sustained_tx_per_s'], 1)} "
+            f"| {_pcts(path['commit_to_visible_ms'])} | {_pcts(batches, ('p50', 'p95'))} "
+            f"| {busiest / seconds:.2f} |"
+        )
+    requests = s3.get("requests") or {}
+    lines += [
+        "",
+        f"S3 requests during the path: {requests.get('by_method')} over "
+        f"{requests.get('seconds')} s, {requests.get('per_batch')} per coordinator batch.",
+    ]
+    if model := project(s3):
+        lines += [
+            "",
+            "Model of a real object store (coordinator/bench/s3_model.py; best to worst):",
+            "",
+            "| ms per request | batch p50 ms | commit→visible p50 ms | sustained tx/s |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {row['request_ms']} | {row['batch_p50_ms'][0]} to {row['batch_p50_ms'][1]} "
+            f"| {' to '.join(map(str, row['commit_to_visible_p50_ms'] or []))} "
+            f"| {' to '.join(map(str, row['sustained_tx_per_s'] or []))} |"
+            for row in model
+        ]
+    return lines
+
+
 def _resources(result: dict[str, Any]) -> list[str]:
     resources = result.get("resources") or {}
     phases = resources.get("phases") or {}
@@ -323,6 +372,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         "",
         *_time(result),
         *_commits(result),
+        *_s3(result),
         "",
         "## CPU and memory",
         "",

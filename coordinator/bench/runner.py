@@ -51,6 +51,7 @@ from coordinator.runtime.engine import Engine
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.local_stack.ports import free_port
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
+from streams.coordinator_job import QUERY_NAME as COORDINATOR
 from streams.progress_listener import listen
 
 SCHEMA = "txcoord-bench/1"
@@ -115,7 +116,7 @@ def _commits(config: Config, seconds: float) -> dict[str, Any]:
         "what": "Delta commits per table of the warehouse over the engine's life (warm-up, "
         "idle and both paths)",
         "engine_seconds": round(seconds, 1),
-        "tables": commit_counts(Path(config.warehouse)),
+        "tables": commit_counts(config.warehouse),
     }
 
 
@@ -241,6 +242,7 @@ class Bench:
                     warehouse=config.warehouse,
                     driver_memory=settings.driver_memory,
                     shuffle_partitions=config.spark.shuffle_partitions,
+                    s3a=settings.s3,
                 )
             )
             self._stack.callback(spark.stop)
@@ -261,6 +263,7 @@ class Bench:
                 stop_rest()
             engine.stop()
             result["delta_commits"] = _commits(config, time.monotonic() - engine_started)
+            result["s3"] = self._on_s3(spark, config, context) if settings.s3 else None
 
             result["pending"] = None
             if settings.pending:
@@ -302,6 +305,65 @@ class Bench:
         for path in settings.paths:
             with self._measure(f"{path} path"):
                 found["paths"][path] = run_path(context, path)
+        return found
+
+    def _on_s3(self, spark: Any, config: Config, context: PhaseContext) -> dict[str, Any]:
+        """Warm up and drive the Kafka path on an engine of its own whose warehouse and
+        checkpoints are in a bucket of an S3 API on loopback; return its numbers."""
+        # Imported here: moto is needed only by this phase (the `cluster` extra).
+        from coordinator.runtime.local_stack.s3_server import S3Server  # noqa: PLC0415
+
+        self.reporter.phase("starting the S3 API (moto)", None)
+        server = S3Server(context.work_dir)
+        self._stack.callback(server.stop)
+        bucket = server.bucket("bench")
+        saved = {name: os.environ.get(name) for name in server.environment()}
+        os.environ.update(server.environment())  # delta-rs and Arrow read these
+        self._stack.callback(_restore, saved)
+        server.configure(spark)  # the session's s3a, already started, reads Hadoop's conf
+        # What an s3a warehouse runs with outside the bench (coordinator/runtime/spark_session.py
+        # sets the rename-based manager for local disks only): Spark's default.
+        manager = "spark.sql.streaming.checkpointFileManagerClass"
+        local_manager = spark.conf.get(manager, None)
+        spark.conf.unset(manager)
+        kafka = config.kafka
+        on_s3 = replace(
+            config,
+            warehouse=f"s3a://{bucket}/warehouse",
+            kafka=replace(
+                kafka,
+                half_topic=f"{kafka.half_topic}.s3",
+                op_topic=f"{kafka.op_topic}.s3",
+                check_topic=f"{kafka.check_topic}.s3",
+            ),
+            streams=replace(config.streams, checkpoint_dir=f"s3a://{bucket}/checkpoints"),
+        )
+        try:
+            engine = self._engine(spark, on_s3, "the engine on S3")
+            started = time.monotonic()
+            on = replace(context, config=on_s3, engine=engine)
+            found: dict[str, Any] = {"endpoint": server.endpoint, "warmup": None, "paths": {}}
+            if self.settings.warmup:
+                with self._measure("warm-up on S3"):
+                    found["warmup"] = warm_up(on)
+            began = time.time()
+            with self._measure("kafka path on S3"):
+                found["paths"]["kafka"] = run_path(on, "kafka")
+            requests = server.requests_between(began, time.time())
+            batches = found["paths"]["kafka"]["where_time_went"][COORDINATOR]["batches"]
+            found["requests"] = {
+                "what": "requests the S3 API served during the kafka path (all clients: "
+                "s3a for checkpoints and state, delta-rs for commits, Arrow for the bench)",
+                "seconds": round(time.time() - began, 1),
+                "by_method": requests,
+                "coordinator_batches": batches,
+                "per_batch": round(sum(requests.values()) / batches, 1) if batches else None,
+            }
+            engine.stop()
+            found["delta_commits"] = _commits(on_s3, time.monotonic() - started)
+        finally:
+            if local_manager is not None:
+                spark.conf.set(manager, local_manager)
         return found
 
     def _references(self, spark: Any, bootstrap: str, work_dir: Path) -> dict[str, Any]:
@@ -355,6 +417,15 @@ class Bench:
         for shape, numbers in ((result.get("java_peer") or {}).get("shapes") or {}).items():
             peaks[f"java peer JVM ({shape}, largest)"] = numbers["peak_rss_bytes"]
         return {"phases": self.phases, "peak_rss_bytes": peaks}
+
+
+def _restore(saved: Mapping[str, str | None]) -> None:
+    """Put environment variables back as they were (None: absent)."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def ratios(result: dict[str, Any]) -> dict[str, Any]:

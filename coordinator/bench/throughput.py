@@ -26,7 +26,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
@@ -284,7 +283,7 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
     load = driven.load
     sent = [row[0] for row in load["transactions"]]
     verdict = judge(sent, final_states(warehouse, f"{run}-"))
-    visible = visible_times(Path(topics.table(TOPICS[path]).path(warehouse)))
+    visible = visible_times(topics.table(TOPICS[path]).path(warehouse))
     commit_acks = {
         tx: op_ack
         for tx, kind, _, op_ack in load["transactions"]

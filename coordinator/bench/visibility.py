@@ -6,30 +6,74 @@ So the visible time of a transaction is the modification time of the first commi
 that added a data file holding it (its `commitInfo.timestamp` is taken a moment earlier,
 when the commit was prepared, and is used only where the file time is unavailable).
 Commits that only rearrange data (auto compaction: `dataChange: false`) are skipped: they
-make nothing newly visible. Local warehouses only (the benchmark makes its own).
+make nothing newly visible. A warehouse on local disk or on an S3 API (Arrow's file systems).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+#: Hadoop's and delta-rs's names of an S3 API.
+S3_SCHEMES = ("s3a://", "s3://")
 
-def visible_times(table_dir: Path) -> dict[str, int]:
-    """Return transaction id -> epoch ms of the commit that made its row visible."""
-    log_dir = table_dir / "_delta_log"
-    if not log_dir.is_dir():
-        return {}
+
+def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    """Return (Arrow file system, path in it) of a local folder or an `s3a://` location.
+
+    An S3 API is reached through the same AWS_* variables the engine's writers read.
+    """
+    if location.startswith(S3_SCHEMES):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        s3 = pafs.S3FileSystem(
+            endpoint_override=endpoint.split("://", 1)[1] if endpoint else None,
+            scheme=endpoint.split("://", 1)[0] if endpoint else "https",
+            region=region,
+        )
+        return s3, location.split("://", 1)[1].rstrip("/")
+    return pafs.LocalFileSystem(), str(Path(location).resolve())
+
+
+def _commit_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
+    """Return the commit files of `table`'s log (FileInfo: path, mtime), oldest first."""
+    try:
+        listed = fs.get_file_info(pafs.FileSelector(f"{table}/_delta_log", allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    commits = [f for f in listed if f.base_name.endswith(".json") and f.base_name[:-5].isdigit()]
+    return sorted(commits, key=lambda f: int(f.base_name[:-5]))
+
+
+def commits_of(location: str) -> int:
+    """Return how many commits the log of the table at `location` has (0: no table)."""
+    fs, table = filesystem(location)
+    return len(_commit_files(fs, table))
+
+
+def visible_times(location: str) -> dict[str, int]:
+    """Return transaction id -> epoch ms of the commit that made its row visible.
+
+    On local disk that is the commit file's modification time; on an S3 API the commit's own
+    `commitInfo.timestamp` (an object's LastModified has whole seconds on some stores).
+    """
+    fs, table = filesystem(location)
+    remote = not isinstance(fs, pafs.LocalFileSystem)
     visible: dict[str, int] = {}
-    commits = sorted(log_dir.glob("[0-9]*.json"), key=lambda p: int(p.stem))
-    for commit in commits:
-        at_ms: int | None = commit.stat().st_mtime_ns // 1_000_000
+    for commit in _commit_files(fs, table):
+        at_ms: int | None = (
+            None if remote or commit.mtime_ns is None else commit.mtime_ns // 1_000_000
+        )
         added: list[str] = []
         prepared_ms = None
-        for line in commit.read_text().splitlines():
+        with fs.open_input_stream(commit.path) as stream:
+            text = stream.read().decode("utf-8")
+        for line in text.splitlines():
             if not line.strip():
                 continue
             action = json.loads(line)
@@ -44,8 +88,8 @@ def visible_times(table_dir: Path) -> dict[str, int]:
         if at_ms is None:
             continue
         for path in added:
-            ids = pq.read_table(table_dir / path, columns=["transaction_id"]).column(0)
-            for transaction_id in ids.to_pylist():
+            ids = pq.read_table(f"{table}/{path}", columns=["transaction_id"], filesystem=fs)
+            for transaction_id in ids.column(0).to_pylist():
                 if transaction_id is not None and transaction_id not in visible:
                     visible[transaction_id] = at_ms
     return visible
@@ -56,9 +100,13 @@ def latencies_ms(acks: dict[str, int], visible: dict[str, int]) -> list[float]:
     return [float(visible[tx] - at) for tx, at in acks.items() if tx in visible]
 
 
-def commit_counts(warehouse: Path) -> dict[str, int]:
+def commit_counts(warehouse: str) -> dict[str, int]:
     """Return table name ("system/half_messages") -> how many Delta commits it has."""
-    return {
-        str(log_dir.parent.relative_to(warehouse)): sum(1 for _ in log_dir.glob("[0-9]*.json"))
-        for log_dir in sorted(warehouse.glob("*/*/_delta_log"))
-    }
+    fs, root = filesystem(warehouse)
+    found = {}
+    for folder in ("system", "topics"):
+        selector = pafs.FileSelector(f"{root}/{folder}", allow_not_found=True)
+        for table in sorted(fs.get_file_info(selector), key=lambda f: f.path):
+            if table.type == pafs.FileType.Directory and (commits := _commit_files(fs, table.path)):
+                found[f"{folder}/{table.base_name}"] = len(commits)
+    return found

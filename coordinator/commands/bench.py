@@ -272,6 +272,12 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     help="Records per transaction its batch shape aims at.",
 )
 @click.option("--skip-ceiling", is_flag=True, help="Do not measure the raw Kafka→Delta append.")
+@click.option(
+    "--s3",
+    is_flag=True,
+    help="Also drive the Kafka path on an engine whose warehouse and checkpoints are on an "
+    "S3 API on loopback (moto's server), beside the local one.",
+)
 @click.option("--ceiling-records", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option("--ceiling-repeats", type=click.IntRange(1, 20), default=3, show_default=True)
 @click.option(
@@ -350,6 +356,7 @@ def bench(
     java_peer_records: int,
     java_peer_batch: int,
     skip_ceiling: bool,
+    s3: bool,
     ceiling_records: int,
     ceiling_repeats: int,
     transaction_timeout: str,
@@ -395,6 +402,7 @@ def bench(
             java_peer_records=java_peer_records,
             java_peer_batch=java_peer_batch,
             ceiling=not skip_ceiling,
+            s3=s3,
             ceiling_records=ceiling_records,
             ceiling_repeats=ceiling_repeats,
             transaction_timeout=transaction_timeout,

@@ -117,6 +117,9 @@ class SparkSettings:
     # A local driver writes the classes it loaded to this archive when its JVM exits
     # (coordinator/record_classes.py) instead of starting from the archive.
     record_classes: Path | None = None
+    # s3a on the class path with a local warehouse too: a session that reads or writes an
+    # S3 API later (the bench's S3 phase, tests), pointed at it through Hadoop's conf.
+    s3a: bool = False
 
     def __post_init__(self) -> None:
         if self.shuffle_partitions < 1:
@@ -178,25 +181,27 @@ class SparkSettings:
                 [f"-Dlog4j2.configurationFile=file:{log4j}", JIT_OPTIONS, *archive]
             )
         conf["spark.executor.extraJavaOptions"] = JIT_OPTIONS
+        on_s3 = warehouse.startswith(S3_SCHEMES)
+        if on_s3:
+            conf.update(s3a_conf(os.environ))
         if self.use_cached_jars:
             stage = jars("stage", self.jar_cache_dir)
             spark_jars = (*jars("spark", self.jar_cache_dir), *stage)
             conf["spark.jars"] = ",".join(str(path) for path in spark_jars)
+            # On the JVM's own class path: Hadoop loads file systems before spark.jars. Real
+            # paths: a class archive fits only the class path it was recorded with
+            # (coordinator/runtime/class_archives.py), and a checkout whose cache is a symbolic
+            # link to another's is then the same class path. s3a comes after the stage, so the
+            # archive (recorded without it) still serves.
+            class_path: list[Path] = []
             if local and self.is_local:
-                # On the JVM's own class path: Hadoop loads filesystems before spark.jars.
-                # Real paths: a class archive fits only the class path it was recorded with
-                # (coordinator/runtime/class_archives.py), and a checkout whose cache is a symbolic
-                # link to another's is then the same class path.
-                conf["spark.driver.extraClassPath"] = ":".join(
-                    str(path.resolve()) for path in stage
-                )
+                class_path += stage
                 conf["spark.hadoop.fs.file.impl"] = LOCAL_FILESYSTEM
-        if warehouse.startswith(S3_SCHEMES):
-            conf.update(s3a_conf(os.environ))
-            if self.use_cached_jars and self.is_local:
-                # Hadoop finds file systems on the JVM's own class path, not in spark.jars.
+            if self.is_local and (on_s3 or self.s3a):
+                class_path += jars("s3", self.jar_cache_dir)
+            if class_path:
                 conf["spark.driver.extraClassPath"] = ":".join(
-                    str(path) for path in jars("s3", self.jar_cache_dir)
+                    str(path.resolve()) for path in class_path
                 )
         conf.update(self.extra_conf)
         return conf

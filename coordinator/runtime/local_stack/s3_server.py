@@ -8,6 +8,7 @@ duration. moto keeps every object in memory and honours conditional writes
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +27,10 @@ from coordinator.runtime.spark_session import s3a_conf
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: A request in the server's log: `127.0.0.1 - - [28/Nov/2026 16:27:55] "PUT /b/k HTTP/1.1" 200 -`.
+REQUEST_LINE = re.compile(r'\[(\d\d/\w{3}/\d{4} [\d:]{8})\] "([A-Z]+) ')
+#: Terminal colours werkzeug puts around some lines.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: Seconds moto's server may take to answer its first request.
 START_BOUND = 30.0
 
@@ -37,7 +44,8 @@ class S3Server:
         server = shutil.which("moto_server", path=str(Path(sys.executable).parent))
         if server is None:
             raise FileNotFoundError("moto_server is not installed (pip install 'moto[server]')")
-        self._log = (log_dir / "moto.log").open("wb")
+        self.log_path = log_dir / "moto.log"
+        self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [server, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self._log,
@@ -80,6 +88,19 @@ class S3Server:
             hadoop.set(key.removeprefix("spark.hadoop."), value)
         hadoop.set("fs.s3a.access.key", environment["AWS_ACCESS_KEY_ID"])
         hadoop.set("fs.s3a.secret.key", environment["AWS_SECRET_ACCESS_KEY"])
+
+    def requests_between(self, start: float, end: float) -> dict[str, int]:
+        """Return how many requests of each HTTP method the server logged from `start` to
+        `end` (epoch seconds; its log has whole seconds, so both ends are taken whole)."""
+        counts: Counter[str] = Counter()
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            found = REQUEST_LINE.search(ANSI.sub("", line))
+            if found is None:
+                continue
+            at = datetime.strptime(found.group(1), "%d/%b/%Y %H:%M:%S").timestamp()
+            if int(start) <= at <= end:
+                counts[found.group(2)] += 1
+        return dict(sorted(counts.items()))
 
     def stop(self) -> None:
         """Stop the server."""

@@ -29,7 +29,7 @@ def test_each_row_is_visible_from_its_first_commit(tmp_path: Path) -> None:
     _append(table, ["c"])
     _set_commit_time(table, 0, 1_000)
     _set_commit_time(table, 1, 5_000)
-    assert visible_times(table) == {"a": 1_000, "b": 1_000, "c": 5_000}
+    assert visible_times(str(table)) == {"a": 1_000, "b": 1_000, "c": 5_000}
 
 
 def test_a_compaction_does_not_move_visibility(tmp_path: Path) -> None:
@@ -43,11 +43,11 @@ def test_a_compaction_does_not_move_visibility(tmp_path: Path) -> None:
     assert any("add" in action and not action["add"]["dataChange"] for action in added)
     for version in range(3):
         _set_commit_time(table, version, 1_000 * (version + 1))
-    assert visible_times(table) == {"a": 1_000, "b": 2_000}
+    assert visible_times(str(table)) == {"a": 1_000, "b": 2_000}
 
 
 def test_no_table_means_nothing_visible(tmp_path: Path) -> None:
-    assert visible_times(tmp_path / "absent") == {}
+    assert visible_times(str(tmp_path / "absent")) == {}
 
 
 def test_latency_is_visible_minus_acknowledged_for_the_visible_only() -> None:
