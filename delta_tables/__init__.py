@@ -13,7 +13,8 @@
 
 registry.py creates the system tables; log_retention.py gives every table the history it
 keeps (`streams.log_retention`); lookup.py reads a transaction's state from them
-without a JVM (deltalake), for the REST ingress and the operator commands.
+without a JVM (deltalake), for the REST ingress and the operator commands; object_store.py
+lists a warehouse and its logs on local disk or on an S3 API (Arrow's file systems).
 """
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "half_messages",
     "log_retention",
     "lookup",
+    "object_store",
     "op_records",
     "op_verdicts",
     "quarantine",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
+import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import StreamsConfig
@@ -19,7 +19,8 @@ from delta_tables import (
     transactions,
     writers,
 )
-from delta_tables.table import TableSpec, listed_version
+from delta_tables.object_store import filesystem, listing
+from delta_tables.table import TableSpec, listed_version, table_path
 
 SYSTEM_TABLES: tuple[TableSpec, ...] = (
     half_messages.TABLE,
@@ -40,14 +41,18 @@ UNCOMPACTED: frozenset[str] = frozenset({half_messages.TABLE.name, op_records.TA
 
 
 def warehouse_tables(warehouse: str) -> list[str]:
-    """Return every table of a local `warehouse` that exists: system tables, then topics."""
+    """Return every table of `warehouse` (local, or on an S3 API) that exists: system tables,
+    then topics."""
     names = [spec.name for spec in SYSTEM_TABLES]
-    topics = Path(warehouse) / "topics"
-    if topics.is_dir():
-        names += sorted(f"topics/{p.name}" for p in topics.iterdir() if (p / "_delta_log").is_dir())
+    fs, root = filesystem(warehouse)
+    names += [
+        f"topics/{info.base_name}"
+        for info in listing(fs, f"{root}/topics")
+        if info.type == pafs.FileType.Directory
+    ]
     # A table exists once its log has a commit: a kill -9 while one was being created can
     # leave an empty log folder behind, which no reader can open (create_if_absent makes it).
-    return [name for name in names if listed_version(str(Path(warehouse) / name)) is not None]
+    return [name for name in names if listed_version(table_path(warehouse, name)) is not None]
 
 
 def create_system_tables(

@@ -16,6 +16,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from coordinator.core.config import StreamsConfig
+from delta_tables.object_store import S3_SCHEMES as S3_LOCATIONS
+from delta_tables.object_store import filesystem, listing
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +106,16 @@ def listed_version(directory: str) -> int | None:
     """Return the newest commit file's version in the table `directory`'s log, None if none.
 
     The log's file names say it, without loading the table (which costs a cold process about
-    a third of a second per table).
+    a third of a second per table). `directory` may be on an S3 API (`s3a://`) too.
     """
-    try:
-        names = os.listdir(os.path.join(directory, "_delta_log"))
-    except FileNotFoundError:
-        return None
+    if directory.startswith(S3_LOCATIONS):
+        fs, table = filesystem(directory)
+        names = [info.base_name for info in listing(fs, f"{table}/_delta_log")]
+    else:
+        try:
+            names = os.listdir(os.path.join(directory, "_delta_log"))
+        except FileNotFoundError:
+            return None
     versions = [int(found.group(1)) for name in names if (found := COMMIT_FILE.match(name))]
     return max(versions, default=None)
 

@@ -24,7 +24,7 @@ from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
-from delta_tables.table import local_directory, table_path
+from delta_tables.table import delta_rs_uri, table_path
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +54,18 @@ class Compactor:
     def files(self, name: str) -> int:
         """Return the number of files of the newest version of table `name`."""
         location = table_path(self.warehouse, name)
-        directory = local_directory(location)
+        directory = delta_rs_uri(location)
         if directory is not None:
             return len(RustDeltaTable(directory).file_uris())
         detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{location}`").first()
         return int(detail["numFiles"]) if detail is not None else 0
 
     def compact(self, name: str) -> None:
-        """Fold table `name`'s small files: with delta-rs on this machine's disk, as the
-        batches append there (streams/delta_writes.py), else with Spark's OPTIMIZE."""
+        """Fold table `name`'s small files: with delta-rs where the batches append with it
+        (streams/delta_writes.py: local disk, an S3 API, where its commit is a conditional
+        PUT and Spark's is not), else with Spark's OPTIMIZE."""
         location = table_path(self.warehouse, name)
-        directory = local_directory(location)
+        directory = delta_rs_uri(location)
         if directory is not None:
             RustDeltaTable(directory).optimize.compact()
         else:

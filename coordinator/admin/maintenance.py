@@ -31,11 +31,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
-from delta_tables.table import REMOVED_FILES_PROPERTY, parse_interval, spark_table_properties
+from delta_tables.table import (
+    REMOVED_FILES_PROPERTY,
+    delta_rs_uri,
+    parse_interval,
+    spark_table_properties,
+)
 from streams.coordinator_job import checkpoint_of
 
 log = logging.getLogger(__name__)
@@ -138,6 +144,31 @@ class Maintenance:
     def _path(self, name: str) -> str:
         return f"{self.config.warehouse.rstrip('/')}/{name}"
 
+    def _on_s3(self, name: str) -> str | None:
+        """Return table `name`'s URI for delta-rs if it is on an S3 API, else None.
+
+        There the coordinator commits with delta-rs, whose conditional PUT makes a commit
+        fail rather than overwrite another; Spark's commit on S3 is a plain PUT, which could
+        overwrite a batch's commit made at the same moment. So maintenance commits with
+        delta-rs there too, and a running coordinator is safe beside it.
+        """
+        location = self._path(name)
+        return delta_rs_uri(location) if location.startswith(("s3a://", "s3://")) else None
+
+    def _compact(self, name: str) -> None:
+        if (uri := self._on_s3(name)) is not None:
+            RustDeltaTable(uri).optimize.compact()
+        else:
+            self.spark.sql(f"OPTIMIZE delta.`{self._path(name)}`").collect()
+
+    def _vacuum(self, name: str) -> None:
+        if (uri := self._on_s3(name)) is not None:
+            # The table's own deletedFileRetentionDuration, enforced, as Spark's VACUUM.
+            RustDeltaTable(uri).vacuum(dry_run=False)
+            return
+        with listing_parallelism(self.spark):
+            self.spark.sql(f"VACUUM delta.`{self._path(name)}`").collect()
+
     def _files(self, name: str) -> int:
         detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self._path(name)}`").first()
         return int(detail["numFiles"]) if detail is not None else 0
@@ -181,7 +212,7 @@ class Maintenance:
             before = self._files(name)
             compact = optimize and name not in STREAMED
             if compact:
-                self.spark.sql(f"OPTIMIZE delta.`{self._path(name)}`").collect()
+                self._compact(name)
             retention = self._retention(name)
             refusal = vacuum_refusal(retention, self._needed_since(name), datetime.now(UTC))
             if name in STREAMED and "://" in self.config.streams.checkpoint_dir:
@@ -189,8 +220,7 @@ class Maintenance:
             notes = ["streamed by the coordinator: not compacted"] if name in STREAMED else []
             vacuumed = False
             if vacuum and refusal is None:
-                with listing_parallelism(self.spark):
-                    self.spark.sql(f"VACUUM delta.`{self._path(name)}`").collect()
+                self._vacuum(name)
                 vacuumed = True
             elif vacuum and refusal is not None:
                 notes.append(refusal)

@@ -317,6 +317,9 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
         "visible_rolled_back": sum(1 for tx in never_visible if tx in visible),
         "send_seconds": round(finished - started, 2),
         "drain_seconds": round(end - finished, 2),
+        # When (epoch s) the load began and the last transaction was decided: the engine's
+        # work, without the judging that reads the tables back afterwards.
+        "driven_between_s": [round(started, 3), round(end, 3)],
         "offered_tx_per_s": round(len(sent) / (finished - started), 1)
         if finished > started
         else None,

@@ -12,48 +12,18 @@ make nothing newly visible. A warehouse on local disk or on an S3 API (Arrow's f
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-#: Hadoop's and delta-rs's names of an S3 API.
-S3_SCHEMES = ("s3a://", "s3://")
-
-
-def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    """Return (Arrow file system, path in it) of a local folder or an `s3a://` location.
-
-    An S3 API is reached through the same AWS_* variables the engine's writers read.
-    """
-    if location.startswith(S3_SCHEMES):
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        s3 = pafs.S3FileSystem(
-            endpoint_override=endpoint.split("://", 1)[1] if endpoint else None,
-            scheme=endpoint.split("://", 1)[0] if endpoint else "https",
-            region=region,
-        )
-        return s3, location.split("://", 1)[1].rstrip("/")
-    return pafs.LocalFileSystem(), str(Path(location).resolve())
-
-
-def _commit_files(fs: pafs.FileSystem, table: str) -> list[pafs.FileInfo]:
-    """Return the commit files of `table`'s log (FileInfo: path, mtime), oldest first."""
-    try:
-        listed = fs.get_file_info(pafs.FileSelector(f"{table}/_delta_log", allow_not_found=True))
-    except FileNotFoundError:
-        return []
-    commits = [f for f in listed if f.base_name.endswith(".json") and f.base_name[:-5].isdigit()]
-    return sorted(commits, key=lambda f: int(f.base_name[:-5]))
+from delta_tables.object_store import commit_files, filesystem, listing
 
 
 def commits_of(location: str) -> int:
     """Return how many commits the log of the table at `location` has (0: no table)."""
     fs, table = filesystem(location)
-    return len(_commit_files(fs, table))
+    return len(commit_files(fs, table))
 
 
 def visible_times(location: str) -> dict[str, int]:
@@ -65,7 +35,7 @@ def visible_times(location: str) -> dict[str, int]:
     fs, table = filesystem(location)
     remote = not isinstance(fs, pafs.LocalFileSystem)
     visible: dict[str, int] = {}
-    for commit in _commit_files(fs, table):
+    for commit in commit_files(fs, table):
         at_ms: int | None = (
             None if remote or commit.mtime_ns is None else commit.mtime_ns // 1_000_000
         )
@@ -105,8 +75,7 @@ def commit_counts(warehouse: str) -> dict[str, int]:
     fs, root = filesystem(warehouse)
     found = {}
     for folder in ("system", "topics"):
-        selector = pafs.FileSelector(f"{root}/{folder}", allow_not_found=True)
-        for table in sorted(fs.get_file_info(selector), key=lambda f: f.path):
-            if table.type == pafs.FileType.Directory and (commits := _commit_files(fs, table.path)):
+        for table in listing(fs, f"{root}/{folder}"):
+            if table.type == pafs.FileType.Directory and (commits := commit_files(fs, table.path)):
                 found[f"{folder}/{table.base_name}"] = len(commits)
     return found

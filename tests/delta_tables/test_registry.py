@@ -5,12 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from delta_tables import topics
 from delta_tables.log_retention import keep_logs_for
+from delta_tables.lookup import delta_uri
+from delta_tables.object_store import filesystem
 from delta_tables.registry import SYSTEM_TABLES, create_system_tables, warehouse_tables
 from delta_tables.table import listed_version, local_directory
 
@@ -80,3 +83,25 @@ def test_a_table_whose_creation_was_killed_is_created_again(
     keep_logs_for(spark, str(warehouse), timedelta(hours=2))  # opens every table that exists
     assert "system/transactions" in warehouse_tables(str(warehouse))
     assert "topics/OrderPaid" not in warehouse_tables(str(warehouse))
+
+
+def test_a_warehouse_on_s3_is_listed_as_one_on_disk(s3_warehouse: str) -> None:
+    """The start's fence, the compactor and a state rebuild find every table of a warehouse
+    on an S3 API: system and topic tables with a commit, not a log folder without one."""
+    assert warehouse_tables(s3_warehouse) == []
+    for name in ("system/transactions", "topics/OrderPaid", "topics/OrderShipped"):
+        write_deltalake(delta_uri(s3_warehouse, name), pa.table({"n": [1]}))
+    write_deltalake(
+        delta_uri(s3_warehouse, "topics/OrderPaid"), pa.table({"n": [2]}), mode="append"
+    )
+    # A creation killed half way: a log folder holding no commit yet.
+    fs, root = filesystem(f"{s3_warehouse}/topics/Broken/_delta_log/_tmp")
+    with fs.open_output_stream(root) as out:
+        out.write(b"")
+    assert warehouse_tables(s3_warehouse) == [
+        "system/transactions",
+        "topics/OrderPaid",
+        "topics/OrderShipped",
+    ]
+    assert listed_version(f"{s3_warehouse}/topics/OrderPaid") == 1
+    assert listed_version(f"{s3_warehouse}/topics/Broken") is None

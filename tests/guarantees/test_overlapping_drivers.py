@@ -43,7 +43,7 @@ from tests.app_process import AppProcess
 from tests.guarantees.app_runs import exit_reason
 from tests.guarantees.mixed_load import Scenario, settings_of
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(4)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(9)]
 
 #: Seconds a fenced coordinator may take to notice and stop (a frozen JVM first catches up).
 FENCED_BOUND = 180

@@ -43,7 +43,7 @@ class S3Server:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         server = shutil.which("moto_server", path=str(Path(sys.executable).parent))
         if server is None:
-            raise FileNotFoundError("moto_server is not installed (pip install 'moto[server]')")
+            raise FileNotFoundError("moto_server is not installed: pip install 'txcoord[cluster]'")
         self.log_path = log_dir / "moto.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
