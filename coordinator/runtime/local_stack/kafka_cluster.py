@@ -15,7 +15,9 @@ be killed (SIGKILL, as a crash) and started again on its own while the others se
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +25,7 @@ from typing import Any
 
 from kafka.admin import KafkaAdminClient
 
+from coordinator.core.errors import BrokerError
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker, new_cluster_id
 from coordinator.runtime.local_stack.ports import free_port
 
@@ -131,16 +134,44 @@ class KafkaCluster:
         return ",".join(f"127.0.0.1:{port}" for port, _ in self.plan.ports)
 
     def start(self) -> KafkaCluster:
-        """Launch every node, then wait until each serves metadata."""
+        """Launch every node, then wait until each serves metadata and every node is a
+        registered broker of the cluster."""
         try:
             for node in self.nodes:
                 node.launch()
             for node in self.nodes:
                 node.wait_ready()
+            self._wait_registered(len(self.nodes))
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_registered(self, count: int) -> None:
+        """Wait until the cluster's metadata lists `count` brokers.
+
+        A node serves metadata as soon as any broker is registered, its own registration
+        (and unfencing by the controller) can come seconds later on a loaded machine: a topic
+        of three replicas created in between is refused ("only 2 broker(s) are registered").
+        """
+        deadline = time.monotonic() + self.settings.startup_timeout
+        listed = 0
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # a client error: not there yet
+                admin = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000
+                )
+                try:
+                    listed = len(admin.describe_cluster()["brokers"])
+                finally:
+                    admin.close()
+                if listed >= count:
+                    return
+            time.sleep(0.5)
+        raise BrokerError(
+            f"only {listed} of {count} brokers registered after "
+            f"{self.settings.startup_timeout:.0f} s (logs under {self.settings.data_dir})"
+        )
 
     def stop(self) -> None:
         """Stop every node (a controlled shutdown each)."""
@@ -152,8 +183,9 @@ class KafkaCluster:
         self.nodes[node_id - 1].kill()
 
     def start_node(self, node_id: int) -> None:
-        """Start node `node_id` (1-based) again and wait until it serves."""
+        """Start node `node_id` (1-based) again and wait until it serves and is registered."""
         self.nodes[node_id - 1].start()
+        self._wait_registered(len(self.nodes))
 
     def leader_of(self, topic: str, partition: int = 0) -> int:
         """Return the node id leading `topic`'s `partition` now."""
