@@ -141,8 +141,9 @@ record_classes() {
   local archives="$cache/jars/cds" jdk="$cache/class-path.txt" inputs
   # The JDK's build and the class path's real location (an archive fits only them).
   { java -version 2>&1; readlink -f "$cache/jars/stage/txcoord-stage.jar"; } >"$jdk"
-  inputs=("$jdk" "$cache/jars-spark.stamp" "$cache/jars-kafka.stamp" "$cache/jars/stage/txcoord-stage.jar"
-          pyproject.toml coordinator/runtime/class_archives.py coordinator/record_classes.py)
+  inputs=("$jdk" "$cache/jars-spark.stamp" "$cache/jars-kafka.stamp" "$cache/jars-s3.stamp"
+          "$cache/jars/stage/txcoord-stage.jar" pyproject.toml coordinator/runtime/class_archives.py
+          coordinator/record_classes.py coordinator/runtime/spark_session.py)
   if fresh classes "${inputs[@]}" && [ -f "$archives/spark-driver.jsa" ] && [ -f "$archives/kafka-broker.jsa" ]; then
     log "the class archives are up to date (.cache/jars/cds)"
     return

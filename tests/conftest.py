@@ -95,7 +95,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
                 warehouse=str(tmp_path_factory.mktemp("spark-warehouse")),
                 shuffle_partitions=2,
                 driver_memory="2g",
-                s3a=True,  # tests read a warehouse on the S3 API too (`s3_warehouse`)
             )
         )
     except Exception as exc:

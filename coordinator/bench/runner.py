@@ -242,7 +242,6 @@ class Bench:
                     warehouse=config.warehouse,
                     driver_memory=settings.driver_memory,
                     shuffle_partitions=config.spark.shuffle_partitions,
-                    s3a=settings.s3,
                 )
             )
             self._stack.callback(spark.stop)

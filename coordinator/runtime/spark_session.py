@@ -117,9 +117,6 @@ class SparkSettings:
     # A local driver writes the classes it loaded to this archive when its JVM exits
     # (coordinator/record_classes.py) instead of starting from the archive.
     record_classes: Path | None = None
-    # s3a on the class path with a local warehouse too: a session that reads or writes an
-    # S3 API later (the bench's S3 phase, tests), pointed at it through Hadoop's conf.
-    s3a: bool = False
 
     def __post_init__(self) -> None:
         if self.shuffle_partitions < 1:
@@ -191,18 +188,16 @@ class SparkSettings:
             # On the JVM's own class path: Hadoop loads file systems before spark.jars. Real
             # paths: a class archive fits only the class path it was recorded with
             # (coordinator/runtime/class_archives.py), and a checkout whose cache is a symbolic
-            # link to another's is then the same class path. s3a comes after the stage, so the
-            # archive (recorded without it) still serves.
-            class_path: list[Path] = []
-            if local and self.is_local:
-                class_path += stage
-                conf["spark.hadoop.fs.file.impl"] = LOCAL_FILESYSTEM
-            if self.is_local and (on_s3 or self.s3a):
-                class_path += jars("s3", self.jar_cache_dir)
-            if class_path:
+            # link to another's is then the same class path. So every local session has the
+            # same one, the stage then s3a (deploy/jvm/s3a.pom.xml), whatever its warehouse:
+            # the session the archive is recorded from too, and deploy/submit-coordinator.
+            if self.is_local:
+                class_path = (*stage, *jars("s3", self.jar_cache_dir))
                 conf["spark.driver.extraClassPath"] = ":".join(
                     str(path.resolve()) for path in class_path
                 )
+            if local and self.is_local:
+                conf["spark.hadoop.fs.file.impl"] = LOCAL_FILESYSTEM
         conf.update(self.extra_conf)
         return conf
 

@@ -14,7 +14,7 @@ from tests.class_archive_check import assert_starts_from_archive
 
 
 def jar_cache(root: Path) -> Path:
-    for folder, jar in (("spark", "delta.jar"), ("stage", "txcoord-stage.jar")):
+    for folder, jar in (("spark", "delta.jar"), ("stage", "txcoord-stage.jar"), ("s3", "s3a.jar")):
         (root / folder).mkdir(parents=True)
         (root / folder / jar).touch()
     return root
@@ -92,4 +92,5 @@ def test_a_cache_reached_through_a_link_gives_the_same_class_path(tmp_path: Path
     by_link = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=tmp_path / "link")
     by_real = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=real)
     key = "spark.driver.extraClassPath"
-    assert by_link.conf()[key] == by_real.conf()[key] == str(real / "stage" / "txcoord-stage.jar")
+    expected = f"{real / 'stage' / 'txcoord-stage.jar'}:{real / 's3' / 's3a.jar'}"
+    assert by_link.conf()[key] == by_real.conf()[key] == expected

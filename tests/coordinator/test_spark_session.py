@@ -17,7 +17,7 @@ from coordinator.runtime.spark_session import (
 
 
 def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
-    for folder, jar in (("spark", "delta.jar"), ("stage", "txcoord-stage.jar")):
+    for folder, jar in (("spark", "delta.jar"), ("stage", "txcoord-stage.jar"), ("s3", "s3a.jar")):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / jar).touch()
     conf = SparkSettings(warehouse=str(tmp_path / "wh"), jar_cache_dir=tmp_path).conf()
@@ -32,7 +32,10 @@ def test_conf_carries_delta_rocksdb_and_cached_jars(tmp_path: Path) -> None:
     assert conf["spark.sql.warehouse.dir"] == str((tmp_path / "wh").resolve())
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
     # The stage's jar on the JVM's class path: it serves file:// (txcoord.LocalFileSystem).
-    assert conf["spark.driver.extraClassPath"] == str(tmp_path / "stage" / "txcoord-stage.jar")
+    # The stage, then s3a: the same class path for every local session (the class archive's).
+    assert conf["spark.driver.extraClassPath"] == ":".join(
+        str(tmp_path / path) for path in ("stage/txcoord-stage.jar", "s3/s3a.jar")
+    )
     assert conf["spark.hadoop.fs.file.impl"] == LOCAL_FILESYSTEM
     assert conf["spark.driver.extraJavaOptions"].endswith(JIT_OPTIONS)
     assert conf["spark.executor.extraJavaOptions"] == JIT_OPTIONS

@@ -13,8 +13,10 @@ sharing one configuration, as a restarted driver overlapping a stale one would:
    up, in the middle of whatever it was doing. It must stop without writing (exit code 3,
    "fenced"), whatever it was doing;
 2. a second coordinator started beside a running one: the running one stops, fenced;
-3. the newest is killed with SIGKILL at a random moment and started again (on local disk;
-   on S3 the cluster test does that: tests/guarantees/test_cluster_faults.py).
+3. the newest is killed with SIGKILL at a random moment and started again.
+
+On S3, the zombie (1) only: 2 and 3 exercise nothing S3 adds, and the cluster test kills its
+driver there (tests/guarantees/test_cluster_faults.py).
 
 Then every table must show what the crash test's checks demand (every acknowledged record
 landed once, every committed message exactly once with dense queue offsets in commit order,
@@ -106,11 +108,13 @@ def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled
         os.killpg(first.process.pid, signal.SIGCONT)
         wait_fenced(first, "the coordinator that froze")
 
-        second = run.alive("after the frozen one woke")
-        run.start()
-        wait_fenced(second, "the coordinator running when a newer one started")
-
-        if store == "local":  # on S3 the cluster test kills its driver (test_cluster_faults.py)
+        # On S3 the zombie is the case to prove (a stale writer's commit refused there by the
+        # conditional PUT); the rest runs on local disk, and the cluster test kills its
+        # driver on S3 (test_cluster_faults.py).
+        if store == "local":
+            second = run.alive("after the frozen one woke")
+            run.start()
+            wait_fenced(second, "the coordinator running when a newer one started")
             time.sleep(rng.uniform(3, 10))
             run.alive("before the random kill").kill9()
             run.start()
@@ -126,7 +130,7 @@ def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled
     # One claim per start that got as far as its query (a start that died before claims
     # nothing), never two alike: consecutive from 1.
     assert epochs == list(range(1, len(epochs) + 1)), epochs
-    assert (4 if store == "local" else 3) <= len(epochs) <= run.runs.starts, (
+    assert (4 if store == "local" else 2) <= len(epochs) <= run.runs.starts, (
         epochs,
         run.runs.starts,
     )

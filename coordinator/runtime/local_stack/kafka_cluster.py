@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -174,9 +175,10 @@ class KafkaCluster:
         )
 
     def stop(self) -> None:
-        """Stop every node (a controlled shutdown each)."""
-        for node in self.nodes:
-            node.stop()
+        """Stop every node (a controlled shutdown each), side by side: one after the other,
+        each waited for the controller to move its leaderships, three took ~30 s."""
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(KafkaBroker.stop, self.nodes))
 
     def kill(self, node_id: int) -> None:
         """SIGKILL node `node_id` (1-based), as a crash would."""
