@@ -35,6 +35,7 @@ from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
+from delta_tables.object_store import S3_SCHEMES
 from delta_tables.registry import UNCOMPACTED, warehouse_tables
 from delta_tables.table import (
     REMOVED_FILES_PROPERTY,
@@ -153,7 +154,7 @@ class Maintenance:
         delta-rs there too, and a running coordinator is safe beside it.
         """
         location = self._path(name)
-        return delta_rs_uri(location) if location.startswith(("s3a://", "s3://")) else None
+        return delta_rs_uri(location) if location.startswith(S3_SCHEMES) else None
 
     def _compact(self, name: str) -> None:
         if (uri := self._on_s3(name)) is not None:
