@@ -16,8 +16,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from coordinator.core.config import StreamsConfig
-from delta_tables.object_store import S3_SCHEMES as S3_LOCATIONS
-from delta_tables.object_store import filesystem, listing
+from delta_tables.object_store import S3_SCHEMES, filesystem, listing
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +84,6 @@ def local_directory(location: str) -> str | None:
     return None
 
 
-#: Hadoop's names of an S3 API, and the one delta-rs (object_store) knows.
-S3_SCHEMES = ("s3a", "s3")
-
-
 def delta_rs_uri(location: str) -> str | None:
     """Return `location` as delta-rs writes it: a local directory, or an `s3://` URI for an
     S3 API (`s3a://` is Hadoop's name; endpoint and credentials come from the standard AWS_*
@@ -96,8 +91,7 @@ def delta_rs_uri(location: str) -> str | None:
     directory = local_directory(location)
     if directory is not None:
         return directory
-    parsed = urlparse(location)
-    if parsed.scheme in S3_SCHEMES:
+    if location.startswith(S3_SCHEMES):
         return "s3://" + location.split("://", 1)[1]
     return None
 
@@ -108,7 +102,7 @@ def listed_version(directory: str) -> int | None:
     The log's file names say it, without loading the table (which costs a cold process about
     a third of a second per table). `directory` may be on an S3 API (`s3a://`) too.
     """
-    if directory.startswith(S3_LOCATIONS):
+    if directory.startswith(S3_SCHEMES):
         fs, table = filesystem(directory)
         names = [info.base_name for info in listing(fs, f"{table}/_delta_log")]
     else:

@@ -39,6 +39,7 @@ from pyspark.sql import SparkSession
 
 from coordinator.runtime import class_archives
 from coordinator.runtime.artifacts import jars
+from delta_tables.object_store import S3_SCHEMES
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -60,10 +61,6 @@ LOCAL_FILESYSTEM_CONF: Mapping[str, str] = {
     ),
     "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
 }
-
-
-#: The warehouse schemes that are an S3 API, read by Hadoop's s3a file system.
-S3_SCHEMES = ("s3a://", "s3://")
 
 
 def s3a_conf(environ: Mapping[str, str]) -> dict[str, str]:
