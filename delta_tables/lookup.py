@@ -22,7 +22,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from deltalake import DeltaTable
@@ -32,6 +31,7 @@ from pydantic import BaseModel, Field
 from coordinator.core import state_machine
 from coordinator.core.state_machine import Event
 from coordinator.core.state_machine import TransactionState as State
+from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables import check_requests, half_messages, transactions
 
 log = logging.getLogger("txcoord.rest.lookup")
@@ -62,16 +62,6 @@ class TransactionState(BaseModel):
 def delta_uri(warehouse: str, name: str) -> str:
     """Return the location of table `name` for deltalake (`s3a://` is Hadoop's name for s3)."""
     return delta_rs_location(f"{warehouse.rstrip('/')}/{name}")
-
-
-def delta_rs_location(location: str) -> str:
-    """Return a Spark (Hadoop) table location as deltalake names it: an absolute local path,
-    or a URI whose scheme it knows (`s3a://` is Hadoop's name for `s3://`)."""
-    if location.startswith("s3a://"):
-        return "s3://" + location[len("s3a://") :]
-    if "://" not in location:
-        return str(Path(location).resolve())
-    return location
 
 
 def iso(moment: datetime | None) -> str | None:

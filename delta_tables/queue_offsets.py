@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from delta_tables.lookup import delta_rs_location
+from coordinator.protocol.deliveries import QUEUE_OFFSETS_TABLE, delta_rs_location
 from delta_tables.table import TableSpec
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ SCHEMA = StructType(
 NEXT_OFFSETS_SCHEMA = StructType(SCHEMA.fields[:3])
 
 TABLE = TableSpec(
-    name="system/queue_offsets",
+    name=QUEUE_OFFSETS_TABLE,
     schema=SCHEMA,
     description="Next queue offset per (topic, queue): one row per batch that moved it",
     stats_columns=("topic", "queue_id", "batch_id"),

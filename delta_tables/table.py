@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from coordinator.core.config import StreamsConfig
+from coordinator.protocol.deliveries import table_location
 from delta_tables.object_store import S3_SCHEMES, filesystem, listing
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def listed_version(directory: str) -> int | None:
 
 def table_path(warehouse: str, name: str) -> str:
     """Return the location of table `name` ("system/half_messages") under `warehouse`."""
-    return f"{warehouse.rstrip('/')}/{name}"
+    return table_location(warehouse, name)
 
 
 @dataclass(frozen=True)

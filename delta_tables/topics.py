@@ -16,6 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from coordinator.protocol.deliveries import topic_table
 from coordinator.protocol.names import topic_name_problem
 from delta_tables.columns import MESSAGE, PREPARED_AT
 from delta_tables.table import TableSpec
@@ -40,7 +41,7 @@ def table(topic: str) -> TableSpec:
     if problem:
         raise ValueError(problem)
     return TableSpec(
-        name=f"topics/{topic}",
+        name=topic_table(topic),
         schema=SCHEMA,
         description=f"Messages delivered to topic {topic}",
         # Consumers read a queue by offset range, or a time range.

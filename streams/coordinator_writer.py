@@ -6,7 +6,8 @@ run beside that (streams/parallel_writes.py), each in its own order:
 1. DELIVER rows get their queue offsets: the next offset of each (topic, queue) from
    `system/queue_offsets`, plus their rank in commit order (op store time, then op id),
    and are appended to `topics/<topic>`; then, beside the rest of this chain, the queues'
-   new next offsets are appended to `system/queue_offsets`. The writer keeps what it last
+   new next offsets are appended to `system/queue_offsets` and announced to consumers on
+   the deliveries topic (streams/delivery_notices.py, best effort). The writer keeps what it last
    wrote there and reads the table only after a start or a replayed batch. After the
    topic tables, FINAL rows go to `system/transactions` and then VERDICT rows to
    `system/op_verdicts`: a message is visible before its transaction reads COMMITTED, and
@@ -60,6 +61,7 @@ from streams.batch_collect import collect
 from streams.batch_gate import BatchGate
 from streams.check_publisher import CheckPublisher
 from streams.check_topic import check_record
+from streams.delivery_notices import DeliveryNotices
 from streams.delta_writes import BatchLedger
 from streams.ingest_job import IngestBatchWriter, census_keys
 from streams.landing import (
@@ -155,6 +157,8 @@ class CoordinatorBatchWriter:
         self._next_offsets: dict[tuple[str, int], int] | None = None
         # Publishes each batch's checks on the check topics (streams/check_publisher.py).
         self.checks = CheckPublisher(config)
+        # Tells consumers which queues each batch moved (streams/delivery_notices.py).
+        self.notices = DeliveryNotices(config)
 
     def prepare(self, spark: SparkSession) -> None:
         """Do before the query starts what the first batch would otherwise do on its way.
@@ -326,10 +330,13 @@ class CoordinatorBatchWriter:
         """
         if kinds[0] is Kind.DELIVER:
             with timer.step("deliver"):
-                offsets = self._deliver(
+                offsets, ends = self._deliver(
                     spark, of_kind(out, Kind.DELIVER.value), batch_id, delivered
                 )
-            steps: list[Step] = [("queue offsets", offsets)]
+            steps: list[Step] = [
+                ("queue offsets", offsets),
+                ("notices", functools.partial(self.notices.publish, batch_id, ends)),
+            ]
             if rest := kinds[1:]:
                 steps.append(
                     (
@@ -384,17 +391,20 @@ class CoordinatorBatchWriter:
             self.tally.observe_finishes(buckets, seconds)
 
     def close(self) -> None:
-        """Release the check-topic producer."""
+        """Release the check and notice producers."""
         with contextlib.suppress(Exception):
             self.checks.close()
+        with contextlib.suppress(Exception):
+            self.notices.close()
 
     # -- deliveries ----------------------------------------------------------------------
     def _deliver(
         self, spark: SparkSession, rows: pa.Table, batch_id: int, counts: Counter[tuple[str, int]]
-    ) -> Callable[[], None]:
+    ) -> tuple[Callable[[], None], dict[tuple[str, int], int]]:
         """Number and append the DELIVER `rows`: `counts` messages to each (topic, queue).
 
-        Return what writes the queues' new next offsets, to be called once this returned.
+        Return what writes the queues' new next offsets, to be called once this returned,
+        and those offsets.
         """
         names = sorted({topic for topic, _ in counts})
         for name in names:
@@ -446,7 +456,7 @@ class CoordinatorBatchWriter:
             # its numbers went unused (every write was skipped), so do not keep them.
             self._next_offsets = {**before, **moved} if wrote else None
 
-        return write_offsets
+        return write_offsets, moved
 
     # -- checks --------------------------------------------------------------------------
     def _check(self, spark: SparkSession, rows: pa.Table, batch_id: int, timer: StepTimer) -> None:

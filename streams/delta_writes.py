@@ -60,7 +60,7 @@ from deltalake import DeltaTable as RustDeltaTable
 from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 
-from delta_tables.lookup import delta_rs_location
+from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables.table import delta_rs_uri
 from streams.checkpoint_files import files_of
 from streams.writer_fence import FENCE_APP_ID, WriterFence

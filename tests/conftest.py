@@ -192,6 +192,8 @@ def settings_under(root: Path, bootstrap_servers: str, **overrides: str) -> dict
         "kafka.half_topic": f"half-{suffix}",
         "kafka.op_topic": f"op-{suffix}",
         "kafka.check_topic": f"check-{suffix}",
+        "kafka.deliveries_topic": f"deliveries-{suffix}",
+        "kafka.consumer_offsets_topic": f"consumer-offsets-{suffix}",
         "kafka.partitions": "2",
         "streams.checkpoint_dir": str(root / "checkpoints"),
         "metrics.port": "0",  # any free port: tests may run engines side by side

@@ -23,8 +23,8 @@ from deltalake import DeltaTable
 
 from coordinator.bench.visibility import commits_of
 from coordinator.bench.workload import kind_of
+from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables import check_requests, transactions
-from delta_tables.lookup import delta_rs_location
 
 
 def _ms(moment: datetime) -> int:

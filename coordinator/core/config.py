@@ -103,6 +103,10 @@ class KafkaConfig:
     # unless this says the deployment accepts that (`group_isolation_problem`).
     accept_no_group_isolation: bool = False
     operator_topic: str = "txcoord.operator"
+    # Consumers (contract 5.5): the engine's delivery notices (coordinator/protocol/
+    # deliveries.py), and the consumer groups' committed offsets (a compacted topic).
+    deliveries_topic: str = "txcoord.deliveries"
+    consumer_offsets_topic: str = "txcoord.consumer-offsets"
     partitions: int = 4
     # Topic creation on a real cluster (contract 7.7: acks=all then means this many copies).
     replication_factor: int = 1
@@ -298,6 +302,8 @@ def _problems(c: Config) -> list[str]:
         "op_topic": c.kafka.op_topic,
         "check_topic": c.kafka.check_topic,
         "operator_topic": c.kafka.operator_topic,
+        "deliveries_topic": c.kafka.deliveries_topic,
+        "consumer_offsets_topic": c.kafka.consumer_offsets_topic,
     }
     found += [
         f"kafka.{k} {v!r} is not a valid Kafka topic name" for k, v in topics.items()
@@ -305,8 +311,8 @@ def _problems(c: Config) -> list[str]:
     ]  # fmt: skip
     if len(set(topics.values())) < len(topics):
         found.append(
-            "kafka.half_topic, kafka.op_topic, kafka.check_topic and kafka.operator_topic "
-            "must differ"
+            "kafka.half_topic, kafka.op_topic, kafka.check_topic, kafka.operator_topic, "
+            "kafka.deliveries_topic and kafka.consumer_offsets_topic must differ"
         )
     if c.kafka.topics_per_group and any(
         a != b and b.startswith(a + ".") for a in topics.values() for b in topics.values()

@@ -8,6 +8,7 @@ tests read the same facts from here.
     names.py          the name rules: topic, producer group, transaction id
     records.py        the half and op records' headers (SDK, REST and operator commands)
     check_record.py   the check topic's record and its one codec (encode / decode)
+    deliveries.py     what consumers read: the topic tables' names, the delivery notices
 """
 
-__all__ = ["check_record", "ingress", "names", "records"]
+__all__ = ["check_record", "deliveries", "ingress", "names", "records"]

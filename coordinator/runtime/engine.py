@@ -41,6 +41,7 @@ from streams.batch_gate import BatchGate
 from streams.compactor import Compactor
 from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
+from streams.delivery_notices import ensure_consumer_topics
 from streams.ingress_topics import ensure_ingress_topics, subscribed_topics
 from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
 from streams.progress import ProgressLog
@@ -87,6 +88,7 @@ class Engine:
             log.warning("%s (kafka.accept_no_group_isolation = true)", isolation)
         with timer.step("topics"):
             ensure_ingress_topics(self.config)
+            ensure_consumer_topics(self.config)
             self._warn_of_outage()
         retention = self.config.streams.log_retention
         with timer.step("tables"):

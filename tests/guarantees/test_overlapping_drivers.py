@@ -38,9 +38,9 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from coordinator.app import EXIT_FENCED
+from coordinator.protocol.deliveries import delta_rs_location
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from delta_tables import writers
-from delta_tables.lookup import delta_rs_location
 from tests.app_process import AppProcess
 from tests.guarantees.app_runs import exit_reason
 from tests.guarantees.mixed_load import Scenario, settings_of

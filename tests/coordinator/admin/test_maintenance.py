@@ -21,8 +21,8 @@ from coordinator.admin.maintenance import (
     vacuum_refusal,
 )
 from coordinator.core.config import Config
+from coordinator.protocol.deliveries import delta_rs_location
 from coordinator.runtime.local_stack.s3_server import S3Server
-from delta_tables.lookup import delta_rs_location
 from delta_tables.table import REMOVED_FILES_PROPERTY
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory

@@ -1,0 +1,90 @@
+"""One queue's progress in a consumer: what was fetched, what is in flight, what was acked.
+
+RocketMQ's simple consumer acknowledges messages one by one and redelivers one that was
+not acknowledged within its invisible duration; its group's committed offset is per queue.
+Both meet here: the committed offset is the first offset not yet acknowledged (everything
+below it was), so a member that dies loses no message and repeats only those it had not
+acknowledged (at least once). Pure bookkeeping: no I/O, and the consumer holds the lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["QueueProgress"]
+
+
+@dataclass
+class QueueProgress:
+    """The bookkeeping of one (topic, queue) owned by this member, from offset `start`."""
+
+    #: The first offset not yet acknowledged: what the group commits.
+    committed: int
+    #: The next offset to read from the table.
+    fetched: int = -1
+    #: The queue's end as last learned (its next free offset).
+    end: int = 0
+    #: In flight: offset -> when it becomes visible again (monotonic seconds).
+    in_flight: dict[int, float] = field(default_factory=dict)
+    #: Acknowledged above `committed` (out of order).
+    acked: set[int] = field(default_factory=set)
+    #: Delivery attempts of offsets redelivered at least once.
+    attempts: dict[int, int] = field(default_factory=dict)
+    #: The committed offset last stored in the group's offsets.
+    stored: int = -1
+
+    def __post_init__(self) -> None:
+        if self.fetched < 0:
+            self.fetched = self.committed
+        if self.stored < 0:
+            self.stored = self.committed
+        self.end = max(self.end, self.fetched)
+
+    def behind(self) -> int:
+        """Return how many offsets are known to exist and were not read yet."""
+        return max(0, self.end - self.fetched)
+
+    def lag(self) -> int:
+        """Return the queue's lag for this group: messages not yet acknowledged."""
+        return max(0, self.end - self.committed)
+
+    def taken(self, offset: int, visible_again_at: float) -> int:
+        """Record that `offset` was handed out; return its delivery attempt (1 = first)."""
+        self.in_flight[offset] = visible_again_at
+        self.fetched = max(self.fetched, offset + 1)
+        attempt = self.attempts.get(offset, 0) + 1
+        self.attempts[offset] = attempt
+        return attempt
+
+    def skipped(self, offset: int) -> None:
+        """Record that `offset` was read and not handed out (its tag is not subscribed)."""
+        self.fetched = max(self.fetched, offset + 1)
+        self.ack(offset)
+
+    def ack(self, offset: int) -> bool:
+        """Acknowledge `offset`; return False if it is not in flight here (acked already, or
+        the queue was read again from an older commit)."""
+        if offset < self.committed or offset in self.acked:
+            return False
+        self.in_flight.pop(offset, None)
+        self.attempts.pop(offset, None)
+        self.acked.add(offset)
+        while self.committed in self.acked:
+            self.acked.discard(self.committed)
+            self.committed += 1
+        return True
+
+    def postpone(self, offset: int, visible_again_at: float) -> bool:
+        """Move the moment `offset` in flight becomes visible again; False if not in flight."""
+        if offset not in self.in_flight:
+            return False
+        self.in_flight[offset] = visible_again_at
+        return True
+
+    def due_again(self, now: float) -> list[int]:
+        """Return the offsets in flight whose invisible time is over, oldest first."""
+        return sorted(offset for offset, at in self.in_flight.items() if at <= now)
+
+    def blocked(self) -> bool:
+        """Return whether a message of this queue is in flight (an orderly reader waits)."""
+        return bool(self.in_flight)

@@ -1,0 +1,447 @@
+"""The simple consumer: receive committed messages by queue and offset, acknowledge each.
+
+RocketMQ's SimpleConsumer contract with Pythonic names::
+
+    consumer = SimpleConsumer("billing", {"OrderPaid": "TagA || TagB"},
+                              bootstrap_servers="127.0.0.1:9092", warehouse="warehouse")
+    consumer.start()
+    for message in consumer.receive(max_messages=16, wait_seconds=5):
+        handle(message)
+        consumer.ack(message)
+    consumer.close()
+
+How it works (docs/consumers.md has the whole story):
+
+- **Group.** The members of a group divide each subscribed topic's queues among themselves
+  (coordinator/sdk/consumer/membership.py, allocation.py). When one joins or leaves, every
+  member stores its committed offsets before the group's next generation starts, and each
+  queue's new owner reads on from there. A member that dies without leaving is out after the
+  session timeout (6 s), and what it had acknowledged since its last commit is delivered
+  again: at least once.
+- **Reading.** A queue's messages are read from the topic table by offset (delta-rs,
+  coordinator/sdk/consumer/queue_reader.py). The engine's delivery notices say when a queue
+  grew, within a batch of the commit; `system/queue_offsets` is looked at every
+  `refresh_seconds` as well, in case a notice was lost.
+- **Acknowledging.** A message handed out is invisible for `invisible_duration` seconds; not
+  acknowledged by then, it is handed out again (`delivery_attempt` + 1). The group's offset of
+  a queue is its first offset not yet acknowledged (coordinator/sdk/consumer/queue_progress.py),
+  stored at most every `commit_interval` seconds while `receive` is called, on a rebalance
+  and at `close`.
+- **Order.** With `orderly=True` a queue hands out its next message only once the previous
+  one was acknowledged: per-queue order, at the price of one message in flight per queue.
+- **Where a new group starts.** At a group's very first start (no offset stored for it),
+  `start_from` says where: "last" (default, RocketMQ's CONSUME_FROM_LAST_OFFSET: only what
+  is delivered from now on), "first", or a datetime (the first message delivered at or after
+  it). A queue the group has no offset for later (one that appeared since, or a topic added to
+  the subscription) is read from its first message, so nothing delivered after the group
+  began is skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from coordinator.core.config import KafkaConfig
+from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.protocol.names import topic_name_problem
+from coordinator.sdk.consumer.allocation import allocate
+from coordinator.sdk.consumer.membership import GroupMembership
+from coordinator.sdk.consumer.message_view import MessageView
+from coordinator.sdk.consumer.offset_store import OffsetStore
+from coordinator.sdk.consumer.queue_progress import QueueProgress
+from coordinator.sdk.consumer.queue_reader import QueueReader
+from coordinator.sdk.consumer.tag_filter import TagFilter
+from coordinator.sdk.errors import ProducerStateError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SimpleConsumer"]
+
+_DEFAULTS = KafkaConfig()
+Queue = tuple[str, int]
+#: Rows read from a table per queue and call, at most.
+READ_CHUNK = 256
+
+
+class SimpleConsumer:
+    """A member of consumer group `group` reading `subscriptions` (topic -> tag expression,
+    or a list of topics for every tag); see the module docstring."""
+
+    def __init__(
+        self,
+        group: str,
+        subscriptions: Mapping[str, str] | Iterable[str],
+        *,
+        bootstrap_servers: str,
+        warehouse: str,
+        invisible_duration: float = 30.0,
+        orderly: bool = False,
+        start_from: str | datetime = "last",
+        commit_interval: float = 1.0,
+        refresh_seconds: float = 5.0,
+        member: str | None = None,
+        deliveries_topic: str = _DEFAULTS.deliveries_topic,
+        offsets_topic: str = _DEFAULTS.consumer_offsets_topic,
+        security: KafkaSecurity | None = None,
+        storage_options: dict[str, str] | None = None,
+        session_timeout_ms: int | None = None,
+    ) -> None:
+        if not group or len(group) > 255:
+            raise ValueError(f"consumer group must be 1-255 characters, not {group!r}")
+        pairs = (
+            subscriptions.items()
+            if isinstance(subscriptions, Mapping)
+            else ((topic, "*") for topic in subscriptions)
+        )
+        self.subscriptions = {topic: TagFilter.parse(expr) for topic, expr in pairs}
+        if not self.subscriptions:
+            raise ValueError("subscribe to at least one topic")
+        for topic in self.subscriptions:
+            if problem := topic_name_problem(topic):
+                raise ValueError(problem)
+        if not isinstance(start_from, datetime) and start_from not in ("first", "last"):
+            raise ValueError(f"start_from must be 'first', 'last' or a datetime: {start_from!r}")
+        if invisible_duration <= 0:
+            raise ValueError("invisible_duration must be positive")
+        self.group = group
+        self.member = member or f"{group}-{uuid.uuid4().hex[:12]}"
+        self.invisible_duration = invisible_duration
+        self.orderly = orderly
+        self.start_from = start_from
+        self.commit_interval = commit_interval
+        self.refresh_seconds = refresh_seconds
+        self._settings: dict[str, Any] = {
+            "bootstrap_servers": bootstrap_servers,
+            "deliveries_topic": deliveries_topic,
+            "offsets_topic": offsets_topic,
+            "security": security,
+            "session_timeout_ms": session_timeout_ms,
+        }
+        self.reader = QueueReader(warehouse, storage_options)
+        self._membership: GroupMembership | None = None
+        self._store: OffsetStore | None = None
+        self._lock = threading.RLock()  # the queues' bookkeeping
+        self._poll_lock = threading.Lock()  # one thread talks to Kafka at a time
+        self._ends: dict[Queue, int] = {}
+        self._owned: dict[Queue, QueueProgress] = {}
+        self._leases: dict[Queue, int] = {}
+        self._rows: dict[tuple[str, int, int], dict[str, Any]] = {}
+        self._lease_counter = itertools.count(1)
+        self._generation = -1
+        self._last_refresh = 0.0
+        self._last_commit = 0.0
+        self._turn = 0
+        self._closed = False
+        #: Messages handed out again after their invisible duration (for tests and metrics).
+        self.redelivered = 0
+
+    # -- life ------------------------------------------------------------------------
+    def start(self) -> SimpleConsumer:
+        """Join the group; return self. Raises if Kafka or the topics are not there."""
+        if self._membership is not None:
+            raise ProducerStateError("this consumer was started already")
+        s = self._settings
+        self._store = OffsetStore(s["bootstrap_servers"], s["offsets_topic"], s["security"])
+        self._first_start()
+        extra = {} if s["session_timeout_ms"] is None else {
+            "session_timeout_ms": s["session_timeout_ms"]
+        }  # fmt: skip
+        self._membership = GroupMembership(
+            s["bootstrap_servers"],
+            self.group,
+            self.member,
+            deliveries_topic=s["deliveries_topic"],
+            security=s["security"],
+            listener=_HandOver(self),  # the hand-over on every rebalance
+            **extra,
+        )
+        self._refresh(force=True)
+        return self
+
+    def close(self) -> None:
+        """Store the committed offsets and leave the group (its queues go to the others)."""
+        with self._poll_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+            # Without the lock: leaving the group runs the rebalance listener (which stores
+            # the offsets once more, and takes the lock) on kafka-python's network thread.
+            try:
+                self._commit(force=True)
+            except Exception as exc:
+                log.warning("consumer %s: offsets not stored at close: %s", self.member, exc)
+            if self._membership is not None:
+                self._membership.close()
+            if self._store is not None:
+                self._store.close()
+
+    def __enter__(self) -> SimpleConsumer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the contract ----------------------------------------------------------------
+    def receive(self, max_messages: int = 16, wait_seconds: float = 5.0) -> list[MessageView]:
+        """Return up to `max_messages` messages, waiting up to `wait_seconds` for the first."""
+        if not 1 <= max_messages <= 10_000:
+            raise ValueError("max_messages must be 1..10000")
+        if self._membership is None or self._closed:
+            raise ProducerStateError("start() the consumer first (or it was closed)")
+        deadline = time.monotonic() + max(0.0, wait_seconds)
+        with self._poll_lock:
+            while True:
+                self._maintain(0.0)
+                with self._lock:
+                    taken = self._take(max_messages)
+                remaining = deadline - time.monotonic()
+                if taken or remaining <= 0:
+                    return taken
+                self._maintain(min(remaining, 0.5))
+
+    def ack(self, message: MessageView) -> bool:
+        """Acknowledge `message`; return False if the ack no longer counts (its queue moved to
+        another member since, or it was acknowledged already): it may be delivered again."""
+        receipt = message.receipt
+        queue = (receipt.topic, receipt.queue_id)
+        with self._lock:
+            if self._leases.get(queue) != receipt.lease:
+                return False
+            counted = self._owned[queue].ack(receipt.queue_offset)
+            if counted:
+                self._rows.pop((*queue, receipt.queue_offset), None)
+            return counted
+
+    def change_invisible_duration(self, message: MessageView, seconds: float) -> bool:
+        """Hand `message` out again `seconds` from now unless acknowledged (0: at once)."""
+        receipt = message.receipt
+        queue = (receipt.topic, receipt.queue_id)
+        with self._lock:
+            if self._leases.get(queue) != receipt.lease:
+                return False
+            return self._owned[queue].postpone(receipt.queue_offset, time.monotonic() + seconds)
+
+    def assigned(self) -> list[Queue]:
+        """Return the queues this member reads now."""
+        with self._lock:
+            return sorted(self._owned)
+
+    def lag(self) -> dict[Queue, int]:
+        """Return, for each queue this member reads, the messages not yet acknowledged."""
+        with self._lock:
+            return {queue: p.lag() for queue, p in sorted(self._owned.items())}
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """Return the group's members as of the current generation."""
+        return () if self._membership is None else self._membership.members
+
+    # -- inside ------------------------------------------------------------------------
+    def _first_start(self) -> None:
+        """At a group's very first start, store where it begins (`start_from`)."""
+        assert self._store is not None
+        if self._store.load(self.group):
+            return
+        ends = self.reader.ends(self.subscriptions)
+        if self.start_from == "first" or not ends:
+            return  # no offset: every queue is read from its first message
+        if self.start_from == "last":
+            start = ends
+        else:
+            assert isinstance(self.start_from, datetime)
+            moment = self.start_from
+            start = {}
+            for (topic, queue), end in ends.items():
+                first = self.reader.first_at_or_after(topic, queue, moment)
+                start[topic, queue] = end if first is None else first
+        self._store.commit(self.group, self.member, start)
+        log.info("consumer group %s begins at %s", self.group, self.start_from)
+
+    def _maintain(self, wait_seconds: float) -> None:
+        """Take part in the group, learn of new rows, store offsets when due."""
+        assert self._membership is not None
+        notices = self._membership.poll(wait_seconds)
+        with self._lock:
+            grew = False
+            for notice in notices:
+                for end in notice.queues:
+                    if end.topic in self.subscriptions:
+                        grew |= self._learn((end.topic, end.queue_id), end.next_offset)
+            if self._membership.generation != self._generation or grew:
+                self._reallocate()
+        self._refresh()
+        self._commit()
+
+    def _learn(self, queue: Queue, end: int) -> bool:
+        """Record that `queue` ends at `end`; return True if the queue is new."""
+        new = queue not in self._ends
+        self._ends[queue] = max(end, self._ends.get(queue, 0))
+        if queue in self._owned:
+            progress = self._owned[queue]
+            progress.end = max(progress.end, end)
+        return new
+
+    def _refresh(self, force: bool = False) -> None:
+        """Look at `system/queue_offsets` every `refresh_seconds` (lost notices, new queues)."""
+        now = time.monotonic()
+        if not force and now - self._last_refresh < self.refresh_seconds:
+            return
+        self._last_refresh = now
+        try:
+            ends = self.reader.ends(self.subscriptions)
+        except Exception as exc:  # the warehouse unreachable a moment: try again later
+            log.warning("consumer %s: queue offsets not read: %s", self.member, exc)
+            return
+        with self._lock:
+            grew = False
+            for queue, end in ends.items():
+                grew |= self._learn(queue, end)
+            if grew or force:
+                self._reallocate()
+
+    def _reallocate(self) -> None:
+        """Take the queues this member should read now, and give up the others (lock held)."""
+        assert self._membership is not None and self._store is not None
+        members = self._membership.members
+        self._generation = self._membership.generation
+        mine = allocate(self._ends, members, self.member) if members else set()
+        lost = set(self._owned) - mine
+        gained = mine - set(self._owned)
+        if lost:
+            self._store.commit(self.group, self.member, {q: self._owned[q].committed for q in lost})
+            for queue in lost:
+                self._drop(queue)
+        if gained:
+            stored = self._store.load(self.group)
+            for queue in gained:
+                start = stored.get(queue, 0)
+                self._owned[queue] = QueueProgress(committed=start, end=self._ends.get(queue, 0))
+                self._leases[queue] = next(self._lease_counter)
+        if lost or gained:
+            log.info(
+                "consumer %s (generation %d of %d member(s)) reads %d queue(s): +%s -%s",
+                self.member, self._generation, len(members), len(self._owned),
+                sorted(gained), sorted(lost),
+            )  # fmt: skip
+
+    def hand_over(self) -> None:
+        """Store every owned queue's offset (before a rebalance, so that the queues' next
+        owners read on from there). The queues are kept until the next generation says which
+        go: one that stays keeps its messages in flight."""
+        with self._lock:
+            if self._owned and self._store is not None:
+                offsets = {q: p.committed for q, p in self._owned.items()}
+                self._store.commit(self.group, self.member, offsets)
+                for queue, offset in offsets.items():
+                    self._owned[queue].stored = offset
+
+    def _drop(self, queue: Queue) -> None:
+        progress = self._owned.pop(queue)
+        self._leases.pop(queue, None)
+        for offset in progress.in_flight:
+            self._rows.pop((*queue, offset), None)
+
+    def _commit(self, force: bool = False) -> None:
+        """Store the queues' committed offsets that moved (every `commit_interval`)."""
+        now = time.monotonic()
+        if self._store is None or (not force and now - self._last_commit < self.commit_interval):
+            return
+        self._last_commit = now
+        with self._lock:
+            moved = {q: p.committed for q, p in self._owned.items() if p.committed != p.stored}
+        if not moved:
+            return
+        self._store.commit(self.group, self.member, moved)
+        with self._lock:
+            for queue, offset in moved.items():
+                if queue in self._owned:
+                    self._owned[queue].stored = offset
+
+    def _take(self, wanted: int) -> list[MessageView]:
+        """Hand out up to `wanted` messages: due redeliveries first, then new ones (lock held)."""
+        now = time.monotonic()
+        visible_again = now + self.invisible_duration
+        out: list[MessageView] = []
+        queues = sorted(self._owned)
+        if not queues:
+            return out
+        self._turn = (self._turn + 1) % len(queues)
+        queues = queues[self._turn :] + queues[: self._turn]  # no queue starves the others
+        for queue in queues:
+            progress = self._owned[queue]
+            for offset in progress.due_again(now):
+                if len(out) >= wanted:
+                    return out
+                row = self._rows.get((*queue, offset))
+                if row is None:  # not kept (cannot happen): read it again
+                    rows = self.reader.read(queue[0], queue[1], offset, offset + 1)
+                    if not rows:
+                        continue
+                    row = self._rows[(*queue, offset)] = rows[0]
+                attempt = progress.taken(offset, visible_again)
+                self.redelivered += 1
+                out.append(MessageView.of_row(row, attempt, self._leases[queue]))
+        for queue in queues:
+            progress = self._owned[queue]
+            tags = self.subscriptions[queue[0]]
+            while (
+                len(out) < wanted
+                and progress.behind()
+                and not (self.orderly and progress.blocked())
+            ):
+                limit = 1 if self.orderly else min(READ_CHUNK, wanted - len(out))
+                rows = self.reader.read(
+                    queue[0],
+                    queue[1],
+                    progress.fetched,
+                    min(progress.end, progress.fetched + limit),
+                )
+                if not rows:  # announced but not readable yet here (a cached listing)
+                    break
+                for row in rows:
+                    offset = int(row["queue_offset"])
+                    if offset != progress.fetched:
+                        break  # a gap in what was read: read again from the first missing
+                    if not tags.matches(row["tags"]):
+                        progress.skipped(offset)
+                        continue
+                    attempt = progress.taken(offset, visible_again)
+                    self._rows[(*queue, offset)] = row
+                    out.append(MessageView.of_row(row, attempt, self._leases[queue]))
+                    if len(out) >= wanted or self.orderly:
+                        break
+        return out
+
+
+class _HandOver(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Before the group's next generation: store the offsets, give the queues up."""
+
+    def __init__(self, consumer: SimpleConsumer) -> None:
+        self._consumer = consumer
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        """Store and give up every queue: the next generation divides them anew."""
+        try:
+            self._consumer.hand_over()
+        except Exception as exc:  # the next owner reads from the last stored offsets
+            log.warning("consumer %s: hand-over failed: %s", self._consumer.member, exc)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        """Nothing here: the next poll's reallocation takes this member's share."""
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        """Out of the group (session timeout): give every queue up, without storing."""
+        with self._consumer._lock:
+            for queue in list(self._consumer._owned):
+                self._consumer._drop(queue)
+            self._consumer._generation = -1
