@@ -13,6 +13,8 @@ only core and protocol (no Spark: tests/test_layers.py).
                          imports kafka-python)
     rest_transport.py    through the REST ingress (loaded on demand)
     memory_transport.py  an in-memory transport for tests of an application's listener
+    consumer/            consumers of committed messages (contract 5.5): SimpleConsumer,
+                         PushConsumer (loaded on demand: the `consumer` extra's delta-rs)
     check_answerer.py    the background check loop; inside it, ledger.py (requests in flight
                          or answered lately: a duplicate is skipped), offsets.py (which
                          check-topic offsets may be committed) and backoff.py (retries with
@@ -53,6 +55,7 @@ __all__ = [
     "TransactionProducer",
     "Transport",
     "TransportError",
+    "consumer",
     "kafka_transport",
     "rest_transport",
 ]

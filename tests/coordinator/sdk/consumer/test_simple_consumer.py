@@ -106,3 +106,50 @@ def test_a_group_of_two_reads_every_message_once_in_queue_order(
     finally:
         for member in members:
             member.close()
+
+
+def test_tags_redelivery_and_a_restart_from_the_committed_offsets(
+    config: Config, engine: Engine
+) -> None:
+    # A group that starts from "last" reads only what is delivered after its first start.
+    commit(config, [f"old-{i}" for i in range(8)], tags="A")
+    wait_for(lambda: bool(reader_ends(config)), 60, "the old messages delivered")
+    c = consumer(config, "audit", {TOPIC: "A || C"}, invisible_duration=1.0).start()
+    try:
+        assert c.receive(16, 2.0) == []
+        commit(config, [f"a-{i}" for i in range(QUEUES)], tags="A")
+        commit(config, [f"b-{i}" for i in range(QUEUES)], tags="B")  # not subscribed
+        commit(config, [f"c-{i}" for i in range(QUEUES)], tags="C")
+        pump = Pump([c])
+        pump.until(2 * QUEUES, 120)  # a-* and c-*, acknowledged
+        assert sorted(m.transaction_id for m in pump.got) == sorted(
+            [f"a-{i}" for i in range(QUEUES)] + [f"c-{i}" for i in range(QUEUES)]
+        )
+        assert {m.tag for m in pump.got} == {"A", "C"}
+        # Not acknowledged: handed out again after the invisible duration, one attempt more.
+        commit(config, ["d-0"], tags="A")
+        (first,) = c.receive(1, 60)
+        assert (first.transaction_id, first.delivery_attempt) == ("d-0", 1)
+        (again,) = c.receive(1, 10)
+        assert (again.transaction_id, again.delivery_attempt) == ("d-0", 2)
+        assert c.ack(first)  # any delivery of it settles it, once
+        assert not c.ack(again)
+        lag = c.lag()
+        assert lag and not any(lag.values())
+    finally:
+        c.close()
+    # The group's offsets were stored: a new member reads on from them (nothing again).
+    commit(config, ["e-0"], tags="C")
+    restarted = consumer(config, "audit", {TOPIC: "A || C"}).start()
+    try:
+        got = restarted.receive(16, 60)
+        assert [m.transaction_id for m in got] == ["e-0"]
+        assert restarted.ack(got[0])
+    finally:
+        restarted.close()
+
+
+def reader_ends(config: Config) -> dict[tuple[str, int], int]:
+    from coordinator.sdk.consumer.queue_reader import QueueReader  # noqa: PLC0415
+
+    return QueueReader(config.warehouse).ends([TOPIC])
