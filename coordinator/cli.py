@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "demo": "Send sample transactions through the SDK and print how each one ended.",
     "transactions": "Inspect transactions and act on them as an operator "
     "(like kafka-transactions.sh).",
+    "consumers": "Inspect consumer groups (members, per-queue lag) and reset their offsets.",
     "maintain": "OPTIMIZE and VACUUM every table of the warehouse without breaking a running "
     "stream.",
     "state": "Move the coordinator's state: rescale it, rebuild it, upgrade it.",

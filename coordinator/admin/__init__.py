@@ -1,3 +1,4 @@
-"""Operator tools: what the warehouse says about transactions, and operator ops."""
+"""Operator tools: what the warehouse says about transactions, operator ops, and consumer
+groups (consumer_groups.py: members, lag, offset resets)."""
 
-__all__ = ["inventory", "maintenance", "operator_ops"]
+__all__ = ["consumer_groups", "inventory", "maintenance", "operator_ops"]

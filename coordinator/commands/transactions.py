@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,11 +33,11 @@ from rich.text import Text
 
 from coordinator.admin import inventory
 from coordinator.admin.operator_ops import APPLIES_IN, either, send_operator_op
+from coordinator.commands.options import local_config, where_options
 from coordinator.core import state_machine
-from coordinator.core.config import Config, load_config, parse_duration, parse_overrides
+from coordinator.core.config import parse_duration
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.runtime.local_stack.kafka_broker import pid_is_our_broker, read_info
 from delta_tables.lookup import TransactionState
 
 STATES = tuple(state.name for state in state_machine.TransactionState)
@@ -61,16 +60,7 @@ def _target(
     bootstrap_servers: str | None,
     state_dir: Path,
 ) -> Target:
-    chosen = {"warehouse": str(warehouse)} if warehouse is not None else {}
-    config: Config = load_config(
-        config_file, os.environ, {**chosen, **parse_overrides(list(overrides))}
-    )
-    if bootstrap_servers is None:
-        # The broker `txcoord up` runs (its port is recorded in the state folder), if any.
-        data_dir = (state_dir / "kafka").resolve()
-        info = read_info(data_dir)
-        if info is not None and info.pid and pid_is_our_broker(info.pid, data_dir):
-            bootstrap_servers = info.bootstrap_servers
+    config = local_config(config_file, overrides, warehouse, bootstrap_servers, state_dir)
     try:
         # Per-group layout: the operator's own topic, so that the broker vouches for who
         # sent the op (coordinator/core/topics.py); the shared op topic otherwise.
@@ -79,32 +69,16 @@ def _target(
         raise ConfigurationError(f"[kafka] topics_per_group: {exc}") from exc
     return Target(
         warehouse=config.warehouse,
-        bootstrap_servers=bootstrap_servers or config.kafka.bootstrap_servers,
+        bootstrap_servers=config.kafka.bootstrap_servers,
         op_topic=op_topic,
         security=config.kafka.security,
     )
 
 
-def _where(command: Any) -> Any:
-    """Add the options that say which configuration, warehouse and broker to use."""
-    options = [
-        click.option("--config", "config_file",
-                     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-                     help="TOML configuration file (see deploy/txcoord.example.toml)."),
-        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                     help="Override one configuration key (repeatable)."),
-        click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
-                     help="Root folder of the Delta tables (default: the configuration's)."),
-        click.option("--bootstrap-servers",
-                     help="Kafka to send operator ops to (default: the broker `txcoord up` "
-                          "runs from --state-dir, else the configuration's)."),
-        click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
-                     default=Path("var"), show_default=True,
-                     help="The state folder of `txcoord up` (to find its broker)."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
+_where = where_options(
+    "Kafka to send operator ops to (default: the broker `txcoord up` runs from --state-dir, "
+    "else the configuration's)."
+)
 
 
 def _as_json(state: TransactionState) -> dict[str, Any]:

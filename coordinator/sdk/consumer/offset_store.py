@@ -17,6 +17,7 @@ import json
 import time
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -24,7 +25,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.kafka_clients.options import kafka_python_options
 
-__all__ = ["OffsetStore"]
+__all__ = ["OffsetStore", "Stored"]
 
 #: How long a commit may take before it fails.
 COMMIT_TIMEOUT_SECONDS = 30.0
@@ -66,20 +67,30 @@ class OffsetStore:
 
     def load(self, group: str) -> dict[Queue, int]:
         """Return `group`'s committed offset of every queue it ever committed."""
-        part = TopicPartition(self.topic, self.partition(group))
-        self._reader.assign([part])
-        self._reader.seek_to_beginning(part)
-        end = self._reader.end_offsets([part])[part]
-        found: dict[Queue, int] = {}
+        stored = self._read([self.partition(group)], group)
+        return {queue: entry.offset for queue, entry in stored.get(group, {}).items()}
+
+    def every_group(self) -> dict[str, dict[Queue, Stored]]:
+        """Return every group's committed offsets, with who stored each and when."""
+        return self._read(list(range(self._partitions)), None)
+
+    def _read(self, partitions: list[int], group: str | None) -> dict[str, dict[Queue, Stored]]:
+        """Read `partitions` to their end; keep the newest entry per key (of `group` only)."""
+        parts = [TopicPartition(self.topic, p) for p in partitions]
+        self._reader.assign(parts)
+        for part in parts:
+            self._reader.seek_to_beginning(part)
+        ends = self._reader.end_offsets(parts)
+        found: dict[str, dict[Queue, Stored]] = {}
         deadline = time.monotonic() + LOAD_TIMEOUT_SECONDS
-        while self._reader.position(part) < end:
+        while any(self._reader.position(part) < ends[part] for part in parts):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading the offsets of group {group!r} took too long")
+                raise TimeoutError(f"reading the consumer offsets in {self.topic} took too long")
             for records in self._reader.poll(timeout_ms=500).values():
                 for record in records:
                     entry = _decode(record.key, record.value)
-                    if entry is not None and entry[0] == group:
-                        found[entry[1], entry[2]] = entry[3]
+                    if entry is not None and group in (None, entry.group):
+                        found.setdefault(entry.group, {})[entry.topic, entry.queue_id] = entry
         return found
 
     def commit(self, group: str, member: str, offsets: Mapping[Queue, int]) -> None:
@@ -106,11 +117,26 @@ class OffsetStore:
         self._reader.close()
 
 
-def _decode(key: bytes | None, value: bytes | None) -> tuple[str, str, int, int] | None:
-    """Return (group, topic, queue, offset) of one record, or None if it is not one."""
+@dataclass(frozen=True)
+class Stored:
+    """One committed offset as stored: whose, which queue, where, by whom, when."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    member: str
+    at_ms: int
+
+
+def _decode(key: bytes | None, value: bytes | None) -> Stored | None:
+    """Return the entry one record holds, or None if it is not one."""
     try:
         group, topic, queue = json.loads(key or b"")
         doc: Any = json.loads(value or b"")
-        return str(group), str(topic), int(queue), int(doc["offset"])
+        return Stored(
+            str(group), str(topic), int(queue), int(doc["offset"]),
+            str(doc.get("member", "")), int(doc.get("at", 0)),
+        )  # fmt: skip
     except (ValueError, TypeError, KeyError):
         return None

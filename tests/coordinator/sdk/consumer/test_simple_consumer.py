@@ -4,12 +4,15 @@ restarted group goes on from its committed offsets."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from coordinator.commands.consumers import consumers
 from coordinator.core.config import Config
 from coordinator.sdk.consumer import MessageView, SimpleConsumer
 from tests.harness import Engine, Producer, wait_for
@@ -145,8 +148,47 @@ def test_tags_redelivery_and_a_restart_from_the_committed_offsets(
         got = restarted.receive(16, 60)
         assert [m.transaction_id for m in got] == ["e-0"]
         assert restarted.ack(got[0])
+        # The operator's view: one live member, which reads every queue, and no lag left.
+        wait_for(lambda: bool(restarted.receive(1, 0.5)) or stored_lag(config) == 0, 60,
+                 "the acknowledgement stored")  # fmt: skip
+        listed = cli(config, "list", "--group", "audit", "--json")
+        assert listed["members"] == {"audit": [restarted.member]}
+        assert {row["reader"] for row in listed["queues"]} == {restarted.member}
+        assert {row["queue_id"] for row in listed["queues"]} == set(range(QUEUES))
+        refused = CliRunner().invoke(
+            consumers, ["reset", "audit", "--topic", TOPIC, "--to", "earliest", *where(config)]
+        )
+        assert refused.exit_code != 0 and "live member" in refused.output
     finally:
         restarted.close()
+    # Stopped, the group can be reset: every message of the topic again (tags A and C).
+    cli(config, "reset", "audit", "--topic", TOPIC, "--to", "earliest", as_json=False)
+    assert stored_lag(config) == sum(reader_ends(config).values())
+    again = consumer(config, "audit", {TOPIC: "A || C"}).start()
+    try:
+        pump = Pump([again])
+        pump.until(8 + 2 * QUEUES + 2, 120)  # old-*, a-*, c-*, d-0, e-0
+    finally:
+        again.close()
+
+
+def where(config: Config) -> list[str]:
+    kafka = config.kafka
+    return [
+        "--warehouse", config.warehouse, "--bootstrap-servers", kafka.bootstrap_servers,
+        "--set", f"kafka.consumer_offsets_topic={kafka.consumer_offsets_topic}",
+        "--set", f"kafka.deliveries_topic={kafka.deliveries_topic}",
+    ]  # fmt: skip
+
+
+def cli(config: Config, *args: str, as_json: bool = True) -> Any:
+    result = CliRunner().invoke(consumers, [*args, *where(config)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output) if as_json else result.output
+
+
+def stored_lag(config: Config) -> int:
+    return sum(row["lag"] for row in cli(config, "list", "--group", "audit", "--json")["queues"])
 
 
 def reader_ends(config: Config) -> dict[tuple[str, int], int]:

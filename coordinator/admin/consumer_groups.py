@@ -1,0 +1,134 @@
+"""What an operator asks of consumer groups: who is in each, which queue each reads, the lag.
+
+Three sources, read-only: the groups' committed offsets (the offsets topic,
+coordinator/sdk/consumer/offset_store.py), their live members (Kafka's group coordinator,
+group `txcoord-consumer-<group>`), and every queue's end (`system/queue_offsets`). A
+queue's lag is its end minus the group's committed offset: messages delivered and not yet
+acknowledged by the group. Its reader is computed as every member computes it
+(coordinator/sdk/consumer/allocation.py).
+
+`reset` moves a group's offsets (to the first or next message, or the first delivered at a
+time), only while it has no live member: a running member would overwrite them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from coordinator.core.config import Config
+from coordinator.kafka_clients.admin import admin_client
+from coordinator.sdk.consumer.allocation import owner
+from coordinator.sdk.consumer.membership import kafka_group_id
+from coordinator.sdk.consumer.offset_store import OffsetStore
+from coordinator.sdk.consumer.queue_reader import QueueReader
+
+__all__ = ["QueueLag", "describe", "live_members", "reset"]
+
+#: Who a reset's offsets are stored as.
+RESET_MEMBER = "txcoord-consumers-reset"
+
+
+@dataclass(frozen=True)
+class QueueLag:
+    """One queue of one group: where the group is, where the queue ends, who reads it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    committed: int
+    end: int
+    lag: int
+    reader: str | None
+    committed_by: str
+    committed_at_ms: int
+
+    def as_json(self) -> dict[str, Any]:
+        """Return this row as JSON-ready values."""
+        return asdict(self)
+
+
+def live_members(config: Config, groups: list[str]) -> dict[str, list[str]]:
+    """Return the live members' names of each of `groups` (empty list: none)."""
+    if not groups:
+        return {}
+    kafka = config.kafka
+    with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
+        described = admin.describe_groups([kafka_group_id(g) for g in groups])
+    found: dict[str, list[str]] = {}
+    for group in groups:
+        info = described.get(kafka_group_id(group)) or {}
+        found[group] = sorted(str(m.get("client_id", "")) for m in info.get("members") or [])
+    return found
+
+
+def describe(config: Config, group: str | None = None) -> list[QueueLag]:
+    """Return every queue of every group (or of `group`) that committed offsets."""
+    store = _store(config)
+    try:
+        stored = store.every_group()
+    finally:
+        store.close()
+    if group is not None:
+        stored = {group: stored.get(group, {})}
+    members = live_members(config, sorted(stored))
+    reader = QueueReader(config.warehouse)
+    topics = sorted({topic for queues in stored.values() for topic, _ in queues})
+    ends = reader.ends(topics)
+    rows = []
+    for name, queues in sorted(stored.items()):
+        # Queues the group reads and never committed count too: from their first message.
+        known = {**{q: None for q in ends if q[0] in {t for t, _ in queues}}, **queues}
+        for (topic, queue_id), entry in sorted(known.items()):
+            committed = 0 if entry is None else entry.offset
+            end = ends.get((topic, queue_id), 0)
+            rows.append(
+                QueueLag(
+                    group=name,
+                    topic=topic,
+                    queue_id=queue_id,
+                    committed=committed,
+                    end=end,
+                    lag=max(0, end - committed),
+                    reader=owner(topic, queue_id, members.get(name, [])),
+                    committed_by="" if entry is None else entry.member,
+                    committed_at_ms=0 if entry is None else entry.at_ms,
+                )
+            )
+    return rows
+
+
+def reset(config: Config, group: str, topic: str, to: str | datetime) -> dict[int, int]:
+    """Move `group`'s offsets of `topic`'s queues to "earliest", "latest" or a time; return
+    the new offsets. Refused (ValueError) while the group has live members."""
+    if live := live_members(config, [group]).get(group):
+        raise ValueError(
+            f"consumer group {group!r} has {len(live)} live member(s) ({', '.join(live)}): "
+            "stop them first, or they would overwrite the reset"
+        )
+    reader = QueueReader(config.warehouse)
+    ends = {q: end for (t, q), end in reader.ends([topic]).items() if t == topic}
+    if not ends:
+        raise ValueError(f"topic {topic!r} has no delivered message yet: nothing to reset")
+    offsets: dict[int, int] = {}
+    for queue_id, end in sorted(ends.items()):
+        if to == "earliest":
+            offsets[queue_id] = 0
+        elif to == "latest":
+            offsets[queue_id] = end
+        else:
+            assert isinstance(to, datetime)
+            first = reader.first_at_or_after(topic, queue_id, to)
+            offsets[queue_id] = end if first is None else first
+    store = _store(config)
+    try:
+        store.commit(group, RESET_MEMBER, {(topic, q): o for q, o in offsets.items()})
+    finally:
+        store.close()
+    return offsets
+
+
+def _store(config: Config) -> OffsetStore:
+    kafka = config.kafka
+    return OffsetStore(kafka.bootstrap_servers, kafka.consumer_offsets_topic, kafka.security)
