@@ -11,6 +11,7 @@ responder.py     answers check requests for the checked kinds (the SDK's loop)
 throughput.py    one path's phase: drive the load, wait for every decision, judge it
 outcomes.py      what was decided; first and later checks' timeliness (Delta, no JVM)
 visibility.py    when each row became visible in topics/<topic> (its Delta commit)
+consume.py       commit→consumed beside commit→visible (consumer_process.py: an SDK consumer)
 s3_model.py      what a real object store's latency would do to the S3 phase's figures
 batches.py       every micro-batch's progress, with wall time; where the time went
 pending.py       batch duration against unresolved (pending) state

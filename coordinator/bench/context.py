@@ -72,6 +72,10 @@ class BenchSettings:
     # The Kafka path once more on an engine whose warehouse and checkpoints are in a bucket
     # of an S3 API on loopback (moto's server), beside the local one (runner.py `_on_s3`).
     s3: bool = False
+    # Commit→consumed beside commit→visible: a light commit load read by an SDK consumer
+    # process (consume.py).
+    consume: bool = True
+    consume_seconds: float = 20.0
     ceiling_records: int = 100_000
     ceiling_repeats: int = 3
     transaction_timeout: str = "2s"

@@ -206,6 +206,23 @@ def _commits(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def _consume(result: dict[str, Any]) -> list[str]:
+    consume = result.get("consume")
+    if not consume:
+        return []
+    return [
+        "",
+        f"Consumers (coordinator/bench/consume.py): {consume['committed']:,} commits at "
+        f"{consume['rate_tx_per_s']:g} tx/s to {consume['topic']}, read by one SimpleConsumer "
+        f"process ({consume['consumed']:,} received, {consume['deliveries']:,} deliveries).",
+        "",
+        "| same transactions | p50 / p95 / p99 ms |",
+        "|---|---|",
+        f"| commit → visible | {_pcts(consume['commit_to_visible_ms'])} |",
+        f"| commit → consumed | {_pcts(consume['commit_to_consumed_ms'])} |",
+    ]
+
+
 def _s3(result: dict[str, Any]) -> list[str]:
     s3 = result.get("s3")
     if not s3:
@@ -359,6 +376,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         "",
         *_paths_table(result),
         *_checks_table(result),
+        *_consume(result),
         "",
         "## References (same machine, same broker)",
         "",

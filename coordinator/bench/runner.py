@@ -35,6 +35,7 @@ from typing import Any
 
 from coordinator.bench.batches import BatchRecorder
 from coordinator.bench.ceiling import run_ceiling
+from coordinator.bench.consume import run_consume
 from coordinator.bench.context import BenchSettings, PhaseContext, Reporter
 from coordinator.bench.cpu_cost import cpu_per_transaction
 from coordinator.bench.java_peer import SHAPES, run_java_peer
@@ -258,6 +259,10 @@ class Bench:
                 settings, config, engine, recorder, self.reporter, work_dir, self.stamp
             )
             result.update(self._throughput(context))
+            result["consume"] = None
+            if settings.consume:
+                with self._measure("consume"):
+                    result["consume"] = run_consume(context)
             if stop_rest is not None:
                 stop_rest()
             engine.stop()

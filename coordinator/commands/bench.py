@@ -278,6 +278,18 @@ def _summary(result: dict[str, Any], console: Console) -> None:
     help="Also drive the Kafka path on an engine whose warehouse and checkpoints are on an "
     "S3 API on loopback (moto's server), beside the local one.",
 )
+@click.option(
+    "--skip-consume",
+    is_flag=True,
+    help="Do not measure commit→consumed (a light commit load read by an SDK consumer).",
+)
+@click.option(
+    "--consume-seconds",
+    type=click.FloatRange(min=1),
+    default=20.0,
+    show_default=True,
+    help="Seconds of the commit→consumed phase's load (50 tx/s).",
+)
 @click.option("--ceiling-records", type=click.IntRange(min=1), default=100_000, show_default=True)
 @click.option("--ceiling-repeats", type=click.IntRange(1, 20), default=3, show_default=True)
 @click.option(
@@ -357,6 +369,8 @@ def bench(
     java_peer_batch: int,
     skip_ceiling: bool,
     s3: bool,
+    skip_consume: bool,
+    consume_seconds: float,
     ceiling_records: int,
     ceiling_repeats: int,
     transaction_timeout: str,
@@ -403,6 +417,8 @@ def bench(
             java_peer_batch=java_peer_batch,
             ceiling=not skip_ceiling,
             s3=s3,
+            consume=not skip_consume,
+            consume_seconds=consume_seconds,
             ceiling_records=ceiling_records,
             ceiling_repeats=ceiling_repeats,
             transaction_timeout=transaction_timeout,

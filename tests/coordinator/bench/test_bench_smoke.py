@@ -110,6 +110,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
         "--peer-seconds", "3", "--peer-producers", "2",
         "--java-peer-records", "200", "--java-peer-batch", "20",
         "--ceiling-records", "2000", "--ceiling-repeats", "1",
+        "--consume-seconds", "4",
         "--drain-timeout", "300", "--driver-memory", "1g",
         "--state-dir", str(tmp_path / "state"), "--out", str(out),
     ]  # fmt: skip
@@ -155,6 +156,11 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
         assert rebuilt[source]["transactions"] >= 1000 and rebuilt[source]["seconds"] > 0
     assert result["delta_commits"]["tables"]["system/half_messages"] > 0
 
+    # Commit→consumed beside commit→visible, for the same 200 commits (4 s at 50 tx/s).
+    consume = result["consume"]
+    assert consume["committed"] == consume["consumed"] == 200, consume
+    assert consume["commit_to_consumed_ms"]["count"] == 200
+    assert _is_summary(consume["commit_to_visible_ms"])
     _check_references(result)
     peaks = result["resources"]["peak_rss_bytes"]
     assert {BROKER, SPARK, BENCH, WORKERS} <= set(peaks)
