@@ -1,4 +1,5 @@
-"""The REST ingress (contract 5.1): halves and op records over HTTP, made durable in Kafka.
+"""The REST ingress (contract 5.1): halves and op records over HTTP, made durable in Kafka;
+and receive/ack of committed messages for clients that are not Python (contract 5.5).
 
 One module per job:
 
@@ -8,6 +9,10 @@ One module per job:
     kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
     check_poll.py   long polls on the check topic, one consumer per producer group
     poll_slots.py   long-poll slots shared fairly between groups (429 past a group's share)
+    consumers.py    REST consumer members: one SimpleConsumer per (group, member), closed
+                    when idle, capped per group and in all
+    receipts.py     the receipt strings handed to REST consumers: opaque, signed, bound to
+                    their member
     host_guard.py   open mode: only requests whose Host names this machine (DNS rebinding)
     gate.py         authentication from the Authorization header, before any body is read
     limits.py       request size and content type, checked before any parsing; only routes
@@ -17,6 +22,7 @@ One module per job:
     openapi.py      the error answers written into the OpenAPI document
     services.py     what the routes need, as one injectable object
     routes.py       the endpoints
+    consumer_routes.py  the consumers' endpoints: receive, ack, change-invisible-duration
     app.py          create_app (dependencies injectable), build_server and serve (uvicorn)
 
 `python -m coordinator.rest --config FILE --set key=value` runs it standalone. Importing

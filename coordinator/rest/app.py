@@ -1,8 +1,9 @@
 """Build the REST ingress app and run it with uvicorn.
 
 `create_app(config)` wires the real parts (token file, Kafka producer, check-topic consumers,
-Delta reader); tests pass their own. Nothing connects at build time: the producer and the
-consumers are made on first use, so the app answers 503 while Kafka is down and recovers.
+Delta reader, the REST consumers' members); tests pass their own. Nothing connects at build
+time: the producer and the consumers are made on first use, so the app answers 503 while
+Kafka is down and recovers.
 `serve(config)` also creates the ingress topics when absent (with LogAppendTime, which the
 ingest requires) before it listens.
 """
@@ -22,6 +23,8 @@ from coordinator.core.config import Config, group_isolation_problem
 from coordinator.core.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.auth import Authenticator, require_safe_listen
 from coordinator.rest.check_poll import CheckPoller
+from coordinator.rest.consumer_routes import build_consumer_router
+from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.errors import install_error_handlers
 from coordinator.rest.gate import AuthGate
 from coordinator.rest.host_guard import HostGuard
@@ -52,6 +55,7 @@ def create_app(
     lookup: Lookup | None = None,
     poller: Poller | None = None,
     poll_slots: PollSlots | None = None,
+    consumers: ConsumerMembers | None = None,
     clock: Callable[[], int] = epoch_ms,
 ) -> FastAPI:
     """Return the REST app of `config`; every part not given is the real one."""
@@ -81,23 +85,27 @@ def create_app(
         or CheckPoller(
             config.kafka.bootstrap_servers, config.kafka.layout, security=config.kafka.security
         ),
+        consumers=consumers or ConsumerMembers(config),
         metrics=Metrics(),
         clock=clock,
         poll_slots=poll_slots or PollSlots(),
     )
+    services.metrics.watch_consumers(services.consumers.count, services.consumers.lag)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            services.consumers.close()  # they store their offsets and leave their groups
             services.poller.close()
             services.writer.close()
 
     app = FastAPI(
         title="txcoord REST ingress",
         version=_version(),
-        description="Transactional messages (RocketMQ's protocol): halves, ops, state, checks.",
+        description="Transactional messages (RocketMQ's protocol): halves, ops, state, checks; "
+        "and the committed messages' consumers (receive, ack).",
         lifespan=lifespan,
         docs_url=None,  # the UI loads scripts from a CDN; /openapi.json is the document
         redoc_url=None,
@@ -105,6 +113,7 @@ def create_app(
     app.state.services = services
     install_error_handlers(app)
     app.include_router(build_router(config))
+    app.include_router(build_consumer_router(config))
     app.add_middleware(RequestLimits, max_request_size=config.rest.max_request_size)
     app.add_middleware(AuthGate, auth=auth)  # before RequestLimits reads any body
     if auth.open_mode:  # every caller is an admin: only this machine's names (DNS rebinding)

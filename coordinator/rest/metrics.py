@@ -4,19 +4,30 @@
     txcoord_rest_request_duration_seconds{method,route}     latency histogram
     txcoord_rest_records_written_total{kind}                records Kafka acknowledged
     txcoord_rest_check_requests_delivered_total             check requests handed out
+    txcoord_rest_consumer_messages_delivered_total          messages handed to REST consumers
+    txcoord_rest_consumer_messages_acked_total              acks of REST consumers that counted
+    txcoord_rest_consumer_members                           REST consumer members alive here
+    txcoord_rest_consumer_lag{group,topic}                  messages not yet acknowledged in
+                                                            the queues this process's members
+                                                            read (consumers.py)
 
 The route label is the template (`/v1/transactions/{transaction_id}`), or `unmatched`, and
 the method label one of HTTP's methods, or `other` (the server accepts any token as a
-method), so callers cannot grow the label set.
+method), so callers cannot grow the label set. The lag's (group, topic) pairs are those of
+the live members, at most their cap (consumers.py), and are read at each scrape: a member
+closed takes its series with it.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"
@@ -58,6 +69,22 @@ class Metrics:
             "Check requests handed out to producers",
             registry=self.registry,
         )
+        self.messages_delivered = Counter(
+            "txcoord_rest_consumer_messages_delivered",
+            "Messages handed out to REST consumers",
+            registry=self.registry,
+        )
+        self.messages_acked = Counter(
+            "txcoord_rest_consumer_messages_acked",
+            "Acknowledgements of REST consumers that counted",
+            registry=self.registry,
+        )
+
+    def watch_consumers(
+        self, members: Callable[[], int], lag: Callable[[], Mapping[tuple[str, str], int]]
+    ) -> None:
+        """Report the REST consumer members and their lag, read at each scrape."""
+        self.registry.register(_ConsumerGauges(members, lag))
 
     def render(self) -> bytes:
         """Return every metric in Prometheus' text format."""
@@ -93,3 +120,29 @@ class MetricsMiddleware:
             method = method if method in METHODS else OTHER_METHOD
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)
+
+
+class _ConsumerGauges(Collector):
+    """The REST consumers' gauges, computed when scraped (nothing stale stays behind)."""
+
+    def __init__(
+        self, members: Callable[[], int], lag: Callable[[], Mapping[tuple[str, str], int]]
+    ) -> None:
+        self._members = members
+        self._lag = lag
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the members gauge and the lag per (group, topic)."""
+        members = GaugeMetricFamily(
+            "txcoord_rest_consumer_members", "REST consumer members alive in this process"
+        )
+        members.add_metric([], self._members())
+        yield members
+        lag = GaugeMetricFamily(
+            "txcoord_rest_consumer_lag",
+            "Messages not yet acknowledged in the queues read by this process's REST members",
+            labels=["group", "topic"],
+        )
+        for (group, topic), value in sorted(self._lag().items()):
+            lag.add_metric([group, topic], value)
+        yield lag

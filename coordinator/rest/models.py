@@ -23,6 +23,11 @@ with the query and path parameters of routes.py.
 
 Rules that depend on the configuration (max_message_size) and on the whole record (the
 header budget) are applied by records.py.
+
+The consumers' bodies (consumer_routes.py) follow the same rules: a consumer group and a
+member id match GROUP_PATTERN, a topic the topic rule, a tag expression RocketMQ's
+(coordinator/sdk/consumer/tag_filter.py); the longest wait comes from the configuration
+(`receive_request`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import base64
 import binascii
 import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -42,12 +47,15 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    create_model,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.names import TOPIC_NAME, topic_name_problem
+from coordinator.rest.receipts import MAX_RECEIPT_LENGTH
+from coordinator.sdk.consumer.tag_filter import TagFilter
 
 #: Codes of the custom validation errors that errors.py maps to their own answers.
 INVALID_TOPIC = "invalid_topic"
@@ -329,3 +337,172 @@ class Health(BaseModel):
     """The answer of GET /healthz."""
 
     status: Literal["ok"] = "ok"
+
+
+# -- consumers (consumer_routes.py) ---------------------------------------------------------
+
+#: Messages one receive hands out at most (RocketMQ's proxy: 32 per ReceiveMessage).
+MAX_RECEIVE = 32
+#: Invisible durations, seconds: RocketMQ's longest is 12 hours; below a second a slow
+#: client would see every message twice.
+MIN_INVISIBLE_SECONDS = 1.0
+MAX_INVISIBLE_SECONDS = 43_200.0
+DEFAULT_RECEIVE_WAIT_SECONDS = 5.0
+#: Why a receipt's ack (or change of invisible duration) did not count.
+ReceiptReason = Literal["stale", "unknown_member", "invalid_receipt"]
+_REASONS = (
+    "null when it counted; `stale`: the message was acknowledged already, or its queue "
+    "moved to another member (or the member was made anew) since it was handed out: it may "
+    "be delivered again; `unknown_member`: this member is not (or no longer) in this "
+    "ingress (closed after being idle): its messages are delivered again; "
+    "`invalid_receipt`: not a receipt this ingress process issued to this member of this "
+    "group (altered, another member's, or from before a restart of the ingress)"
+)
+
+
+def _tag_expression(value: str) -> str:
+    try:
+        return TagFilter.parse(_utf8(value)).expression
+    except ValueError as exc:
+        raise PydanticCustomError(
+            "invalid_tag_expression", "{problem}", {"problem": str(exc)}
+        ) from None
+
+
+MemberId = Annotated[
+    StrictStr,
+    AfterValidator(matching(fmt.GROUP_PATTERN, "a member id")),
+    Field(json_schema_extra={"pattern": fmt.GROUP_PATTERN}),
+]
+TagExpression = Annotated[StrictStr, Field(max_length=4096), AfterValidator(_tag_expression)]
+InvisibleSeconds = Annotated[
+    float, Field(ge=MIN_INVISIBLE_SECONDS, le=MAX_INVISIBLE_SECONDS, allow_inf_nan=False)
+]
+ReceiptText = Annotated[StrictStr, Field(min_length=1, max_length=MAX_RECEIPT_LENGTH)]
+
+
+class ReceiveRequest(BaseModel):
+    """The body of POST /v1/consumer-groups/{group}/receive.
+
+    The first receive of a member makes it (joins the group) with this subscription; later
+    ones must name the same topic, tag expression and orderly.
+    """
+
+    model_config = _STRICT
+
+    topic: Topic
+    tag_expression: TagExpression = Field(
+        default="*", description="RocketMQ's: `*`, or tags joined by `||` (`TagA || TagB`)"
+    )
+    max_messages: Annotated[StrictInt, Field(ge=1, le=MAX_RECEIVE)] = 16
+    wait_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+        default=DEFAULT_RECEIVE_WAIT_SECONDS,
+        description="how long to wait for the first message (at most rest.check_poll_max_wait)",
+    )
+    invisible_seconds: InvisibleSeconds = Field(
+        default=30.0,
+        description="a message not acknowledged within this time is handed out again",
+    )
+    orderly: StrictBool = Field(
+        default=False,
+        description="one message in flight per queue: the next only once this one is acked",
+    )
+    start_from: Literal["first", "last"] = Field(
+        default="last",
+        description="where a consumer group begins at its very first receive (ignored later)",
+    )
+    member: MemberId | None = Field(
+        default=None,
+        description="this client's member id; absent: one is made and answered (send it "
+        "with every later call, or each call makes a new member)",
+    )
+
+
+def receive_request(max_wait: float) -> type[ReceiveRequest]:
+    """Return ReceiveRequest with `wait_seconds` bounded by `max_wait` (the configuration's
+    rest.check_poll_max_wait), so that the OpenAPI document states the true bound."""
+    wait: Any = (
+        Annotated[float, Field(ge=0, le=max_wait, allow_inf_nan=False)],
+        Field(
+            default=min(DEFAULT_RECEIVE_WAIT_SECONDS, max_wait),
+            description="how long to wait for the first message, seconds",
+        ),
+    )
+    bounded: type[ReceiveRequest] = create_model(
+        "ReceiveRequest", __base__=ReceiveRequest, __doc__=ReceiveRequest.__doc__, wait_seconds=wait
+    )
+    return bounded
+
+
+class DeliveredMessage(BaseModel):
+    """A committed message handed out to a consumer (the SDK's MessageView)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    transaction_id: str
+    producer_group: str
+    body: str | None = Field(description="the body as UTF-8 text; null if it is not UTF-8")
+    body_base64: str = Field(description="the body, base64 (standard alphabet, padded)")
+    keys: list[str]
+    tags: str | None
+    properties: dict[str, str]
+    prepared_at: str | None = Field(description="RFC 3339 UTC")
+    committed_at: str = Field(description="RFC 3339 UTC")
+    delivered_at: str = Field(description="RFC 3339 UTC: when it reached its topic table")
+    delivery_attempt: int = Field(description="1, then 2, 3... when handed out again")
+    receipt: str = Field(description="opaque: send it back to ack (this member only)")
+
+
+class ReceiveResult(BaseModel):
+    """The answer of a receive: the member's id and the messages, in queue-offset order
+    within each queue."""
+
+    member: str = Field(description="the member id: send it with every later call")
+    messages: list[DeliveredMessage]
+
+
+class AckRequest(BaseModel):
+    """The body of POST /v1/consumer-groups/{group}/ack."""
+
+    model_config = _STRICT
+
+    member: MemberId
+    receipts: Annotated[list[ReceiptText], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class ChangeInvisibleRequest(AckRequest):
+    """The body of POST /v1/consumer-groups/{group}/change-invisible-duration."""
+
+    invisible_seconds: Annotated[
+        float, Field(ge=0, le=MAX_INVISIBLE_SECONDS, allow_inf_nan=False)
+    ] = Field(description="hand the messages out again this many seconds from now (0: at once)")
+
+
+class AckItem(BaseModel):
+    """One receipt of an ack, in request order."""
+
+    receipt: str
+    acked: bool
+    reason: ReceiptReason | None = Field(description=_REASONS)
+
+
+class AckResult(BaseModel):
+    """The outcome of every receipt of an ack."""
+
+    results: list[AckItem]
+
+
+class ChangeInvisibleItem(BaseModel):
+    """One receipt of a change of invisible duration, in request order."""
+
+    receipt: str
+    changed: bool
+    reason: ReceiptReason | None = Field(description=_REASONS)
+
+
+class ChangeInvisibleResult(BaseModel):
+    """The outcome of every receipt of a change of invisible duration."""
+
+    results: list[ChangeInvisibleItem]

@@ -1,7 +1,7 @@
 """The OpenAPI document, with the errors this API really answers.
 
 FastAPI documents a 422 with its own body for every route that takes parameters; this API
-answers 400 (and 401, 403, 404, 413, 415, 503) with `ErrorBody` instead, so the generated
+answers 400 (and 401, 403, 404, 409, 413, 415, 429, 503) with `ErrorBody` instead, so the generated
 document is rewritten once: clients and property-based tests then see the true contract.
 """
 
@@ -17,12 +17,15 @@ from coordinator.rest.models import ErrorBody
 _DESCRIPTIONS = {
     400: "Bad input: bad_json, invalid_request or invalid_topic; the message names the field",
     401: "No valid bearer token",
-    403: "The token may not act for this producer group, or the call needs an admin token",
+    403: "The token may not act for this producer (or consumer) group, or the call needs an "
+    "admin token",
     404: "Unknown transaction",
+    409: "subscription_conflict: this member reads another subscription (topic, tag "
+    "expression, orderly), fixed by its first receive; use another member id",
     413: "A body larger than max_message_size, or a request larger than rest.max_request_size",
     415: "The request body is not JSON",
-    429: "The producer group holds its share of the long-poll slots (or all are taken); "
-    "retry after Retry-After seconds",
+    429: "The group holds its share of the long-poll slots (too_many_polls), or of the REST "
+    "consumer members (too_many_consumers), or all are taken; retry after Retry-After seconds",
     503: "Kafka (or the warehouse) cannot be reached; nothing was acknowledged, retry",
 }
 
@@ -38,6 +41,10 @@ def _statuses(path: str, method: str) -> list[int]:
         statuses += [404]
     elif path == "/v1/check-requests":
         statuses += [429]
+    if path.startswith("/v1/consumer-groups/"):
+        statuses.remove(503)  # ack and change-invisible-duration touch neither Kafka nor Delta
+        if path.endswith("/receive"):
+            statuses += [409, 429, 503]
     return sorted(statuses)
 
 

@@ -11,6 +11,7 @@ import anyio
 
 from coordinator.core.config import Config
 from coordinator.rest.auth import Authenticator
+from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import Metrics
 from coordinator.rest.models import CheckRequest
@@ -61,10 +62,13 @@ class Services:
     writer: Writer
     lookup: Lookup
     poller: Poller
+    #: The REST consumers' members (consumers.py).
+    consumers: ConsumerMembers
     metrics: Metrics = field(default_factory=Metrics)
     #: The REST's clock, recorded as txcoord.born_at (never used as event time).
     clock: Callable[[], int] = epoch_ms
-    #: Long polls per group and in all (contract 5.1: shared fairly between groups).
+    #: Long polls (check polls, and receives of consumer groups) per group and in all
+    #: (contract 5.1: shared fairly between groups).
     poll_slots: PollSlots = field(default_factory=PollSlots)
     #: The threads waiting polls run on: one per slot, so a sent poll never waits for one.
     poll_limiter: anyio.CapacityLimiter = field(init=False)

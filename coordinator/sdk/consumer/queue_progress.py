@@ -59,20 +59,25 @@ class QueueProgress:
     def skipped(self, offset: int) -> None:
         """Record that `offset` was read and not handed out (its tag is not subscribed)."""
         self.fetched = max(self.fetched, offset + 1)
-        self.ack(offset)
+        self._settle(offset)
 
     def ack(self, offset: int) -> bool:
-        """Acknowledge `offset`; return False if it is not in flight here (acked already, or
-        the queue was read again from an older commit)."""
-        if offset < self.committed or offset in self.acked:
+        """Acknowledge `offset`; return False if it is not in flight here (acknowledged
+        already, never handed out, or the queue was read again from an older commit): only
+        what was handed out can move the committed offset."""
+        if offset not in self.in_flight:
             return False
-        self.in_flight.pop(offset, None)
+        del self.in_flight[offset]
+        self._settle(offset)
+        return True
+
+    def _settle(self, offset: int) -> None:
+        """Count `offset` as done, and move the committed offset over every done one."""
         self.attempts.pop(offset, None)
         self.acked.add(offset)
         while self.committed in self.acked:
             self.acked.discard(self.committed)
             self.committed += 1
-        return True
 
     def postpone(self, offset: int, visible_again_at: float) -> bool:
         """Move the moment `offset` in flight becomes visible again; False if not in flight."""

@@ -55,7 +55,7 @@ from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.protocol.names import topic_name_problem
 from coordinator.sdk.consumer.allocation import allocate
 from coordinator.sdk.consumer.membership import GroupMembership
-from coordinator.sdk.consumer.message_view import MessageView
+from coordinator.sdk.consumer.message_view import MessageView, Receipt
 from coordinator.sdk.consumer.offset_store import OffsetStore
 from coordinator.sdk.consumer.queue_progress import QueueProgress
 from coordinator.sdk.consumer.queue_reader import QueueReader
@@ -209,10 +209,11 @@ class SimpleConsumer:
                     return taken
                 self._maintain(min(remaining, 0.5))
 
-    def ack(self, message: MessageView) -> bool:
-        """Acknowledge `message`; return False if the ack no longer counts (its queue moved to
-        another member since, or it was acknowledged already): it may be delivered again."""
-        receipt = message.receipt
+    def ack(self, message: MessageView | Receipt) -> bool:
+        """Acknowledge `message` (or its receipt); return False if the ack does not count (its
+        queue moved to another member since, it was acknowledged already, or it was never
+        handed out here): a message not acknowledged is delivered again."""
+        receipt = message if isinstance(message, Receipt) else message.receipt
         queue = (receipt.topic, receipt.queue_id)
         with self._lock:
             if self._leases.get(queue) != receipt.lease:
@@ -222,9 +223,10 @@ class SimpleConsumer:
                 self._rows.pop((*queue, receipt.queue_offset), None)
             return counted
 
-    def change_invisible_duration(self, message: MessageView, seconds: float) -> bool:
-        """Hand `message` out again `seconds` from now unless acknowledged (0: at once)."""
-        receipt = message.receipt
+    def change_invisible_duration(self, message: MessageView | Receipt, seconds: float) -> bool:
+        """Hand `message` (or its receipt's) out again `seconds` from now unless acknowledged
+        (0: at once); False if it is not in flight here."""
+        receipt = message if isinstance(message, Receipt) else message.receipt
         queue = (receipt.topic, receipt.queue_id)
         with self._lock:
             if self._leases.get(queue) != receipt.lease:

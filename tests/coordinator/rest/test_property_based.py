@@ -2,7 +2,8 @@
 
 Runs in-process against the ASGI app with the real broker behind it (valid sends really go
 to Kafka). Both schema-conforming (positive) and schema-violating (negative) requests are
-generated for every operation; the app is in open mode so valid requests reach the writer,
+generated for every operation; the app is in open mode so valid requests reach the writer
+(and valid receives join real consumer groups, on consumer topics of the run's own),
 addressed to a loopback name (LOCAL) as the open mode requires: every run asserts that no
 answer was the open mode's 421, so a run that reached nothing cannot pass. The reads run in
 the per-group topic layout too, where a producer group also names Kafka topics (its sends
@@ -12,6 +13,7 @@ create topics).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.generation import GenerationMode
 
 from coordinator.core.config import Config
+from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
+from streams.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import LOCAL, drop_topics, make_rest_config
 
 pytestmark = pytest.mark.kafka
@@ -40,6 +44,7 @@ def config(
     bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Config]:
     # A short long-poll ceiling keeps the generated waits short.
+    suffix = uuid.uuid4().hex[:8]
     config = make_rest_config(
         bootstrap_servers,
         tmp_path_factory.mktemp("schemathesis"),
@@ -48,12 +53,17 @@ def config(
             "rest.max_request_size": "512KiB",
             "rest.check_poll_max_wait": "200ms",
             "kafka.topics_per_group": LAYOUTS[request.param],
+            "kafka.deliveries_topic": f"deliveries-{suffix}",
+            "kafka.consumer_offsets_topic": f"consumer-offsets-{suffix}",
         },
     )
+    ensure_consumer_topics(config)  # the engine's, made at its start
     try:
         yield config
     finally:
         drop_topics(config)
+        for topic in (config.kafka.deliveries_topic, config.kafka.consumer_offsets_topic):
+            delete_topic(config.kafka.bootstrap_servers, topic)
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +73,7 @@ def app(config: Config) -> Iterator[FastAPI]:
         yield application
     finally:
         services = application.state.services
+        services.consumers.close()
         services.poller.close()
         services.writer.close()
 

@@ -1,0 +1,451 @@
+"""REST consumer members: one SimpleConsumer per (group, member), kept alive between calls.
+
+A client that is not Python consumes over HTTP (contract 5.5, "the REST ingress offers the
+same receive/ack"): each receive names its consumer group, its member id (chosen by the
+client, or made up by the first answer and sent back by the client from then on) and its
+subscription. This process keeps that member's SimpleConsumer (coordinator/sdk/consumer/)
+between calls, so the member stays in its group, owns its share of the queues, and
+remembers what it handed out until it is acknowledged.
+
+    identity     (group, member). A member's subscription (topic, tag expression, orderly)
+                 is fixed by its first receive: another one under the same name is refused
+                 (SubscriptionConflictError, 409), since two consumers of one name in one
+                 group would both take that name's share of the queues.
+    idle         a member nobody called (receive, ack, change of invisible duration) for
+                 `idle_timeout` seconds is closed by a reaper thread: its offsets are stored
+                 and it leaves the group, so its queues go to the group's other members.
+    limits       at most `max_members` members in this process and `per_group` per group:
+                 each is three Kafka clients and a warehouse reader. One more is refused at
+                 once (ConsumersFullError, 429), never queued.
+    failures     a member whose start or receive failed (Kafka, the warehouse) is closed in
+                 the background and made anew by the next call
+                 (ConsumerUnavailableError, 503).
+    receipts     signed strings bound to the member's incarnation (receipts.py): a client
+                 cannot ack another member's messages, nor an offset never handed out.
+
+Members live in this process: behind a load balancer a client's calls must reach the same
+process (a receipt another process issued answers `invalid_receipt`, and the message is
+delivered again after its invisible duration). Thread-safe; blocking calls (start, receive)
+run on the REST's long-poll pool (consumer_routes.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from deltalake.exceptions import DeltaError
+from kafka import errors as kafka_errors
+
+from coordinator.core.config import Config
+from coordinator.rest.models import ReceiptReason
+from coordinator.rest.receipts import ReceiptCodec
+from coordinator.sdk import SdkError
+from coordinator.sdk.consumer import MessageView, Receipt, SimpleConsumer
+
+log = logging.getLogger("txcoord.rest.consumers")
+
+__all__ = [
+    "DEFAULT_MAX_MEMBERS",
+    "MIN_IDLE_SECONDS",
+    "ConsumerMembers",
+    "ConsumerUnavailableError",
+    "ConsumersFullError",
+    "Outcome",
+    "Received",
+    "Subscription",
+    "SubscriptionConflictError",
+]
+
+#: Members of one REST process (each holds three Kafka clients and their threads).
+DEFAULT_MAX_MEMBERS = 64
+#: The share is sized so that at least this many groups can each have a full share.
+GROUPS_AT_FULL_SHARE = 4
+#: A member is closed after at least this long without a call (and 2 x the longest wait).
+MIN_IDLE_SECONDS = 60.0
+#: Errors of Kafka and of the warehouse that make a member unusable: answered 503.
+_UNAVAILABLE = (kafka_errors.KafkaError, OSError, DeltaError, TimeoutError, SdkError)
+
+
+class ConsumersFullError(Exception):
+    """No room for one more member: its group holds its share, or every place is taken."""
+
+
+class SubscriptionConflictError(Exception):
+    """The member exists with another subscription."""
+
+
+class ConsumerUnavailableError(Exception):
+    """The member cannot serve now (Kafka or the warehouse failed, or it is closing)."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What one member reads: one topic, a tag expression (normalised), in order or not."""
+
+    topic: str
+    tags: str
+    orderly: bool = False
+
+    def describe(self) -> str:
+        """Return the subscription in words, for error messages."""
+        order = ", orderly" if self.orderly else ""
+        return f"topic {self.topic!r} with tags {self.tags!r}{order}"
+
+
+@dataclass(frozen=True)
+class Received:
+    """What one receive handed out, and the receipt string of each message."""
+
+    member: str
+    messages: list[tuple[MessageView, str]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The fate of one receipt of an ack or a change of invisible duration."""
+
+    done: bool
+    reason: ReceiptReason | None = None
+
+
+#: Builds a member's consumer: (group, member, subscription, invisible seconds, start_from).
+ConsumerFactory = Callable[[str, str, Subscription, float, str], SimpleConsumer]
+
+
+class _Member:
+    """One member's consumer and bookkeeping (fields guarded by ConsumerMembers._lock)."""
+
+    def __init__(
+        self, group: str, name: str, subscription: Subscription, consumer: SimpleConsumer
+    ) -> None:
+        self.group = group
+        self.name = name
+        self.subscription = subscription
+        self.consumer = consumer
+        #: Receipts of an earlier member of the same name do not count here.
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.users = 0  # calls using it now: never closed under them
+        self.last_used = time.monotonic()
+        self.started = False
+        self.failed = False  # closed at the reaper's next round
+        self.closing = False
+        self.start_lock = threading.Lock()
+
+
+class ConsumerMembers:
+    """The REST's consumer members; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        max_members: int = DEFAULT_MAX_MEMBERS,
+        per_group: int | None = None,
+        idle_timeout: float | None = None,
+        consumer_factory: ConsumerFactory | None = None,
+        codec: ReceiptCodec | None = None,
+    ) -> None:
+        share = per_group if per_group is not None else max(1, max_members // GROUPS_AT_FULL_SHARE)
+        if max_members < 1 or not 1 <= share <= max_members:
+            raise ValueError(f"need max_members >= 1 and 1 <= per_group <= max_members: {share}")
+        longest_wait = config.rest.check_poll_max_wait.total_seconds()
+        self.config = config
+        self.max_members = max_members
+        self.per_group = share
+        self.idle_timeout = (
+            idle_timeout if idle_timeout is not None else max(MIN_IDLE_SECONDS, 2 * longest_wait)
+        )
+        self._make = consumer_factory or self._simple_consumer
+        self._codec = codec or ReceiptCodec()
+        self._members: dict[tuple[str, str], _Member] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reaper: threading.Thread | None = None
+
+    # -- the calls -----------------------------------------------------------------------
+    def receive(
+        self,
+        group: str,
+        member: str | None,
+        subscription: Subscription,
+        *,
+        max_messages: int,
+        wait_seconds: float,
+        invisible_seconds: float,
+        start_from: str = "last",
+    ) -> Received:
+        """Hand out up to `max_messages` messages to `member` of `group` (made and started if
+        new), waiting up to `wait_seconds` for the first; each invisible `invisible_seconds`."""
+        name = member or f"rest-{uuid.uuid4().hex[:16]}"
+        with self._using_new(group, name, subscription, invisible_seconds, start_from) as entry:
+            consumer = entry.consumer
+            try:
+                messages = consumer.receive(max_messages, wait_seconds)
+                if invisible_seconds != consumer.invisible_duration:  # set at the first call
+                    for message in messages:
+                        consumer.change_invisible_duration(message, invisible_seconds)
+            except _UNAVAILABLE as exc:
+                self._fail(entry)
+                raise ConsumerUnavailableError(
+                    f"member {name!r} of consumer group {group!r} failed to receive and "
+                    f"is being closed (what it held is delivered again): {exc}"
+                ) from exc
+            except BaseException:
+                self._fail(entry)  # a bug: do not keep a member in an unknown state
+                raise
+            issued = [
+                (m, self._codec.encode(group, name, entry.incarnation, m.receipt)) for m in messages
+            ]
+        return Received(name, issued)
+
+    def ack(self, group: str, member: str, receipts: Sequence[str]) -> list[Outcome]:
+        """Acknowledge each receipt of `member` of `group`; one Outcome per receipt."""
+        return self._settle(group, member, receipts, lambda c, v: c.ack(v))
+
+    def change_invisible_duration(
+        self, group: str, member: str, receipts: Sequence[str], seconds: float
+    ) -> list[Outcome]:
+        """Hand each receipt's message out again `seconds` from now unless acknowledged."""
+        return self._settle(
+            group, member, receipts, lambda c, v: c.change_invisible_duration(v, seconds)
+        )
+
+    # -- what metrics read ---------------------------------------------------------------
+    def count(self) -> int:
+        """Return the members alive (joining, or in their group) in this process."""
+        with self._lock:
+            return sum(not m.closing for m in self._members.values())
+
+    def lag(self) -> dict[tuple[str, str], int]:
+        """Return, per (group, topic), the messages not yet acknowledged in the queues this
+        process's members read (bounded by the members: at most `max_members` pairs)."""
+        with self._lock:
+            live = [m for m in self._members.values() if m.started and not m.closing]
+        found: Counter[tuple[str, str]] = Counter()
+        for m in live:
+            found[m.group, m.subscription.topic] += sum(m.consumer.lag().values())
+        return dict(found)
+
+    def members(self) -> list[tuple[str, str]]:
+        """Return the (group, member) of every member alive, sorted."""
+        with self._lock:
+            return sorted(key for key, m in self._members.items() if not m.closing)
+
+    # -- life ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every member (they store their offsets and leave their groups)."""
+        self._stop.set()
+        with self._lock:
+            entries = [m for m in self._members.values() if not m.closing]
+            for entry in entries:
+                entry.closing = True
+        for entry in entries:
+            self._close(entry)
+        if self._reaper is not None and self._reaper is not threading.current_thread():
+            self._reaper.join(timeout=5)
+
+    def reap(self) -> int:
+        """Close the members idle for `idle_timeout` and the failed ones; return how many."""
+        now = time.monotonic()
+        with self._lock:
+            done = [
+                m for m in self._members.values()
+                if not m.closing and m.users == 0
+                and (m.failed or now - m.last_used > self.idle_timeout)
+            ]  # fmt: skip
+            for entry in done:
+                entry.closing = True
+        for entry in done:
+            if not entry.failed:
+                log.info(
+                    "REST consumer %s of group %s idle for %.0f s: closed",
+                    entry.name, entry.group, self.idle_timeout,
+                )  # fmt: skip
+            self._close(entry)
+        return len(done)
+
+    # -- inside --------------------------------------------------------------------------
+    @contextmanager
+    def _using_new(
+        self,
+        group: str,
+        name: str,
+        subscription: Subscription,
+        invisible_seconds: float,
+        start_from: str,
+    ) -> Iterator[_Member]:
+        """Yield the started member `name` of `group`, made if absent; it is in use (never
+        closed) until the block ends."""
+        entry = self._take(group, name, subscription, invisible_seconds, start_from)
+        try:
+            with entry.start_lock:
+                if not entry.started:
+                    try:
+                        entry.consumer.start()
+                    except (*_UNAVAILABLE, ValueError) as exc:  # ValueError: a topic missing
+                        self._fail(entry)
+                        raise ConsumerUnavailableError(
+                            f"member {name!r} of consumer group {group!r} cannot join: {exc}"
+                        ) from exc
+                    except BaseException:
+                        self._fail(entry)
+                        raise
+                    entry.started = True
+            yield entry
+        finally:
+            self._release(entry)
+
+    def _take(
+        self,
+        group: str,
+        name: str,
+        subscription: Subscription,
+        invisible_seconds: float,
+        start_from: str,
+    ) -> _Member:
+        """Return member `name` of `group` marked in use, made (not started) if absent."""
+        with self._lock:
+            if self._stop.is_set():
+                raise ConsumerUnavailableError("the REST ingress is shutting down")
+            entry = self._members.get((group, name))
+            if entry is None:
+                self._require_room(group)
+                consumer = self._make(group, name, subscription, invisible_seconds, start_from)
+                entry = self._members[group, name] = _Member(group, name, subscription, consumer)
+                self._start_reaper()
+            elif entry.closing or entry.failed:
+                raise ConsumerUnavailableError(
+                    f"member {name!r} of consumer group {group!r} is being closed (idle, or "
+                    "after a failure); retry in a moment and it is made anew"
+                )
+            elif entry.subscription != subscription:
+                raise SubscriptionConflictError(
+                    f"member {name!r} of consumer group {group!r} reads "
+                    f"{entry.subscription.describe()}, not {subscription.describe()}: every "
+                    "member keeps the subscription of its first receive (use another member "
+                    f"id, or wait until this one is closed after {self.idle_timeout:.0f} s "
+                    "without a call)"
+                )
+            entry.users += 1
+            entry.last_used = time.monotonic()
+            return entry
+
+    def _require_room(self, group: str) -> None:
+        """Raise ConsumersFullError unless one more member of `group` fits (lock held)."""
+        in_group = sum(g == group for g, _ in self._members)
+        if in_group >= self.per_group:
+            raise ConsumersFullError(
+                f"consumer group {group!r} already has {self.per_group} REST members in this "
+                "ingress (its share); reuse a member id (the `member` of an earlier answer), "
+                "or retry once one was closed after being idle"
+            )
+        if len(self._members) >= self.max_members:
+            raise ConsumersFullError(
+                f"all {self.max_members} REST consumer members of this ingress are taken; "
+                "retry once one was closed after being idle"
+            )
+
+    def _use(self, group: str, name: str) -> _Member | None:
+        """Return member `name` of `group` marked in use if it is serving, else None."""
+        with self._lock:
+            entry = self._members.get((group, name))
+            if entry is None or not entry.started or entry.closing or entry.failed:
+                return None
+            entry.users += 1
+            entry.last_used = time.monotonic()
+            return entry
+
+    def _release(self, entry: _Member) -> None:
+        with self._lock:
+            entry.users -= 1
+            entry.last_used = time.monotonic()
+
+    def _fail(self, entry: _Member) -> None:
+        """Have `entry` closed by the reaper once unused (never on a request's thread: the
+        close of a broken consumer may wait for Kafka)."""
+        with self._lock:
+            entry.failed = True
+
+    def _settle(
+        self,
+        group: str,
+        name: str,
+        receipts: Sequence[str],
+        act: Callable[[SimpleConsumer, Receipt], bool],
+    ) -> list[Outcome]:
+        """Apply `act` to each receipt's message in `name`'s consumer, if the receipt is one
+        this process issued to this very member (this incarnation)."""
+        entry = self._use(group, name)
+        try:
+            outcomes = []
+            for text in receipts:
+                issued = self._codec.decode(text)
+                if issued is None or (issued.group, issued.member) != (group, name):
+                    outcomes.append(Outcome(False, "invalid_receipt"))
+                elif entry is None:
+                    outcomes.append(Outcome(False, "unknown_member"))
+                elif issued.incarnation != entry.incarnation:
+                    outcomes.append(Outcome(False, "stale"))
+                else:
+                    done = act(entry.consumer, issued.receipt)
+                    outcomes.append(Outcome(done, None if done else "stale"))
+            return outcomes
+        finally:
+            if entry is not None:
+                self._release(entry)
+
+    def _close(self, entry: _Member) -> None:
+        """Close `entry`'s consumer (offsets stored, group left), then forget it."""
+        try:  # after a failed start too: it releases what the start opened
+            entry.consumer.close()
+        except Exception as exc:  # the group drops it after its session timeout anyway
+            log.warning("closing REST consumer %s of group %s: %s", entry.name, entry.group, exc)
+        with self._lock:
+            if self._members.get((entry.group, entry.name)) is entry:
+                del self._members[entry.group, entry.name]
+
+    def _start_reaper(self) -> None:
+        """Start the reaper thread with the first member (lock held)."""
+        if self._reaper is None:
+            self._reaper = threading.Thread(
+                target=self._reap_until_closed, name="txcoord-rest-consumers", daemon=True
+            )
+            self._reaper.start()
+
+    def _reap_until_closed(self) -> None:
+        tick = min(1.0, self.idle_timeout / 4)
+        while not self._stop.wait(tick):
+            try:
+                self.reap()
+            except Exception:  # never let the reaper die: idle members would stay for ever
+                log.exception("reaping idle REST consumers")
+
+    def _simple_consumer(
+        self,
+        group: str,
+        member: str,
+        subscription: Subscription,
+        invisible_seconds: float,
+        start_from: str,
+    ) -> SimpleConsumer:
+        kafka = self.config.kafka
+        return SimpleConsumer(
+            group,
+            {subscription.topic: subscription.tags},
+            bootstrap_servers=kafka.bootstrap_servers,
+            warehouse=self.config.warehouse,
+            invisible_duration=invisible_seconds,
+            orderly=subscription.orderly,
+            start_from=start_from,
+            member=member,
+            deliveries_topic=kafka.deliveries_topic,
+            offsets_topic=kafka.consumer_offsets_topic,
+            security=kafka.security,
+        )
