@@ -13,6 +13,8 @@ time), only while it has no live member: a running member would overwrite them.
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -24,7 +26,9 @@ from coordinator.sdk.consumer.membership import kafka_group_id
 from coordinator.sdk.consumer.offset_store import OffsetStore
 from coordinator.sdk.consumer.queue_reader import QueueReader
 
-__all__ = ["QueueLag", "describe", "live_members", "reset"]
+__all__ = ["GroupLag", "QueueLag", "describe", "live_members", "reset"]
+
+log = logging.getLogger(__name__)
 
 #: Who a reset's offsets are stored as.
 RESET_MEMBER = "txcoord-consumers-reset"
@@ -97,6 +101,51 @@ def describe(config: Config, group: str | None = None) -> list[QueueLag]:
                 )
             )
     return rows
+
+
+class GroupLag:
+    """Every group's lag per topic, kept fresh by a thread of its own (for /metrics).
+
+    Reading it takes the offsets topic, the groups and the queue ends: up to Kafka's request
+    timeout while Kafka is away. A scrape must answer at once whatever Kafka does, so it
+    gets the last figures read; the thread starts at the first scrape (an ingress never
+    scraped reads nothing) and reads again every `every` seconds.
+    """
+
+    def __init__(self, config: Config, every: float = 15.0) -> None:
+        self.config = config
+        self.every = every
+        self._lag: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self) -> dict[tuple[str, str], int]:
+        """Return (group, topic) -> messages delivered and not acknowledged by the group, as
+        last read (empty before the first read ends)."""
+        with self._lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, name="txcoord-group-lag", daemon=True
+                )
+                self._thread.start()
+            return dict(self._lag)
+
+    def close(self) -> None:
+        """Stop reading (the thread ends after the read in progress, if any)."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                lag: dict[tuple[str, str], int] = {}
+                for row in describe(self.config):
+                    lag[row.group, row.topic] = lag.get((row.group, row.topic), 0) + row.lag
+                with self._lock:
+                    self._lag = lag
+            except Exception as exc:  # Kafka or the warehouse away: the last figures stay
+                log.warning("consumer group lag not read: %s", exc)
+            self._stop.wait(self.every)
 
 
 def reset(config: Config, group: str, topic: str, to: str | datetime) -> dict[int, int]:

@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 import uvicorn
 from fastapi import FastAPI
 
+from coordinator.admin.consumer_groups import GroupLag
 from coordinator.core.config import Config, group_isolation_problem
 from coordinator.core.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.auth import Authenticator, require_safe_listen
@@ -91,12 +92,15 @@ def create_app(
         poll_slots=poll_slots or PollSlots(),
     )
     services.metrics.watch_consumers(services.consumers.count, services.consumers.lag)
+    group_lag = GroupLag(config)
+    services.metrics.watch_groups(group_lag)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            group_lag.close()
             services.consumers.close()  # they store their offsets and leave their groups
             services.poller.close()
             services.writer.close()

@@ -10,6 +10,11 @@
     txcoord_rest_consumer_lag{group,topic}                  messages not yet acknowledged in
                                                             the queues this process's members
                                                             read (consumers.py)
+    rocketmq_consumer_lag_messages{consumer_group,topic}    every consumer group's lag, SDK and
+                                                            REST members alike (RocketMQ's
+                                                            name; coordinator/admin/
+                                                            consumer_groups.py, read every
+                                                            15 s from the first scrape on)
 
 The route label is the template (`/v1/transactions/{transaction_id}`), or `unmatched`, and
 the method label one of HTTP's methods, or `other` (the server accepts any token as a
@@ -86,6 +91,10 @@ class Metrics:
         """Report the REST consumer members and their lag, read at each scrape."""
         self.registry.register(_ConsumerGauges(members, lag))
 
+    def watch_groups(self, lag: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        """Report every consumer group's lag per topic, read at each scrape."""
+        self.registry.register(_GroupLagGauge(lag))
+
     def render(self) -> bytes:
         """Return every metric in Prometheus' text format."""
         return generate_latest(self.registry)
@@ -142,6 +151,24 @@ class _ConsumerGauges(Collector):
             "txcoord_rest_consumer_lag",
             "Messages not yet acknowledged in the queues read by this process's REST members",
             labels=["group", "topic"],
+        )
+        for (group, topic), value in sorted(self._lag().items()):
+            lag.add_metric([group, topic], value)
+        yield lag
+
+
+class _GroupLagGauge(Collector):
+    """Every consumer group's lag per topic (groups that stored an offset), when scraped."""
+
+    def __init__(self, lag: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        self._lag = lag
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the lag per (consumer group, topic)."""
+        lag = GaugeMetricFamily(
+            "rocketmq_consumer_lag_messages",
+            "Messages delivered to a topic and not yet acknowledged by a consumer group",
+            labels=["consumer_group", "topic"],
         )
         for (group, topic), value in sorted(self._lag().items()):
             lag.add_metric([group, topic], value)

@@ -110,6 +110,7 @@ class GroupMembership:
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=min(HEARTBEAT_INTERVAL_MS, session_timeout_ms // 3),
             partition_assignment_strategy=[self._assignor],
+            allow_auto_create_topics=False,  # the coordinator creates it
             **kafka_python_options(security),
         )
         self._consumer.subscribe([deliveries_topic], listener=listener)

@@ -43,23 +43,28 @@ class OffsetStore:
     ) -> None:
         self.topic = topic
         options = kafka_python_options(security)
-        self._producer = KafkaProducer(
-            bootstrap_servers=bootstrap_servers,
-            acks="all",
-            client_id="txcoord-consumer-offsets",
-            **options,
-        )
+        # Never created by a client: a broker that creates topics on first use would make this
+        # one uncompacted (the coordinator creates it, streams/delivery_notices.py).
         self._reader = KafkaConsumer(
             bootstrap_servers=bootstrap_servers,
             group_id=None,
             enable_auto_commit=False,
             client_id="txcoord-consumer-offsets-reader",
+            allow_auto_create_topics=False,
             **options,
         )
-        partitions = self._producer.partitions_for(topic)
+        partitions = self._reader.partitions_for_topic(topic)
         if not partitions:
+            self._reader.close()
             raise ValueError(f"Kafka topic {topic} does not exist: start the coordinator first")
         self._partitions = len(partitions)
+        self._producer = KafkaProducer(
+            bootstrap_servers=bootstrap_servers,
+            acks="all",
+            client_id="txcoord-consumer-offsets",
+            allow_auto_create_topics=False,
+            **options,
+        )
 
     def partition(self, group: str) -> int:
         """Return the partition holding `group`'s offsets."""

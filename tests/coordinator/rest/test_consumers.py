@@ -139,6 +139,21 @@ def metric(http: httpx.Client | TestClient, line_start: str) -> float:
     raise AssertionError(f"no metric {line_start}")
 
 
+def no_group_lag_left(http: httpx.Client, c: Any) -> None:
+    """Wait until every group's lag, as operators scrape it, says billing has none left: from
+    the stored offsets (member `c` stores them as it receives), read every 15 s."""
+    group_lag = f'rocketmq_consumer_lag_messages{{consumer_group="billing",topic="{TOPIC}"}}'
+
+    def no_lag_left() -> bool:
+        assert c.receive(wait=1) == []
+        try:
+            return metric(http, group_lag) == 0
+        except AssertionError:  # not read yet
+            return False
+
+    wait_for(no_lag_left, 90, "the group's lag reported as 0")
+
+
 def kafka_members(config: Config, group: str) -> set[str]:
     """Return the client ids of `group`'s members as Kafka's group coordinator knows them,
     once the group is stable (empty while it rebalances)."""
@@ -213,6 +228,8 @@ def test_receive_then_ack_each_message_once_in_queue_order_and_redelivery(
         assert (other["acked"], other["reason"]) == (False, "invalid_receipt")
         assert c.ack([receipt])[0]["acked"]
         assert metric(http, "txcoord_rest_consumer_messages_acked_total") == len(txs) + 2
+
+        no_group_lag_left(http, c)
 
 
 def test_two_members_split_the_queues_and_an_idle_one_hands_them_over(
