@@ -18,7 +18,9 @@ pool of `threads` workers. SUCCESS acknowledges it; FAILURE, an exception or Non
 out again after `retry_delay` seconds (its `delivery_attempt` grows). With `orderly=True`
 (RocketMQ's orderly listener) a queue's next message is handed out only once the previous
 one succeeded, so the listener sees each queue in offset order; a failure holds the queue
-for `retry_delay` and then retries the same message.
+for `retry_delay` and then retries the same message. Before a rebalance hands queues over,
+the messages in the listener's hands are let finish (HAND_OVER_WAIT_SECONDS at most), so
+that their acknowledgements are stored rather than repeated by the queues' next owners.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from coordinator.sdk.consumer.message_view import MessageView
 from coordinator.sdk.consumer.simple_consumer import SimpleConsumer
 
 log = logging.getLogger(__name__)
+
+#: Before a rebalance, how long the listener's messages in hand may take to finish (so that
+#: their acknowledgements are stored with the hand-over): well under the session timeout,
+#: as the wait holds the group's heartbeats.
+HAND_OVER_WAIT_SECONDS = 3.0
 
 __all__ = ["ConsumeResult", "MessageListener", "PushConsumer"]
 
@@ -76,6 +83,9 @@ class PushConsumer:
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._room = threading.Semaphore(threads * 2)  # messages taken, not yet settled
+        self._in_hand = 0  # messages submitted to the listener, not yet settled
+        self._settled = threading.Condition()
+        self.consumer.before_hand_over = self._finish_in_hand
         self._stopping = threading.Event()
         self._receiver: threading.Thread | None = None
         #: Settled messages: (succeeded, failed) (for tests and metrics).
@@ -125,7 +135,19 @@ class PushConsumer:
             for _ in range(room - len(messages)):
                 self._room.release()
             for message in messages:
+                with self._settled:
+                    self._in_hand += 1
                 self._pool.submit(self._consume, message)
+
+    def _finish_in_hand(self) -> None:
+        """Wait (HAND_OVER_WAIT_SECONDS at most) for the listener's messages in hand."""
+        with self._settled:
+            if not self._settled.wait_for(lambda: self._in_hand == 0, HAND_OVER_WAIT_SECONDS):
+                log.warning(
+                    "push consumer: %d message(s) still in the listener at a rebalance: they "
+                    "may be delivered again",
+                    self._in_hand,
+                )
 
     def _consume(self, message: MessageView) -> None:
         try:
@@ -145,3 +167,6 @@ class PushConsumer:
                     self.failed += 1
         finally:
             self._room.release()
+            with self._settled:
+                self._in_hand -= 1
+                self._settled.notify_all()

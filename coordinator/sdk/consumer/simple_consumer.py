@@ -44,7 +44,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -143,6 +143,10 @@ class SimpleConsumer:
         self._closed = False
         #: Messages handed out again after their invisible duration (for tests and metrics).
         self.redelivered = 0
+        #: Called before this member stores its offsets for a rebalance (on kafka-python's
+        #: network thread, so briefly): the push consumer lets the messages its listener is
+        #: handling finish first, so that their acknowledgements are stored, not repeated.
+        self.before_hand_over: Callable[[], None] | None = None
 
     # -- life ------------------------------------------------------------------------
     def start(self) -> SimpleConsumer:
@@ -432,8 +436,10 @@ class _HandOver(ConsumerRebalanceListener):  # type: ignore[misc]
         self._consumer = consumer
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        """Store and give up every queue: the next generation divides them anew."""
+        """Store every queue's offset: the next generation divides them anew."""
         try:
+            if self._consumer.before_hand_over is not None:
+                self._consumer.before_hand_over()
             self._consumer.hand_over()
         except Exception as exc:  # the next owner reads from the last stored offsets
             log.warning("consumer %s: hand-over failed: %s", self._consumer.member, exc)
