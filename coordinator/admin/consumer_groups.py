@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -108,9 +109,13 @@ class GroupLag:
 
     Reading it takes the offsets topic, the groups and the queue ends: up to Kafka's request
     timeout while Kafka is away. A scrape must answer at once whatever Kafka does, so it
-    gets the last figures read; the thread starts at the first scrape (an ingress never
-    scraped reads nothing) and reads again every `every` seconds.
+    gets the last figures read. The thread runs while scrapes come: it starts at a scrape,
+    reads every `every` seconds, and ends once no scrape came for IDLE_READS reads (an
+    ingress nobody scrapes reads nothing). A failing read is logged once, not every time.
     """
+
+    #: Reads without a scrape after which the thread ends (the next scrape starts it again).
+    IDLE_READS = 4
 
     def __init__(self, config: Config, every: float = 15.0) -> None:
         self.config = config
@@ -119,11 +124,14 @@ class GroupLag:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._asked = 0.0
+        self._failing: str | None = None
 
     def __call__(self) -> dict[tuple[str, str], int]:
         """Return (group, topic) -> messages delivered and not acknowledged by the group, as
         last read (empty before the first read ends)."""
         with self._lock:
+            self._asked = time.monotonic()
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name="txcoord-group-lag", daemon=True
@@ -137,15 +145,29 @@ class GroupLag:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                lag: dict[tuple[str, str], int] = {}
-                for row in describe(self.config):
-                    lag[row.group, row.topic] = lag.get((row.group, row.topic), 0) + row.lag
-                with self._lock:
-                    self._lag = lag
-            except Exception as exc:  # Kafka or the warehouse away: the last figures stay
-                log.warning("consumer group lag not read: %s", exc)
+            self._read()
             self._stop.wait(self.every)
+            with self._lock:
+                if time.monotonic() - self._asked > self.IDLE_READS * self.every:
+                    self._thread = None
+                    return
+
+    def _read(self) -> None:
+        try:
+            lag: dict[tuple[str, str], int] = {}
+            for row in describe(self.config):
+                lag[row.group, row.topic] = lag.get((row.group, row.topic), 0) + row.lag
+        except Exception as exc:  # Kafka or the warehouse away: the last figures stay
+            reason = f"{type(exc).__name__}: {exc}"
+            if reason != self._failing:
+                log.warning("consumer group lag not read (until it is again): %s", reason)
+            self._failing = reason
+            return
+        if self._failing is not None:
+            log.info("consumer group lag read again")
+        self._failing = None
+        with self._lock:
+            self._lag = lag
 
 
 def reset(config: Config, group: str, topic: str, to: str | datetime) -> dict[int, int]:
