@@ -21,6 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from coordinator.core.config import Config
+from coordinator.core.errors import KafkaUnavailableError
+from coordinator.core.kafka_security import reachable
 from coordinator.kafka_clients.admin import admin_client
 from coordinator.sdk.consumer.allocation import owner
 from coordinator.sdk.consumer.membership import kafka_group_id
@@ -154,6 +156,9 @@ class GroupLag:
 
     def _read(self) -> None:
         try:
+            servers = self.config.kafka.bootstrap_servers
+            if not reachable(servers, timeout=0.5):  # before any client: no retry storm logged
+                raise KafkaUnavailableError(f"Kafka at {servers} cannot be reached")
             lag: dict[tuple[str, str], int] = {}
             for row in describe(self.config):
                 lag[row.group, row.topic] = lag.get((row.group, row.topic), 0) + row.lag

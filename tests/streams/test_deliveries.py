@@ -35,7 +35,8 @@ def deliver(
         [{f.name: row.get(f.name) for f in schema} for row in rows], schema
     )
     counts = Counter((row["topic"], row["queue_id"]) for row in rows)
-    writer._deliver(spark, batch, batch_id, counts)()  # the topic tables, then the queue offsets
+    write_offsets, _ = writer._deliver(spark, batch, batch_id, counts)  # the topic tables
+    write_offsets()  # then the queue offsets
 
 
 def test_two_topics_in_one_batch_are_numbered_per_queue_in_commit_order(
