@@ -43,25 +43,40 @@ class QueueReader:
         self.warehouse = warehouse
         self.storage_options = storage_options
         self._tables: dict[str, DeltaTable] = {}
+        # Per set of topics: the queues' ends read so far, and the data files they came from.
+        self._ends: dict[tuple[str, ...], tuple[dict[tuple[str, int], int], frozenset[str]]] = {}
         self._lock = threading.Lock()  # delta-rs tables are read by one thread at a time
 
     def ends(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        """Return the next free offset of every queue of `topics` (none before a delivery)."""
-        wanted = sorted(set(topics))
+        """Return the next free offset of every queue of `topics` (none before a delivery).
+
+        The table gets a row per queue a batch moved, for ever: after the first read of a
+        set of topics only the data files not read before are read, and merged into what
+        was (an end is the largest `next_offset` of its rows, so a file read twice, such as
+        one compaction rewrote, changes nothing).
+        """
+        wanted = tuple(sorted(set(topics)))
+        if not wanted:
+            return {}
         with self._lock:
             table = self._table(QUEUE_OFFSETS_TABLE)
-            if table is None or not wanted:
+            if table is None:
                 return {}
-            rows = table.to_pyarrow_dataset().to_table(
+            known, seen = self._ends.get(wanted, ({}, frozenset()))
+            dataset = table.to_pyarrow_dataset()
+            fragments = [f for f in dataset.get_fragments() if f.path not in seen]
+            rows = ds.FileSystemDataset(
+                fragments, dataset.schema, dataset.format, dataset.filesystem
+            ).to_table(
                 columns=["topic", "queue_id", "next_offset"],
-                filter=ds.field("topic").isin(wanted),
+                filter=ds.field("topic").isin(list(wanted)),
             )
-        grouped = rows.group_by(["topic", "queue_id"], use_threads=False).aggregate(
-            [("next_offset", "max")]
-        )
-        return {
-            (row["topic"], row["queue_id"]): row["next_offset_max"] for row in grouped.to_pylist()
-        }
+            ends = dict(known)
+            for row in rows.to_pylist():
+                queue = (row["topic"], row["queue_id"])
+                ends[queue] = max(ends.get(queue, 0), row["next_offset"])
+            self._ends[wanted] = (ends, frozenset(f.path for f in dataset.get_fragments()))
+            return dict(ends)
 
     def read(self, topic: str, queue_id: int, start: int, end: int) -> list[dict[str, Any]]:
         """Return the rows of (`topic`, `queue_id`) at offsets start <= offset < end, in order."""
