@@ -351,6 +351,14 @@ class SimpleConsumer:
                 for queue, offset in offsets.items():
                     self._owned[queue].stored = offset
 
+    def give_up(self) -> None:
+        """Give every queue up without storing (out of the group: a store would be refused
+        as a stale member's, and the queues' next owners read on from the last stored)."""
+        with self._lock:
+            for queue in list(self._owned):
+                self._drop(queue)
+            self._generation = -1
+
     def _drop(self, queue: Queue) -> None:
         progress = self._owned.pop(queue)
         self._leases.pop(queue, None)
@@ -449,7 +457,4 @@ class _HandOver(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def on_partitions_lost(self, lost: Any) -> None:
         """Out of the group (session timeout): give every queue up, without storing."""
-        with self._consumer._lock:
-            for queue in list(self._consumer._owned):
-                self._consumer._drop(queue)
-            self._consumer._generation = -1
+        self._consumer.give_up()
