@@ -32,7 +32,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
 from coordinator.kafka_clients.admin import admin_client, ensure_configured_topic
-from coordinator.protocol.check_record import CheckRecord, Record
+from coordinator.protocol.check_record import CheckRecord, Record, instance_of
 from delta_tables import check_requests
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ def _check(row: Any) -> CheckRecord:
 
     `row` is a Spark Row, or any mapping by name, with the stage's column names.
     """
+    properties = dict(row["properties"] or {})
     return CheckRecord(
         transaction_id=row["transaction_id"],
         msg_id=row["msg_id"],
@@ -75,10 +76,11 @@ def _check(row: Any) -> CheckRecord:
         body=bytes(row["body"] or b""),
         keys=tuple(row["keys"] or []),
         tags=row["tags"],
-        properties=dict(row["properties"] or {}),
+        properties=properties,
         check_number=row["check_number"],
         prepared_at_ms=row["prepared_ms"],
         requested_at_ms=row["at_ms"],
+        producer_instance=instance_of(properties),
     )
 
 

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from coordinator.core.config import Config
 from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
+from coordinator.protocol.check_claim import is_claim
 from coordinator.protocol.check_record import CheckRecord
 from coordinator.runtime import engine
 from streams.coordinator_job import QUERY_NAME
@@ -169,6 +170,8 @@ class Responder:
             consumer.close()
 
     def _handle(self, record: Any) -> None:
+        if is_claim(record.headers):
+            return  # an SDK instance answered a check addressed to it: not a check
         request = CheckRecord.decode(record.value).to_value()  # the one codec
         if request.get("producer_group") != self.group:
             return  # another group's check: its own producers answer it

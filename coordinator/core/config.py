@@ -195,6 +195,9 @@ class RestConfig:
     max_request_size: int = 16 * 1024 * 1024
     # Longest wait_seconds a check-request long poll may ask for.
     check_poll_max_wait: timedelta = timedelta(seconds=30)
+    # How long a check waits for a poll of the producer instance that sent its half before
+    # any poller of the group gets it (contract 5.3); 0 hands every check to any poller.
+    check_sender_first: timedelta = timedelta(seconds=2)
     # TLS of the ingress itself (PEM files; the key unencrypted and readable by its owner
     # only). Beyond loopback the ingress serves TLS, or says it sits behind a proxy that does:
     # bearer tokens must not cross a network in clear (coordinator/rest/auth.py).
@@ -400,6 +403,10 @@ def _rest_problems(c: Config) -> list[str]:
         found.append(
             "rest.behind_tls_proxy says a proxy serves TLS; rest.tls_certfile says "
             "the ingress does: set one of them"
+        )
+    if not timedelta(0) <= rest.check_sender_first <= timedelta(minutes=1):
+        found.append(
+            f"rest.check_sender_first must be between 0 and 1m, not {rest.check_sender_first}"
         )
     if not timedelta(0) < rest.check_poll_max_wait <= timedelta(minutes=5):
         found.append(

@@ -8,7 +8,8 @@ tests read the same facts from here.
     names.py          the name rules: topic, producer group, transaction id
     records.py        the half and op records' headers (SDK, REST and operator commands)
     check_record.py   the check topic's record and its one codec (encode / decode)
+    check_claim.py    the check topic's other record: "the sending instance answered"
     deliveries.py     what consumers read: the topic tables' names, the delivery notices
 """
 
-__all__ = ["check_record", "deliveries", "ingress", "names", "records"]
+__all__ = ["check_claim", "check_record", "deliveries", "ingress", "names", "records"]

@@ -5,7 +5,9 @@ CHECK_TRANSACTION_STATE) on the check topic (streams/check_topic.py sizes the to
 
     key       transaction id (UTF-8)
     value     a JSON object, `CheckRecord.to_value()`
-    headers   txcoord.producer_group: the group asked, so a reader filters without parsing
+    headers   txcoord.producer_group: the group asked, so a reader filters without parsing;
+              txcoord.producer_instance: the instance that sent the half, when it said so
+              (its checks go to it first; coordinator/sdk/check_routing.py)
 
 `encode` is the writer's, `decode` every reader's: the SDK's Kafka and REST transports, the
 REST ingress's long poll and the tests' responder. A record too large for the topic is
@@ -18,11 +20,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Self
 
-from coordinator.protocol.ingress import PRODUCER_GROUP
+from coordinator.protocol.ingress import (
+    PRODUCER_GROUP,
+    PRODUCER_INSTANCE,
+    PRODUCER_INSTANCE_PATTERN,
+    PRODUCER_INSTANCE_PROPERTY,
+)
+
+_INSTANCE = re.compile(PRODUCER_INSTANCE_PATTERN)
 
 #: A Kafka record as a producer sends it: key, value, headers.
 Record = tuple[bytes, bytes, list[tuple[str, bytes]]]
@@ -55,6 +65,9 @@ class CheckRecord:
     body_size: int | None = None
     #: The table that keeps the whole message of a slim record.
     message_in: str | None = None
+    #: The producer instance that sent the half (its property txcoord.producer_instance), to
+    #: which the check goes first; kept by a slim record.
+    producer_instance: str | None = None
 
     def slim(self, reason: str, message_in: str) -> Self:
         """Return this record without the body, keys, tags and properties, saying why."""
@@ -88,6 +101,8 @@ class CheckRecord:
         }
         if self.body_size is not None:
             value["body_size"] = self.body_size
+        if self.producer_instance is not None:
+            value["producer_instance"] = self.producer_instance
         if self.omitted:
             value.update(
                 omitted=list(self.omitted),
@@ -99,6 +114,8 @@ class CheckRecord:
     def encode(self) -> Record:
         """Return (key, value, headers) of the check-topic record."""
         headers = [(PRODUCER_GROUP, self.producer_group.encode())]
+        if self.producer_instance is not None:
+            headers.append((PRODUCER_INSTANCE, self.producer_instance.encode()))
         return self.transaction_id.encode(), json.dumps(self.to_value()).encode(), headers
 
     @classmethod
@@ -167,4 +184,11 @@ def _fields(value: Mapping[str, Any] | bytes | str) -> dict[str, Any]:
         "omitted_reason": _optional(value, "omitted_reason", str),
         "body_size": _optional(value, "body_size", int),
         "message_in": _optional(value, "message_in", str),
+        "producer_instance": _optional(value, "producer_instance", str),
     }
+
+
+def instance_of(properties: Mapping[str, str]) -> str | None:
+    """Return the producer instance a half's properties name, or None (absent or not an id)."""
+    instance = properties.get(PRODUCER_INSTANCE_PROPERTY)
+    return instance if instance is not None and _INSTANCE.fullmatch(instance) else None

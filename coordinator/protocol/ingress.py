@@ -82,9 +82,19 @@ FROM_CHECK = "txcoord.from_check"
 OPERATOR = "txcoord.operator"
 REASON = "txcoord.reason"
 KIND = "txcoord.kind"
+#: On a check record (and a check claim): the producer instance that sent the half.
+PRODUCER_INSTANCE = "txcoord.producer_instance"
 PROPERTY_PREFIX = "prop."
 
 KIND_TICK = "TICK"
+#: A record of the check topic that is not a check: "instance X answered check N of T"
+#: (coordinator/protocol/check_claim.py).
+KIND_CHECK_CLAIM = "CHECK_CLAIM"
+#: The half's property that names the producer instance which sent it, so that its checks go
+#: to that instance first (contract 5.3). The SDK sets it; any producer may.
+PRODUCER_INSTANCE_PROPERTY = "txcoord.producer_instance"
+#: A producer instance's id: what fits a header and a query string without escaping.
+PRODUCER_INSTANCE_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 #: The op kinds a producer sends: the state machine's producer events.
 OPS: tuple[str, ...] = tuple(event.value for event in PRODUCER_OPS)
 #: Ops only an operator may send (header txcoord.operator required): RESUME checks a

@@ -84,7 +84,10 @@ def create_app(
         lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
         poller=poller
         or CheckPoller(
-            config.kafka.bootstrap_servers, config.kafka.layout, security=config.kafka.security
+            config.kafka.bootstrap_servers,
+            config.kafka.layout,
+            security=config.kafka.security,
+            sender_first=config.rest.check_sender_first,
         ),
         consumers=consumers or ConsumerMembers(config),
         metrics=Metrics(),

@@ -9,7 +9,15 @@ one of them; several REST processes share the Kafka consumer group, so they spli
 partitions. A new group starts at the earliest offset: a check request
 published before the first poll is not missed.
 
-Offsets are committed once the records are collected for an answer. A crash between the
+Checks go first to the producer instance that sent the half (contract 5.3): a check
+record naming an instance (header txcoord.producer_instance) waits in the group's mailbox
+for `sender_first` for a poll that names that instance (`producer_instance`); after that,
+or at once when it names none, any poller of the group gets it. The sender usually polls
+all the time, so its checks reach it within one poll; a stopped sender's reach another
+producer after the delay (RocketMQ's behaviour). Pollers of the group take turns on the
+consumer in short slices, so one poll waiting for its own checks never blocks another.
+
+Offsets are committed once the records are collected into the mailbox. A crash between the
 commit and the answer loses those requests for this round only: the coordinator checks an
 unresolved transaction again every transaction_check_interval (RocketMQ does the same).
 """
@@ -20,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -37,8 +46,12 @@ from coordinator.rest.models import CheckRequest
 
 log = logging.getLogger("txcoord.rest.checks")
 
-#: Longest single consumer.poll: bounds how late a poll notices a shutdown.
+#: Longest single consumer.poll: bounds how late a poll notices a shutdown, a check that
+#: came due, or a check another poller of the group collected for it.
 _SLICE_SECONDS = 0.5
+#: Checks of one group collected and not handed out yet, at most: past it the group's
+#: consumer reads nothing more until pollers take some (they stay in Kafka meanwhile).
+MAX_WAITING = 1000
 
 ConsumerFactory = Callable[[str], Any]
 
@@ -48,13 +61,39 @@ def consumer_group_of(producer_group: str) -> str:
     return f"txcoord-rest-{producer_group}"
 
 
+@dataclass
+class _Waiting:
+    """A collected check: from when anyone may have it, and the instance it is for first."""
+
+    due: float
+    addressee: str | None
+    request: CheckRequest
+
+
 class _Slot:
-    """One producer group's consumer, used by one poller at a time."""
+    """One producer group's consumer, used by one poller at a time, and its mailbox."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.consumer: Any = None
         self.last_used = time.monotonic()
+        self.mail_lock = threading.Lock()
+        self.waiting: list[_Waiting] = []
+
+    def hand_out(self, instance: str | None, max_records: int) -> list[CheckRequest]:
+        """Take up to `max_records` checks for `instance` (or for anyone by now), in order."""
+        now = time.monotonic()
+        taken: list[CheckRequest] = []
+        with self.mail_lock:
+            kept: list[_Waiting] = []
+            for item in self.waiting:
+                mine = item.addressee is None or item.addressee == instance or item.due <= now
+                if mine and len(taken) < max_records:
+                    taken.append(item.request)
+                else:
+                    kept.append(item)
+            self.waiting = kept
+        return taken
 
 
 class CheckPoller:
@@ -69,7 +108,10 @@ class CheckPoller:
         consumer_factory: ConsumerFactory | None = None,
         *,
         security: KafkaSecurity | None = None,
+        sender_first: timedelta = timedelta(seconds=2),
     ) -> None:
+        #: How long a check waits for a poll of the instance that sent its half.
+        self.sender_first = sender_first.total_seconds()
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
         #: A group's checks are on the shared check topic, or its own (coordinator/core/topics.py).
@@ -82,37 +124,63 @@ class CheckPoller:
         self._stop = threading.Event()
 
     def poll(
-        self, producer_group: str, max_records: int, wait_seconds: float
+        self,
+        producer_group: str,
+        max_records: int,
+        wait_seconds: float,
+        producer_instance: str | None = None,
     ) -> list[CheckRequest]:
         """Return up to `max_records` check requests of `producer_group`; [] if none came.
 
-        Waits at most `wait_seconds` for the first one, then answers at once.
+        Waits at most `wait_seconds` for the first one, then answers at once. A poll naming
+        `producer_instance` gets the checks addressed to that instance at once; others get
+        them after `sender_first`.
         """
         deadline = time.monotonic() + wait_seconds
         self._close_idle(keep=producer_group)
         with self._guard:
             slot = self._slots.setdefault(producer_group, _Slot())
-        # Another poller of the group holds the consumer: wait for it within our own wait.
-        if not slot.lock.acquire(timeout=max(wait_seconds, 0.001)):
-            return []
-        try:
-            slot.last_used = time.monotonic()
-            if slot.consumer is None:
-                slot.consumer = self._make_consumer(producer_group)
+        looked = False  # a poll without a wait still reads once
+        while True:
+            found = slot.hand_out(producer_instance, max_records)
+            remaining = max(0.0, deadline - time.monotonic())
+            if found or (looked and remaining <= 0) or self._stop.is_set():
+                return found
+            # Another poller of the group holds the consumer: take turns, slice by slice.
+            if not slot.lock.acquire(timeout=max(0.001, min(remaining, _SLICE_SECONDS))):
+                looked = True
+                continue
             try:
-                found = self._collect(slot.consumer, producer_group, max_records, deadline)
-                if found:
-                    slot.consumer.commit()
-            except kafka_errors.CommitFailedError as exc:
-                # A rebalance moved partitions: the records may be handed out again.
-                log.warning("check requests of %s: commit failed: %s", producer_group, exc)
-            except kafka_errors.KafkaError as exc:
-                self._drop(slot)
-                raise KafkaUnavailableError(f"reading check requests failed: {exc}") from exc
-            slot.last_used = time.monotonic()
-            return found
-        finally:
-            slot.lock.release()
+                self._fill(slot, producer_group, max_records, min(remaining, _SLICE_SECONDS))
+            finally:
+                slot.lock.release()
+            looked = True
+
+    def _fill(self, slot: _Slot, producer_group: str, max_records: int, wait: float) -> None:
+        """Collect the group's checks of one poll slice into its mailbox (slot lock held)."""
+        slot.last_used = time.monotonic()
+        if len(slot.waiting) >= MAX_WAITING:
+            self._stop.wait(wait)  # the pollers take what waits first
+            return
+        if slot.consumer is None:
+            slot.consumer = self._make_consumer(producer_group)
+        try:
+            found = self._collect(slot.consumer, producer_group, max_records, wait)
+            if found:
+                slot.consumer.commit()
+        except kafka_errors.CommitFailedError as exc:
+            # A rebalance moved partitions: the records may be handed out again.
+            log.warning("check requests of %s: commit failed: %s", producer_group, exc)
+        except kafka_errors.KafkaError as exc:
+            self._drop(slot)
+            raise KafkaUnavailableError(f"reading check requests failed: {exc}") from exc
+        now = time.monotonic()
+        slot.last_used = now
+        with slot.mail_lock:
+            slot.waiting += [
+                _Waiting(now + self.sender_first if addressee else now, addressee, request)
+                for addressee, request in found
+            ]
 
     def close(self) -> None:
         """Stop every poll and close every consumer."""
@@ -127,31 +195,30 @@ class CheckPoller:
                     slot.lock.release()
 
     def _collect(
-        self, consumer: Any, producer_group: str, max_records: int, deadline: float
-    ) -> list[CheckRequest]:
+        self, consumer: Any, producer_group: str, max_records: int, wait: float
+    ) -> list[tuple[str | None, CheckRequest]]:
+        """Return the group's checks of one poll, each with the instance it is for first."""
         wanted = producer_group.encode()
-        found: list[CheckRequest] = []
-        while not self._stop.is_set():
-            remaining = deadline - time.monotonic()
-            timeout_ms = int(max(0.0, min(remaining, _SLICE_SECONDS)) * 1000)
-            batches = consumer.poll(timeout_ms=timeout_ms, max_records=max_records - len(found))
-            for records in batches.values():
-                for record in records:
-                    if dict(record.headers or []).get(fmt.PRODUCER_GROUP) != wanted:
-                        continue
-                    try:
-                        value = CheckRecord.decode(record.value).to_value()
-                        found.append(CheckRequest.model_validate(value))
-                    except (TypeError, ValueError):  # ValidationError is a ValueError
-                        log.warning(
-                            "skipping a malformed check record at %s-%d offset %d",
-                            record.topic,
-                            record.partition,
-                            record.offset,
-                        )
-            # Long poll: answer as soon as something came, or when the wait is over.
-            if found or remaining <= 0:
-                break
+        found: list[tuple[str | None, CheckRequest]] = []
+        batches = consumer.poll(timeout_ms=int(max(0.0, wait) * 1000), max_records=max_records)
+        for records in batches.values():
+            for record in records:
+                headers = dict(record.headers or [])
+                if headers.get(fmt.PRODUCER_GROUP) != wanted:
+                    continue  # another group's check, or a claim (coordinator/sdk/check_routing.py)
+                try:
+                    check = CheckRecord.decode(record.value)
+                    request = CheckRequest.model_validate(check.to_value())
+                except (TypeError, ValueError):  # ValidationError is a ValueError
+                    log.warning(
+                        "skipping a malformed check record at %s-%d offset %d",
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                    )
+                    continue
+                addressee = check.producer_instance if self.sender_first > 0 else None
+                found.append((addressee, request))
         return found
 
     def _close_idle(self, keep: str) -> None:

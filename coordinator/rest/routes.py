@@ -92,6 +92,18 @@ ProducerGroupQuery = Annotated[
     Query(json_schema_extra={"pattern": fmt.GROUP_PATTERN}),
     AfterValidator(matching(fmt.GROUP_PATTERN, "a producer group")),
 ]
+ProducerInstanceQuery = Annotated[
+    str | None,
+    Query(
+        description=(
+            "this producer instance's id, as its halves carry it (property "
+            f"`{fmt.PRODUCER_INSTANCE_PROPERTY}`): the checks of those halves come to this "
+            "poll first"
+        ),
+        json_schema_extra={"pattern": fmt.PRODUCER_INSTANCE_PATTERN},
+    ),
+    AfterValidator(matching(fmt.PRODUCER_INSTANCE_PATTERN, "a producer instance id")),
+]
 
 
 class _AnyPath(PathConvertor):
@@ -338,19 +350,23 @@ def build_router(config: Config) -> APIRouter:
     router = APIRouter()
     max_wait = config.rest.check_poll_max_wait.total_seconds()
 
-    async def check_requests(
+    async def check_requests(  # FastAPI passes parameters by name
         svc: Svc,
         who: Caller,
         producer_group: ProducerGroupQuery,
+        *,
         max_records: Annotated[int, Query(alias="max", ge=1, le=500)] = 100,
         wait_seconds: Annotated[float, Query(ge=0, le=max_wait, allow_inf_nan=False)] = min(
             DEFAULT_WAIT_SECONDS, max_wait
         ),
+        producer_instance: ProducerInstanceQuery = None,
     ) -> CheckRequests:
         """Long-poll the group's check requests: answer as soon as any, or after the wait.
 
         A group holds at most its share of the long-poll slots (poll_slots.py); past it, or
-        with every slot taken, the answer is 429 at once, never a place in a queue.
+        with every slot taken, the answer is 429 at once, never a place in a queue. A check
+        of a half that named its producer instance goes to that instance's polls first, to
+        any poll of the group after `rest.check_sender_first`.
         """
         _may_act(svc, who, producer_group, "producer_group")
         try:
@@ -363,6 +379,7 @@ def build_router(config: Config) -> APIRouter:
                 producer_group,
                 max_records,
                 wait_seconds,
+                producer_instance,
                 limiter=svc.poll_limiter,
             )
         finally:

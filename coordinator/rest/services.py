@@ -43,7 +43,11 @@ class Poller(Protocol):
     """Hands out check requests (check_poll.CheckPoller)."""
 
     def poll(
-        self, producer_group: str, max_records: int, wait_seconds: float
+        self,
+        producer_group: str,
+        max_records: int,
+        wait_seconds: float,
+        producer_instance: str | None = None,
     ) -> list[CheckRequest]: ...
     def close(self) -> None: ...
 

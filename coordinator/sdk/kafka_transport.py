@@ -9,6 +9,11 @@ group"). Records of other groups (header txcoord.producer_group) are skipped. Of
 committed only below the first request not yet answered (coordinator/sdk/offsets.py), so
 a producer that dies mid-answer leaves the request to another one: at least once, and a
 duplicate answer is harmless because the coordinator records it as a duplicate.
+
+Checks go first to the instance that sent the half (coordinator/sdk/check_routing.py): with
+an `instance`, the halves carry it, a second consumer outside the group reads every
+partition for checks addressed to this instance, and a check this instance's partitions
+hold for another instance waits `sender_first_seconds` for that instance's claim.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity
 from coordinator.core.topics import TopicLayout, check_consumer_group
 from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
+from coordinator.protocol.check_claim import CheckClaim, is_claim
 from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
 from coordinator.protocol.records import op_headers
+from coordinator.sdk.check_routing import HeldChecks, addressed_to
 from coordinator.sdk.errors import SdkError, TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.offsets import OffsetTracker, Partition
@@ -41,6 +48,11 @@ from coordinator.sdk.transport import DEFAULT_MAX_MESSAGE_SIZE, HalfReceipt, OpR
 log = logging.getLogger(__name__)
 
 _DEFAULTS = KafkaConfig()
+#: With sender-first routing, the longest single poll of either check consumer: how late a
+#: check addressed to this instance, or a held one that came due, is seen.
+_SLICE_MS = 100
+#: How often the reader of addressed checks looks again for a check topic it could not see.
+_ASSIGN_RETRY_SECONDS = 5.0
 
 
 def _now_ms() -> int:
@@ -61,20 +73,28 @@ class _KeepAssignedOffsets(ConsumerRebalanceListener):  # type: ignore[misc]
     are not delivered again and their acknowledgements must still count.
     """
 
-    def __init__(self, tracker: OffsetTracker) -> None:
+    def __init__(self, tracker: OffsetTracker, held: HeldChecks) -> None:
         self._tracker = tracker
+        self._held = held
+        #: The partitions assigned now, for other threads (the consumer is not thread-safe).
+        self.owned: frozenset[Partition] = frozenset()
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         """Do nothing yet: the next assignment says which partitions moved away."""
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         """Forget the partitions that moved to another producer."""
-        self._tracker.retain((tp.topic, tp.partition) for tp in assigned)
+        kept = [(tp.topic, tp.partition) for tp in assigned]
+        self.owned = frozenset(kept)
+        self._tracker.retain(kept)
+        self._held.retain(kept)
         log.info("check partitions assigned: %s", sorted(tp.partition for tp in assigned))
 
     def on_partitions_lost(self, lost: Any) -> None:
         """Forget everything: the group evicted us, our commits would be refused."""
+        self.owned = frozenset()
         self._tracker.retain(())
+        self._held.retain(())
 
 
 class KafkaTransport:
@@ -93,6 +113,8 @@ class KafkaTransport:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         auto_offset_reset: str = "earliest",
         security: KafkaSecurity | None = None,
+        instance: str | None = None,
+        sender_first_seconds: float = 2.0,
     ) -> None:
         """Connect a producer and a check consumer (raises TransportError if Kafka is down).
 
@@ -102,6 +124,8 @@ class KafkaTransport:
         `topics_per_group` (the `[kafka]` setting of a secured deployment) sends to and reads
         from the group's own topics, `<half_topic>.<group>` and so on (coordinator/core/topics.py);
         ValueError if the group's name cannot be a topic's.
+        `instance` is this producer instance's id (None: no sender-first routing), and
+        `sender_first_seconds` how long a check addressed to another instance waits for it.
         """
         layout = TopicLayout(
             half=half_topic, op=op_topic, check=check_topic, per_group=topics_per_group
@@ -115,6 +139,10 @@ class KafkaTransport:
         self.check_topic = check_topic
         self.send_timeout_seconds = send_timeout_seconds
         self._tracker = OffsetTracker()
+        self.instance = instance
+        self._held = HeldChecks(instance or "", sender_first_seconds if instance else 0.0)
+        self._direct: Any = None  # the reader of checks addressed to this instance
+        self._direct_assigned_at: float | None = None
         self._closed = False
         self._close_lock = threading.Lock()
         client_id = f"txcoord-sdk-{group}-{uuid.uuid4().hex[:8]}"
@@ -148,9 +176,8 @@ class KafkaTransport:
                     bootstrap_timeout_ms=timeout_ms,
                     **options,
                 )
-                self._consumer.subscribe(
-                    [check_topic], listener=_KeepAssignedOffsets(self._tracker)
-                )
+                self._rebalances = _KeepAssignedOffsets(self._tracker, self._held)
+                self._consumer.subscribe([check_topic], listener=self._rebalances)
                 # Refresh metadata after subscribing and before the first join. Otherwise
                 # kafka-python 3.0 takes its "metadata used for the assignment" snapshot before it
                 # knows the topic, sees the snapshot change right after, and rebalances again; if
@@ -162,6 +189,17 @@ class KafkaTransport:
                         "check topic %s does not exist yet; checks are answered once it does",
                         check_topic,
                     )
+                if instance is not None:
+                    self._direct = KafkaConsumer(
+                        bootstrap_servers=bootstrap_servers,
+                        client_id=client_id,
+                        group_id=None,
+                        enable_auto_commit=False,
+                        bootstrap_timeout_ms=timeout_ms,
+                        **options,
+                    )
+                    # Only checks of halves sent from now on can name this instance.
+                    self._assign_direct(at_end=check_topic in known)
             except KafkaError as exc:
                 self._release()
                 raise TransportError(
@@ -180,6 +218,8 @@ class KafkaTransport:
 
     def _release(self) -> None:
         """Close the clients of a transport that failed to start."""
+        if self._direct is not None:
+            self._direct.close(autocommit=False)
         if self._consumer is not None:
             self._consumer.close(autocommit=False)
         self._producer.close(timeout=5)
@@ -204,7 +244,7 @@ class KafkaTransport:
 
     def send_half(self, message: Message, transaction_id: str) -> HalfReceipt:
         """Write the half record and wait for acks=all."""
-        headers = message.half_headers(self.group, _now_ms())
+        headers = message.half_headers(self.group, _now_ms(), self.instance)
         stored = self._send(self.half_topic, transaction_id, message.body, headers)
         return HalfReceipt(
             transaction_id=transaction_id,
@@ -266,7 +306,9 @@ class KafkaTransport:
 
         Waits up to `wait_seconds` for a request of the group: records of other groups (the
         check topic is shared) are skipped and polling goes on, so a busy neighbour's checks
-        never make this group's wait as if the topic were quiet.
+        never make this group's wait as if the topic were quiet. With sender-first routing
+        the wait is cut into short polls of both consumers: a check addressed to this
+        instance, or a held one that came due, is returned within _SLICE_MS.
         """
         consumer = self._consumer
         if max_records <= 0:
@@ -283,45 +325,77 @@ class KafkaTransport:
             return []
         deadline = time.monotonic() + wait_seconds
         while True:
+            requests = self._addressed(max_records)
+            requests += self._held.due(max_records - len(requests))
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
-            try:
-                paused = consumer.paused()
-                if paused:
-                    consumer.resume(*paused)
-                batches = consumer.poll(timeout_ms=remaining_ms, max_records=max_records)
-            except KafkaError as exc:
-                raise self._poll_failed(exc) from exc
-            requests = self._take(batches)
+            if self._direct is not None:
+                remaining_ms = 0 if requests else min(remaining_ms, _SLICE_MS)
+            batches: dict[Any, list[Any]] = {}
+            if len(requests) < max_records:
+                try:
+                    paused = consumer.paused()
+                    if paused:
+                        consumer.resume(*paused)
+                    batches = consumer.poll(
+                        timeout_ms=remaining_ms, max_records=max_records - len(requests)
+                    )
+                except KafkaError as exc:
+                    raise self._poll_failed(exc) from exc
+                requests += self._take(batches)
             self._commit()
-            if requests or not batches or time.monotonic() >= deadline:
+            if requests or time.monotonic() >= deadline:
+                return requests
+            if not batches and self._direct is None:
                 return requests
 
     def _poll_failed(self, exc: KafkaError) -> TransportError:
         return TransportError(f"polling check topic {self.check_topic} failed: {exc}")
 
     def _take(self, batches: dict[Any, list[Any]]) -> list[CheckRequest]:
-        """Return the group's requests among polled records; track every record's offset."""
+        """Return the group's requests to answer now among polled records.
+
+        Every record's offset is tracked; a check held for the instance that sent its half
+        stays open until that instance claims it or the delay is over; a claim closes what it
+        claims.
+        """
         requests = []
         for tp, records in batches.items():
             for record in records:
                 partition = (tp.topic, tp.partition)
                 self._tracker.taken(partition, record.offset)
+                if is_claim(record.headers):
+                    self._tracker.done(partition, record.offset)
+                    self._close_claimed(record)
+                    continue
                 request = self._parse(record)
                 if request is None:
                     self._tracker.done(partition, record.offset)
-                else:
+                elif not self._held.hold(request):
                     requests.append(request)
         return requests
 
-    def _parse(self, record: Any) -> CheckRequest | None:
+    def _close_claimed(self, record: Any) -> None:
+        try:
+            claim = CheckClaim.decode(record.value)
+        except ValueError as exc:
+            log.debug("skipping a malformed check claim at offset %d: %s", record.offset, exc)
+            return
+        if claim.producer_group != self.group:
+            return
+        for request in self._held.claimed(claim):
+            self.acknowledge(request)
+
+    def _parse(self, record: Any, addressed: bool = False) -> CheckRequest | None:
         """Return the record as a CheckRequest of our group, or None to skip it."""
         groups = [v for k, v in record.headers or [] if k == fmt.PRODUCER_GROUP]
         if groups != [self.group.encode()]:
-            return None  # another group's check; its own producers answer it
+            return None  # another group's check (or a claim); its own producers answer it
         where = f"{record.topic}[{record.partition}]@{record.offset}"
         try:
             request = CheckRequest.from_json(
-                record.value, source=(record.topic, record.partition, record.offset)
+                record.value,
+                source=(record.topic, record.partition, record.offset),
+                addressed=addressed,
             )
         except ValueError as exc:
             log.warning("skipping malformed check request %s: %s", where, exc)
@@ -336,11 +410,81 @@ class KafkaTransport:
             return None
         return request
 
+    # -- checks addressed to this instance -------------------------------------------------
+    def _assign_direct(self, at_end: bool) -> None:
+        """Read every partition of the check topic, from its end or (a new topic) its start."""
+        self._direct_assigned_at = time.monotonic()
+        partitions = self._direct.partitions_for_topic(self.check_topic)
+        if not partitions:
+            self._direct_assigned_at = None  # not there yet: look again later
+            return
+        assignment = [TopicPartition(self.check_topic, p) for p in sorted(partitions)]
+        self._direct.assign(assignment)
+        if at_end:
+            self._direct.seek_to_end(*assignment)
+        else:
+            self._direct.seek_to_beginning(*assignment)
+
+    def _addressed(self, max_records: int) -> list[CheckRequest]:
+        """Return checks addressed to this instance, read outside the group (no wait)."""
+        direct = self._direct
+        if direct is None or max_records <= 0:
+            return []
+        if not direct.assignment():
+            last = self._direct_assigned_at
+            if last is None or time.monotonic() - last >= _ASSIGN_RETRY_SECONDS:
+                try:
+                    direct.topics()  # refreshes the metadata
+                    self._assign_direct(at_end=False)
+                except KafkaError as exc:
+                    log.debug("the check topic is not readable yet: %s", exc)
+            if not direct.assignment():
+                return []
+        try:
+            batches = direct.poll(timeout_ms=0, max_records=max_records)
+        except KafkaError as exc:
+            raise self._poll_failed(exc) from exc
+        requests = []
+        assert self.instance is not None
+        for records in batches.values():
+            for record in records:
+                if addressed_to(self.instance, self.group, record.headers):
+                    request = self._parse(record, addressed=True)
+                    if request is not None:
+                        requests.append(request)
+        return requests
+
     def acknowledge(self, request: CheckRequest) -> None:
-        """Let the request's offset be committed once everything before it is answered too."""
-        if request.source is not None:
-            topic, partition, offset = request.source
+        """Let the request's offset be committed once everything before it is answered too.
+
+        A check read as addressed to this instance is claimed instead: its partition's
+        owner, which holds it for us, lets it go.
+        """
+        if request.source is None:
+            return
+        topic, partition, offset = request.source
+        if not request.addressed:
             self._tracker.done((topic, partition), offset)
+        elif (topic, partition) not in self._rebalances.owned:
+            self._claim(request, partition)
+
+    def _claim(self, request: CheckRequest, partition: int) -> None:
+        """Append a claim after the check in its partition; best effort (a lost one costs a
+        second answer)."""
+        assert self.instance is not None
+        key, value, headers = CheckClaim(
+            request.transaction_id, request.check_number, self.group, self.instance
+        ).encode()
+        try:
+            future = self._producer.send(
+                self.check_topic, key=key, value=value, headers=headers, partition=partition
+            )
+        except KafkaError as exc:
+            log.warning("claiming check %s failed: %s", request.key, exc)
+            return
+        future.add_errback(
+            lambda exc: log.warning("claiming check %s failed: %s", request.key, exc)
+        )
 
     def _commit(self) -> None:
         offsets = self._tracker.committable()
@@ -367,6 +511,8 @@ class KafkaTransport:
         finally:
             try:
                 self._consumer.close(autocommit=False)
+                if self._direct is not None:
+                    self._direct.close(autocommit=False)
             finally:
                 self._producer.close(timeout=self.send_timeout_seconds)
 

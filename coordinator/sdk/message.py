@@ -49,6 +49,11 @@ def _as_properties(value: object) -> dict[str, str]:
             )
         if not isinstance(text, str):
             raise TypeError(f"properties[{name!r}] must be a string, not {type(text).__name__}")
+        if name == fmt.PRODUCER_INSTANCE_PROPERTY:
+            raise ValueError(
+                f"properties: {name!r} is set by the producer (the instance its checks go to "
+                "first), not by a message"
+            )
         result[name] = text
     return result
 
@@ -107,8 +112,11 @@ class Message:
             raise TypeError(f"msg_id must be a string, not {type(self.msg_id).__name__}")
         self._check_header_budget()
 
-    def half_headers(self, group: str, born_at_ms: int) -> Headers:
-        """Return the headers of this message's half record for producer group `group`."""
+    def half_headers(self, group: str, born_at_ms: int, instance: str | None = None) -> Headers:
+        """Return the headers of this message's half record for producer group `group`.
+
+        `instance` is the sending producer instance, to which its checks go first.
+        """
         return half_headers(
             group,
             self.topic,
@@ -116,13 +124,20 @@ class Message:
             queue_id=self.queue_id,
             keys=self.keys or None,
             tags=self.tags,
-            properties=self.properties,
+            properties=self.with_instance(instance),
             check_immunity_seconds=self.check_immunity_seconds,
         )
 
+    def with_instance(self, instance: str | None) -> Mapping[str, str]:
+        """Return the properties the half carries: the message's, and the sending instance."""
+        if instance is None:
+            return self.properties
+        return {**self.properties, fmt.PRODUCER_INSTANCE_PROPERTY: instance}
+
     def _check_header_budget(self) -> None:
         """Refuse keys, tags and properties the ingest would quarantine (HEADER_BUDGET)."""
-        size = fmt.budgeted_bytes(self.half_headers("group", 0))
+        # With the longest instance id a producer may add (PRODUCER_INSTANCE_PATTERN).
+        size = fmt.budgeted_bytes(self.half_headers("group", 0, "i" * 64))
         if size > fmt.HEADER_BUDGET:
             raise ValueError(
                 f"keys, tags and properties take {size} bytes together; at most "
@@ -163,6 +178,9 @@ class CheckRequest(CheckRecord):
     """
 
     source: tuple[str, int, int] | None = field(default=None, compare=False, repr=False)
+    #: True when read by this instance's own reader as addressed to it, outside the group
+    #: (coordinator/sdk/check_routing.py): its acknowledgement is a claim, not an offset.
+    addressed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -182,7 +200,12 @@ class CheckRequest(CheckRecord):
             body=self.body,
             keys=self.keys,
             tags=self.tags,
-            properties=self.properties,
+            # The sending instance is the producer's to set, not the message's.
+            properties={
+                name: text
+                for name, text in self.properties.items()
+                if name != fmt.PRODUCER_INSTANCE_PROPERTY
+            },
             queue_id=self.queue_id,
             transaction_id=self.transaction_id,
             msg_id=self.msg_id,
@@ -190,7 +213,11 @@ class CheckRequest(CheckRecord):
 
     @classmethod
     def from_json(
-        cls, value: Mapping[str, Any] | bytes | str, source: tuple[str, int, int] | None = None
+        cls,
+        value: Mapping[str, Any] | bytes | str,
+        source: tuple[str, int, int] | None = None,
+        *,
+        addressed: bool = False,
     ) -> CheckRequest:
         """Parse the check topic's value with the protocol's codec (CheckRecord.decode)."""
-        return replace(cls.decode(value), source=source)
+        return replace(cls.decode(value), source=source, addressed=addressed)

@@ -53,6 +53,19 @@ log = logging.getLogger(__name__)
 
 _DEFAULTS = KafkaConfig()
 _GROUP = re.compile(fmt.GROUP_PATTERN)
+_INSTANCE = re.compile(fmt.PRODUCER_INSTANCE_PATTERN)
+
+
+def _check_routing(instance_id: str | None, sender_first_seconds: float) -> None:
+    """Refuse an instance id or a sender-first delay the routing cannot use."""
+    if instance_id is not None and not (
+        isinstance(instance_id, str) and _INSTANCE.fullmatch(instance_id)
+    ):
+        raise ValueError(
+            f"instance_id must match {fmt.PRODUCER_INSTANCE_PATTERN}, not {instance_id!r}"
+        )
+    if not sender_first_seconds >= 0:
+        raise ValueError(f"check_sender_first_seconds must be >= 0, not {sender_first_seconds}")
 
 
 class TransactionProducer:
@@ -85,8 +98,20 @@ class TransactionProducer:
         send_timeout_seconds: float = 30.0,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         shutdown_timeout_seconds: float = 10.0,
+        instance_id: str | None = None,
+        check_sender_first_seconds: float = 2.0,
     ) -> None:
-        """Check the arguments; nothing connects until `start()`."""
+        """Check the arguments; nothing connects until `start()`.
+
+        `instance_id` names this producer instance (default: a random one per producer);
+        every half it sends carries it, and the coordinator's checks of those halves go to
+        this instance first. Another instance of the group answers them only when this one
+        has not within `check_sender_first_seconds` (Kafka: this producer's own wait
+        before it answers another instance's check; REST: the ingress's
+        `check_sender_first`); 0 turns the routing off (RocketMQ's way: any producer).
+        Give a stable `instance_id` (say, the host's name) and a restarted process still gets
+        the checks of the halves it sent before; two live instances with one id both answer.
+        """
         if not isinstance(group, str) or not _GROUP.fullmatch(group):
             raise ValueError(f"group must match {fmt.GROUP_PATTERN}, not {group!r}")
         if not isinstance(listener, TransactionListener):
@@ -110,12 +135,14 @@ class TransactionProducer:
             raise ValueError("token is for the REST ingress: give it together with endpoint")
         if rest_cafile is not None and endpoint is None:
             raise ValueError("rest_cafile is for the REST ingress: give it with endpoint")
-        if check_workers < 1:
-            raise ValueError(f"check_workers must be >= 1, not {check_workers}")
-        if check_queue_size < 1:
-            raise ValueError(f"check_queue_size must be >= 1, not {check_queue_size}")
-        if max_message_size < 1:
-            raise ValueError(f"max_message_size must be >= 1, not {max_message_size}")
+        for name, count in (
+            ("check_workers", check_workers),
+            ("check_queue_size", check_queue_size),
+            ("max_message_size", max_message_size),
+        ):
+            if count < 1:
+                raise ValueError(f"{name} must be >= 1, not {count}")
+        _check_routing(instance_id, check_sender_first_seconds)
         self.group = group
         self.listener = listener
         self.endpoint = endpoint
@@ -131,6 +158,8 @@ class TransactionProducer:
         self.send_timeout_seconds = send_timeout_seconds
         self.max_message_size = max_message_size
         self.shutdown_timeout_seconds = shutdown_timeout_seconds
+        self.instance_id = instance_id or uuid.uuid4().hex[:16]
+        self.check_sender_first_seconds = check_sender_first_seconds
         self._token = token  # never logged, never in repr
         self.rest_cafile = rest_cafile
         self._transport = transport
@@ -142,7 +171,10 @@ class TransactionProducer:
 
     def __repr__(self) -> str:
         via = self.endpoint or self.bootstrap_servers or type(self._transport).__name__
-        return f"TransactionProducer(group={self.group!r}, via={via!r}, state={self._state})"
+        return (
+            f"TransactionProducer(group={self.group!r}, instance={self.instance_id!r}, "
+            f"via={via!r}, state={self._state})"
+        )
 
     def _build_transport(self) -> Transport:
         if self._transport is not None:
@@ -157,6 +189,7 @@ class TransactionProducer:
                 token=self._token,
                 cafile=self.rest_cafile,
                 timeout_seconds=self.send_timeout_seconds,
+                instance=self._routed_instance,
             )
         from coordinator.sdk.kafka_transport import KafkaTransport  # noqa: PLC0415
 
@@ -171,7 +204,14 @@ class TransactionProducer:
             send_timeout_seconds=self.send_timeout_seconds,
             max_message_size=self.max_message_size,
             security=self.kafka_security,
+            instance=self._routed_instance,
+            sender_first_seconds=self.check_sender_first_seconds,
         )
+
+    @property
+    def _routed_instance(self) -> str | None:
+        """The instance id the halves carry, or None when checks go to any producer."""
+        return self.instance_id if self.check_sender_first_seconds > 0 else None
 
     def start(self) -> None:
         """Connect, and start answering the group's check requests in the background."""

@@ -87,12 +87,19 @@ class RestTransport:
         backoff_maximum: float = 5.0,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
+        instance: str | None = None,
     ) -> None:
-        """Prepare clients for `endpoint` (no request is made until the first call)."""
+        """Prepare clients for `endpoint` (no request is made until the first call).
+
+        `instance` is this producer instance's id: its halves carry it and its long polls
+        name it, so the ingress hands their checks to it first (coordinator/sdk/
+        check_routing.py); None sends and polls as any producer of the group.
+        """
         if attempts < 1:
             raise ValueError(f"attempts must be >= 1, not {attempts}")
         self.endpoint = endpoint.rstrip("/")
         self.group = group
+        self.instance = instance
         self.timeout_seconds = timeout_seconds
         self.attempts = attempts
         self._backoff = (backoff_initial, backoff_maximum)
@@ -180,7 +187,7 @@ class RestTransport:
             "topic": message.topic,
             "body_base64": base64.b64encode(message.body).decode(),
             "keys": list(message.keys),
-            "properties": dict(message.properties),
+            "properties": dict(message.with_instance(self.instance)),
         }
         for name in ("queue_id", "tags", "check_immunity_seconds"):
             value = getattr(message, name)
@@ -276,6 +283,8 @@ class RestTransport:
             "max": min(max_records, MAX_CHECKS_PER_POLL),
             "wait_seconds": wait,
         }
+        if self.instance is not None:
+            params["producer_instance"] = self.instance
         answer = self._request(
             "GET",
             "/v1/check-requests",

@@ -1,9 +1,12 @@
 """RocketMQ's mod-5 mix through the SDK, end to end: REST and Kafka transports, real streams.
 
 Two producer groups run at once against one engine: `orders` through the REST ingress and
-`payments` straight through Kafka. Each group has two producers; the first sends half of
-the group's transactions and shuts down before any check comes, so its checks must be
-answered by the other, live producer of the group (contract 5.3: any live producer answers).
+`payments` straight through Kafka. Each group has three producer instances: the first sends
+half of the group's transactions and shuts down before any check comes, so its checks must
+be answered by another, live producer of the group (contract 5.3: any live producer
+answers, once the sender has not within the sender-first delay); the second sends the other
+half, and every check of its transactions is answered by it, never by the third, idle one
+(contract 5.3: checks go first to the instance that sent the half).
 
 And a producer application's install: `pip install txcoord` (no extra, so no Spark) in a
 fresh virtual environment runs the README's SDK example against the running stack.
@@ -54,6 +57,10 @@ PER_GROUP = 10
 #: The first producer's transactions are not checked before this many seconds: it is shut
 #: down by then, however slowly a loaded machine sends (their checks must reach `second`).
 FIRST_IMMUNITY_SECONDS = 15
+#: How long a check waits for its sender before another instance answers it: long enough
+#: that a loaded machine's sender always answers (and claims) first, shorter than a check
+#: interval so the first producer's checks are still answered in time.
+SENDER_FIRST_SECONDS = 5
 State = LocalTransactionState
 
 
@@ -91,7 +98,10 @@ def config(make_config: ConfigFactory) -> Config:
     # checked transaction has three intervals, from its first check, for the round trip
     # (check topic -> SDK -> ingress -> coordinator), each longer than a check's lag.
     return make_config(
-        transaction_timeout="3s", transaction_check_interval="8s", transaction_check_max="3"
+        transaction_timeout="3s",
+        transaction_check_interval="8s",
+        transaction_check_max="3",
+        **{"rest.check_sender_first": f"{SENDER_FIRST_SECONDS}s"},
     )
 
 
@@ -100,10 +110,16 @@ def producer(
     listener: TransactionListener,
     config: Config,
     endpoint: str | None,
+    instance: str,
 ) -> TransactionProducer:
     kafka = config.kafka
+    routing: dict[str, Any] = {
+        "instance_id": f"{group}-{instance}",
+        "check_sender_first_seconds": SENDER_FIRST_SECONDS,
+        "poll_wait_seconds": 1.0,
+    }
     if endpoint is not None:
-        return TransactionProducer(group, listener, endpoint=endpoint, poll_wait_seconds=1.0)
+        return TransactionProducer(group, listener, endpoint=endpoint, **routing)
     return TransactionProducer(
         group,
         listener,
@@ -111,29 +127,32 @@ def producer(
         half_topic=kafka.half_topic,
         op_topic=kafka.op_topic,
         check_topic=kafka.check_topic,
-        poll_wait_seconds=1.0,
+        **routing,
     )
 
 
 def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
     spark: SparkSession, config: Config, engine: Engine
 ) -> None:
-    listeners: dict[str, Mod5Listener] = {}
+    seconds: dict[str, Mod5Listener] = {}
+    idle: dict[str, Mod5Listener] = {}
     survivors: list[TransactionProducer] = []
     with serving(create_app(config)) as endpoint:
         try:
             for group, url in (("orders", endpoint), ("payments", None)):
-                first = producer(group, Mod5Listener(), config, url)
-                listeners[group] = Mod5Listener()
-                second = producer(group, listeners[group], config, url)
-                second.start()
-                survivors.append(second)
+                first = producer(group, Mod5Listener(), config, url, "first")
+                seconds[group], idle[group] = Mod5Listener(), Mod5Listener()
+                second = producer(group, seconds[group], config, url, "second")
+                third = producer(group, idle[group], config, url, "idle")
+                for live in (second, third):
+                    live.start()
+                    survivors.append(live)
                 with first:
                     for i in range(PER_GROUP // 2):
                         first.send_message_in_transaction(
                             message(group, i, immunity=FIRST_IMMUNITY_SECONDS)
                         )
-                # `first` is shut down: its transactions' checks go to `second`.
+                # `first` is shut down: its transactions' checks go to `second` or `third`.
                 for i in range(PER_GROUP // 2, PER_GROUP):
                     second.send_message_in_transaction(message(group, i))
             wait_for(
@@ -161,15 +180,20 @@ def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
     assert table(spark, config, "system/transactions").count() == len(txs)
     delivered = Counter(r.transaction_id for r in table(spark, config, "topics/Orders").collect())
     assert delivered == {tx: 1 for tx in txs if plan_of(tx).startswith("commit")}
-    # The first producers' checked transactions were answered by the live producer.
-    for group, listener in listeners.items():
-        gone = {
-            f"{group}-{i}"
-            for i in range(PER_GROUP // 2)
-            if plan_of(f"{group}-{i}")
-            in ("commit_when_checked", "rollback_when_checked", "unknown")
+    checked = ("commit_when_checked", "rollback_when_checked", "unknown")
+    for group in ("orders", "payments"):
+        sent_by = {"first": range(PER_GROUP // 2), "second": range(PER_GROUP // 2, PER_GROUP)}
+        asked = {
+            who: {f"{group}-{i}" for i in numbers if plan_of(f"{group}-{i}") in checked}
+            for who, numbers in sent_by.items()
         }
-        assert gone <= set(listener.checked), (group, listener.checked)
+        # The gone producer's checks were answered by a live one, after the delay.
+        answered = set(seconds[group]) | set(idle[group])
+        assert asked["first"] <= answered, (group, seconds[group], idle[group])
+        # The sender answered the checks of its own transactions (the unknown ones at every
+        # check number): the idle instance, owner of some check partitions, never had to.
+        assert asked["second"] <= set(seconds[group]), (group, seconds[group])
+        assert not asked["second"] & set(idle[group]), (group, idle[group])
 
 
 def message(group: str, i: int, immunity: int | None = None) -> Message:

@@ -111,6 +111,7 @@ def test_the_acls_are_the_documented_ones(secured_kafka: SecuredKafka) -> None:
             (f"User:{group}-app", "WRITE", layout.half_topic(group), "LITERAL"),
             (f"User:{group}-app", "WRITE", layout.op_topic(group), "LITERAL"),
             (f"User:{group}-app", "READ", layout.check_topic(group), "LITERAL"),
+            (f"User:{group}-app", "WRITE", layout.check_topic(group), "LITERAL"),
             (f"User:{group}-app", "READ", f"txcoord-sdk-{group}", "LITERAL"),
         }
     assert granted == expected
