@@ -137,6 +137,9 @@ class SimpleConsumer:
         self._rows: dict[tuple[str, int, int], dict[str, Any]] = {}
         self._lease_counter = itertools.count(1)
         self._generation = -1
+        # Between storing the offsets for a rebalance and the next generation's queues: hand
+        # nothing out, since a queue may move and its next owner reads on from the store.
+        self._handing_over = False
         self._last_refresh = 0.0
         self._last_commit = 0.0
         self._turn = 0
@@ -320,6 +323,7 @@ class SimpleConsumer:
         assert self._membership is not None and self._store is not None
         members = self._membership.members
         self._generation = self._membership.generation
+        self._handing_over = False
         mine = allocate(self._ends, members, self.member) if members else set()
         lost = set(self._owned) - mine
         gained = mine - set(self._owned)
@@ -343,13 +347,17 @@ class SimpleConsumer:
     def hand_over(self) -> None:
         """Store every owned queue's offset (before a rebalance, so that the queues' next
         owners read on from there). The queues are kept until the next generation says which
-        go: one that stays keeps its messages in flight."""
+        go: one that stays keeps its messages in flight. Until then nothing new is handed out:
+        an ack of it could come after the next owner loaded the store, and the message would
+        be delivered twice (seen under load in tests/coordinator/sdk/consumer/
+        test_group_failover.py)."""
         with self._lock:
             if self._owned and self._store is not None:
                 offsets = {q: p.committed for q, p in self._owned.items()}
                 self._store.commit(self.group, self.member, offsets)
                 for queue, offset in offsets.items():
                     self._owned[queue].stored = offset
+            self._handing_over = True
 
     def give_up(self) -> None:
         """Give every queue up without storing (out of the group: a store would be refused
@@ -387,7 +395,7 @@ class SimpleConsumer:
         visible_again = now + self.invisible_duration
         out: list[MessageView] = []
         queues = sorted(self._owned)
-        if not queues:
+        if not queues or self._handing_over:
             return out
         self._turn = (self._turn + 1) % len(queues)
         queues = queues[self._turn :] + queues[: self._turn]  # no queue starves the others
