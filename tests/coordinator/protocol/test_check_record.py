@@ -32,6 +32,7 @@ RECORDS = st.builds(
     check_number=st.integers(0, 100),
     prepared_at_ms=MILLIS,
     requested_at_ms=MILLIS,
+    producer_instance=st.none() | st.from_regex(fmt.PRODUCER_INSTANCE_PATTERN, fullmatch=True),
 )
 
 
@@ -44,7 +45,10 @@ def test_decode_inverts_encode(record: CheckRecord, slim: bool) -> None:
         record = record.slim("too large", message_in="system/check_requests")
     key, value, headers = record.encode()
     assert key == record.transaction_id.encode()
-    assert headers == [(fmt.PRODUCER_GROUP, record.producer_group.encode())]
+    expected = [(fmt.PRODUCER_GROUP, record.producer_group.encode())]
+    if record.producer_instance is not None:  # a slim record keeps it too
+        expected.append((fmt.PRODUCER_INSTANCE, record.producer_instance.encode()))
+    assert headers == expected
     assert CheckRecord.decode(value) == record
 
 
@@ -89,3 +93,25 @@ def test_the_op_kinds_are_the_state_machines_producer_events() -> None:
     assert tuple(event.value for event in PRODUCER_OPS) == fmt.OPS
     assert fmt.OPERATOR_OPS == ("RESUME",)
     assert get_args(REST_OPS) == fmt.OPS  # the REST's Literal spells out the same kinds
+
+
+def test_the_check_names_the_instance_that_sent_the_half_even_slim() -> None:
+    properties = {"a": "b", fmt.PRODUCER_INSTANCE_PROPERTY: "host-7"}
+    _, value, headers = check_record(_row(properties=properties))
+    assert CheckRecord.decode(value).producer_instance == "host-7"
+    assert (fmt.PRODUCER_INSTANCE, b"host-7") in headers
+    _, value, headers = slim_check_record(_row(properties=properties), "too large")
+    slim = CheckRecord.decode(value)
+    assert (slim.properties, slim.producer_instance) == ({}, "host-7")
+    assert (fmt.PRODUCER_INSTANCE, b"host-7") in headers
+    # The SDK's listener sees the property; the message it rebuilds leaves it to the producer.
+    request = CheckRequest.from_json(check_record(_row(properties=properties))[1])
+    assert request.properties == properties
+    assert request.message.properties == {"a": "b"}
+
+
+def test_an_instance_that_is_not_an_id_routes_nowhere() -> None:
+    properties = {fmt.PRODUCER_INSTANCE_PROPERTY: "a b\n"}
+    _, value, headers = check_record(_row(properties=properties))
+    assert CheckRecord.decode(value).producer_instance is None
+    assert fmt.PRODUCER_INSTANCE not in dict(headers)

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from kafka import KafkaProducer
 
 from coordinator.core.config import Config
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from coordinator.rest.routes import DEFAULT_WAIT_SECONDS
 from streams.coordinator_writer import check_record
@@ -42,11 +43,17 @@ def publish(config: Config, rows: list[dict[str, Any]]) -> None:
         producer.close()
 
 
-def poll(client: TestClient, group: str, max_records: int = 100, wait: float = 10) -> list[Any]:
-    answer = client.get(
-        "/v1/check-requests",
-        params={"producer_group": group, "max": max_records, "wait_seconds": wait},
-    )
+def poll(
+    client: TestClient,
+    group: str,
+    max_records: int = 100,
+    wait: float = 10,
+    instance: str | None = None,
+) -> list[Any]:
+    params: dict[str, Any] = {"producer_group": group, "max": max_records, "wait_seconds": wait}
+    if instance is not None:
+        params["producer_instance"] = instance
+    answer = client.get("/v1/check-requests", params=params)
     assert answer.status_code == 200, answer.text
     found: list[Any] = answer.json()["check_requests"]
     return found
@@ -156,3 +163,38 @@ def test_pollers_of_one_group_share_the_requests(client: TestClient, rest_config
         thread.join()
     everything = [tx for mine in seen for tx in mine]
     assert sorted(everything) == sorted(f"s{i}" for i in range(30))  # each exactly once
+
+
+def sent_by(tx: str, instance: str) -> dict[str, Any]:
+    """Return the CHECK row of a half that producer instance `instance` sent."""
+    return check_row(tx, "orders") | {"properties": {fmt.PRODUCER_INSTANCE_PROPERTY: instance}}
+
+
+def test_a_check_goes_first_to_a_poll_of_the_instance_that_sent_its_half(
+    client: TestClient, rest_config: Config
+) -> None:
+    delay = rest_config.rest.check_sender_first.total_seconds()
+    assert delay > 0
+    publish(rest_config, [sent_by("r1", "a"), check_row("r2", "orders")])
+    # Another instance's poll gets the check that names nobody, not a's.
+    others = poll(client, "orders", wait=5, instance="b")
+    assert [r["transaction_id"] for r in others] == ["r2"]
+    mine = poll(client, "orders", wait=5, instance="a")
+    assert [(r["transaction_id"], r["producer_instance"]) for r in mine] == [("r1", "a")]
+    # A sender that does not poll: anyone gets its check, once the delay is over.
+    publish(rest_config, [sent_by("r3", "gone")])
+    started = time.monotonic()
+    found = poll_until(client, "orders", 1, timeout=delay + 20)
+    waited = time.monotonic() - started
+    assert [r["transaction_id"] for r in found] == ["r3"]
+    assert waited >= delay - 0.5, waited
+    assert poll(client, "orders", wait=1, instance="gone") == []  # handed out once
+
+
+def test_a_poll_naming_a_malformed_instance_is_refused(client: TestClient) -> None:
+    answer = client.get(
+        "/v1/check-requests",
+        params={"producer_group": "orders", "producer_instance": "a b", "wait_seconds": 0},
+    )
+    assert answer.status_code == 400, answer.text
+    assert "producer instance" in answer.text
