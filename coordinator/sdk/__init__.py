@@ -19,6 +19,8 @@ only core and protocol (no Spark: tests/test_layers.py).
                          or answered lately: a duplicate is skipped), offsets.py (which
                          check-topic offsets may be committed) and backoff.py (retries with
                          jitter, so failing producers do not retry in lockstep)
+    check_routing.py     checks go first to the instance that sent the half: the partition
+                         owner's hold of another instance's checks, released by its claim
 """
 
 from coordinator.sdk.check_answerer import CheckAnswerer, CheckStats
