@@ -188,6 +188,14 @@ class CoordinatorBatchWriter:
         self._topic_tables.update(
             name.removeprefix("topics/") for name in existing if name.startswith("topics/")
         )
+        allowed = self.config.allowed_topics
+        if allowed is not None and (outside := sorted(self._topic_tables - set(allowed))):
+            log.warning(
+                "auto_create_topic_enable is off and %d existing topic table(s) are not in "
+                "`topics` (%s): halves naming them are refused from now on",
+                len(outside),
+                ", ".join(outside[:10]) + (", ..." if len(outside) > 10 else ""),
+            )
         if self.lander is not None:
             steps += self.lander.prepare_steps(spark)
         if self.fence is not None:

@@ -66,6 +66,7 @@ def rules_of(config: Config) -> IngestRules:
         max_message_size=config.max_message_size,
         default_queue_count=config.default_queue_count,
         max_check_immunity_seconds=int(config.max_check_immunity.total_seconds()),
+        allowed_topics=config.allowed_topics,
     )
 
 

@@ -41,6 +41,8 @@ class IngestRules:
     default_queue_count: int
     #: Config.max_check_immunity in seconds: a larger check_immunity_seconds is quarantined.
     max_check_immunity_seconds: int
+    #: Config.allowed_topics: the topics a half may name, or None for any (auto-created).
+    allowed_topics: tuple[str, ...] | None = None
 
 
 #: `ingress_kind` of a record read from a half topic, and from an op or operator topic.
@@ -122,6 +124,8 @@ def messages(rules: IngestRules) -> dict[str, str]:
         "topic_pattern": "the real topic must be 1-127 characters of letters, digits, '_', "
         "'%', '|' or '-'",
         "system_topic": "the real topic is a system topic name",
+        "topic_not_allowed": "the real topic is not one of the configured topics "
+        "(auto_create_topic_enable is off: add it to `topics`)",
         "queue_id": f"header {fmt.QUEUE_ID} must be an integer 0..{fmt.MAX_QUEUE_ID}",
         "msg_id": f"header {fmt.MSG_ID} is not accepted: the msg id is always the record's "
         "position",
@@ -188,6 +192,9 @@ def twin_spec(rules: IngestRules) -> str:
             "operator_ops": list(fmt.OPERATOR_OPS),
             "system_topics": sorted(SYSTEM_TOPICS),
             "system_prefixes": list(SYSTEM_PREFIXES),
+            "allowed_topics": (
+                None if rules.allowed_topics is None else sorted(rules.allowed_topics)
+            ),
             "patterns": {
                 "transaction_id": fmt.java_full_match(fmt.TRANSACTION_ID_PATTERN),
                 "group": fmt.java_full_match(fmt.GROUP_PATTERN),

@@ -228,12 +228,23 @@ class Config:
     file_reserved_time: timedelta = timedelta(hours=72)
     max_message_size: int = 4 * 1024 * 1024
     default_queue_count: int = 4
+    # RocketMQ's autoCreateTopicEnable: a half may name a topic nobody created (its table is
+    # made by its first delivery). Off in production: only `topics` may be sent to, any other
+    # is refused (4xx at the REST ingress, quarantine on the Kafka path).
+    auto_create_topic_enable: bool = True
+    # The topics halves may name when auto_create_topic_enable is off.
+    topics: tuple[str, ...] = ()
     warehouse: str = "warehouse"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     streams: StreamsConfig = field(default_factory=StreamsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     rest: RestConfig = field(default_factory=RestConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+
+    @property
+    def allowed_topics(self) -> tuple[str, ...] | None:
+        """Return the topics a half may name, or None when any may (auto-created)."""
+        return None if self.auto_create_topic_enable else self.topics
 
     def __post_init__(self) -> None:
         # A relative local path means relative to the working directory at start (contract 4):
@@ -269,6 +280,11 @@ def _problems(c: Config) -> list[str]:
         found.append(f"transaction_check_max must be 1..10000, not {c.transaction_check_max}")
     if not 1 <= c.max_message_size <= 64 * 1024**2:
         found.append(f"max_message_size must be 1 B..64 MiB, not {c.max_message_size}")
+    if not c.auto_create_topic_enable and not c.topics:
+        found.append(
+            "auto_create_topic_enable = false needs topics: the topics halves may name "
+            '(topics = ["OrderPaid", ...]); with none, every half would be refused'
+        )
     if not 1 <= c.default_queue_count <= 1024:
         found.append(f"default_queue_count must be 1..1024, not {c.default_queue_count}")
     if (compact := c.streams.compact_interval) < timedelta(0):
@@ -444,6 +460,12 @@ def _convert(cls: type, key: str, value: Any, where: str) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigurationError(f"{label}: expected a string, not {value!r}")
+    if kind == "tuple[str, ...]":
+        # A TOML array of strings, or (environment, --set) one string of comma-separated names.
+        items = value.split(",") if isinstance(value, str) else value
+        if isinstance(items, list | tuple) and all(isinstance(item, str) for item in items):
+            return tuple(item.strip() for item in items if item.strip())
+        raise ConfigurationError(f"{label}: expected a list of strings, not {value!r}")
     if kind == "bool":
         if isinstance(value, bool):
             return value

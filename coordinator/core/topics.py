@@ -13,7 +13,8 @@ deployment gives every group its own topics, and every operator principal its ow
 In the per-group layout the shared half and op topics stay: they carry the heartbeats
 (streams/ticker.py) and whatever the engine's own principal writes. ACLs then grant a
 group's principal WRITE on its two ingress topics, READ on its check topic and WRITE
-there for claims (coordinator/protocol/check_claim.py; literal names), an operator principal WRITE on its own operator topic, and nothing else
+there for claims (coordinator/protocol/check_claim.py; literal names), an operator
+principal WRITE on its own operator topic, and nothing else
 (coordinator/runtime/local_stack/broker_auth.py).
 
 The topic is the proof: the engine reads every ingress topic by one pattern
@@ -186,8 +187,9 @@ def grants(
     principal its producers log in as; `operators` are the operator principals.
 
     A group's principal writes its two ingress topics, reads its check topic and its SDK
-    consumer group, and writes claims to its check topic; an operator writes its own operator topic; nothing else. The
-    engine needs no grant here (docs/security.md: what the engine's principal needs).
+    consumer group, and writes claims to its check topic; an operator writes its own
+    operator topic; nothing else. The engine needs no grant here (docs/security.md: what
+    the engine's principal needs).
     """
     found = [Grant(who, "WRITE", "TOPIC", layout.operator_topic(who)) for who in operators]
     for group, who in sorted(groups.items()):

@@ -54,12 +54,22 @@ def half_record(
     field: str = "",
     *,
     max_immunity: int = MAX_IMMUNITY_SECONDS,
+    allowed_topics: tuple[str, ...] | None = None,
 ) -> Record:
     """Return the half-topic record of `request`; refuse a body or headers that are too
-    large, or a check immunity above `max_immunity` seconds (config max_check_immunity).
+    large, a check immunity above `max_immunity` seconds (config max_check_immunity), or a
+    topic not in `allowed_topics` (config topics, when auto_create_topic_enable is off;
+    None: any topic).
 
     `field` prefixes the names in error messages (`messages[3].` in a batch).
     """
+    if allowed_topics is not None and request.topic not in allowed_topics:
+        raise ApiError(
+            400,
+            "topic_not_allowed",
+            f"{field}topic: {request.topic!r} is not one of the configured topics "
+            "(auto_create_topic_enable is off: add it to `topics`)",
+        )
     immunity = request.check_immunity_seconds
     if immunity is not None and immunity > max_immunity:
         raise ApiError(

@@ -176,6 +176,7 @@ def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
         svc.config.max_message_size,
         svc.clock(),
         max_immunity=_max_immunity(svc),
+        allowed_topics=svc.config.allowed_topics,
     )
     stored = svc.writer.send_half(record)
     svc.metrics.records.labels("half").inc()
@@ -201,6 +202,7 @@ def send_halves(
                 received,
                 field,
                 max_immunity=_max_immunity(svc),
+                allowed_topics=svc.config.allowed_topics,
             )
         )
     outcomes = svc.writer.send_halves(records)

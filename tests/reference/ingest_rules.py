@@ -216,6 +216,7 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
         (F.col("topic").isNull(), "topic_missing"),
         (~F.col("topic").rlike(fmt.java_full_match(TOPIC_NAME.pattern)), "topic_pattern"),
         (system_topic, "system_topic"),
+        (_not_allowed(rules.allowed_topics), "topic_not_allowed"),
         (F.col("_queue_id").isNotNull()
          & (queue_id.isNull() | (queue_id < 0) | (queue_id > fmt.MAX_QUEUE_ID)), "queue_id"),
         (_header(fmt.MSG_ID).isNotNull(), "msg_id"),
@@ -322,3 +323,10 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
 
 def _hex(number: Column, width: int) -> Column:
     return F.lpad(F.hex(number), width, "0")
+
+
+def _not_allowed(allowed: tuple[str, ...] | None) -> Column:
+    """A half's topic outside the configured ones (auto_create_topic_enable off)."""
+    if allowed is None:
+        return F.lit(False)
+    return ~F.col("topic").isin(*allowed)

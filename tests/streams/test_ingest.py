@@ -226,6 +226,22 @@ def test_bad_halves_are_quarantined_with_the_reason(spark: SparkSession) -> None
     assert [f.name for f in quarantined(classified).schema] == [f.name for f in quarantine.SCHEMA]
 
 
+def test_with_auto_create_off_only_the_configured_topics_are_accepted(
+    spark: SparkSession,
+) -> None:
+    rules = replace(RULES, allowed_topics=("OrderPaid", "Refunds"))
+    records = Records(spark).add("txcoord.half", b"tx-paid", half_headers())
+    records.add("txcoord.half", b"tx-other", half_headers(**{fmt.TOPIC: b"Sprawl-1"}))
+    classified = records.classify(rules)
+    (refused,) = quarantined(classified).collect()
+    assert refused.key == b"tx-other"
+    assert "not one of the configured topics" in refused.reason
+    assert [r.transaction_id for r in halves(classified, rules).collect()] == ["tx-paid"]
+    # Auto-create on (the default): any topic.
+    both = Records(spark).add("txcoord.half", b"tx-other", half_headers(**{fmt.TOPIC: b"S-1"}))
+    assert quarantined(both.classify()).count() == 0
+
+
 BAD_OPS = [
     ([(fmt.PRODUCER_GROUP, b"orders")], "txcoord.op is missing"),
     (op_headers(b"commit"), "COMMIT, ROLLBACK, UNKNOWN or RESUME"),

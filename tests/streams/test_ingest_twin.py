@@ -104,6 +104,8 @@ def drawn_rules(layout: TopicLayout) -> st.SearchStrategy[IngestRules]:
         max_check_immunity_seconds=st.one_of(
             st.sampled_from([0, 3600, 2**31 - 1, 2**40]), st.integers(0, 2**40)
         ),
+        # Auto-create on, or off with the valid halves' topic "T" allowed or not.
+        allowed_topics=st.sampled_from([None, None, ("T",), ("T", "U"), ("U",)]),
     )
 
 

@@ -70,7 +70,8 @@ public final class Ingress
       "create_time", "duplicate_header", "bad_text", "kind_not_tick", "header_bytes",
       "key_missing", "key_not_utf8", "transaction_id", "group_missing", "group_pattern",
       "group_topic", "born_at",
-      "topic_missing", "topic_pattern", "system_topic", "queue_id", "msg_id",
+      "topic_missing", "topic_pattern", "system_topic", "topic_not_allowed", "queue_id",
+      "msg_id",
       "immunity_format", "immunity_max", "body_size", "keys_json", "property_utf8",
       "property_no_name", "property_name", "header_budget",
       "op_missing", "operator_on_group_topic", "operator_missing", "op_value",
@@ -115,6 +116,8 @@ public final class Ingress
   private final Set<String> operatorOps;
   private final Set<String> systemTopics;
   private final List<String> systemPrefixes;
+  // The topics a half may name (auto_create_topic_enable off), or null for any.
+  private final Set<String> allowedTopics;
   private final Pattern transactionId;
   private final Pattern group;
   private final Pattern topicName;
@@ -158,6 +161,8 @@ public final class Ingress
     operatorOps = new HashSet<>(texts(spec.get("operator_ops")));
     systemTopics = new HashSet<>(texts(spec.get("system_topics")));
     systemPrefixes = texts(spec.get("system_prefixes"));
+    JsonNode allowed = spec.get("allowed_topics");
+    allowedTopics = allowed == null || allowed.isNull() ? null : new HashSet<>(texts(allowed));
     JsonNode patterns = spec.get("patterns");
     transactionId = Pattern.compile(patterns.get("transaction_id").asText());
     group = Pattern.compile(patterns.get("group").asText());
@@ -403,6 +408,9 @@ public final class Ingress
     if (systemTopics.contains(topic)) return reason("system_topic");
     for (String prefix : systemPrefixes) {
       if (topic.startsWith(prefix)) return reason("system_topic");
+    }
+    if (allowedTopics != null && !allowedTopics.contains(topic)) {
+      return reason("topic_not_allowed");
     }
     if (queueText != null && (queueId == null || queueId < 0 || queueId > maxQueueId)) {
       return reason("queue_id");

@@ -400,3 +400,37 @@ def test_a_wrong_method_is_405(
         names=method,
         content_type=None,
     )
+
+
+def test_with_auto_create_off_a_topic_outside_the_list_is_refused(
+    bootstrap_servers: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    config = make_rest_config(
+        bootstrap_servers,
+        tmp_path_factory.mktemp("topics"),
+        auto_create_topic_enable="false",
+        topics="OrderPaid,Refunds",
+    )
+    watch = OffsetWatch(config.kafka.bootstrap_servers, [config.kafka.half_topic])
+    try:
+        with TestClient(create_app(config), base_url=LOCAL) as client:
+            refused(
+                client,
+                watch,
+                "POST",
+                "/v1/transactions",
+                content=json.dumps({"producer_group": "g", "topic": "Sprawl-1"}).encode(),
+                status=400,
+                code="topic_not_allowed",
+                names="auto_create_topic_enable",
+            )
+            batch = {"messages": [{"producer_group": "g", "topic": "OrderPaid"},
+                                  {"producer_group": "g", "topic": "Sprawl-2"}]}  # fmt: skip
+            answer = client.post("/v1/transactions/batch", json=batch)
+            assert (answer.status_code, answer.json()["error"]) == (400, "topic_not_allowed")
+            assert "messages[1].topic" in answer.json()["message"]
+            sent = client.post("/v1/transactions", json={"producer_group": "g", "topic": "Refunds"})
+            assert sent.status_code == 201, sent.text
+    finally:
+        watch.close()
+        drop_topics(config)

@@ -4,6 +4,7 @@ ids derive the same way; and what Spark writes to Delta, the REST reads without 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from pyspark.sql import functions as F
 
 from coordinator.core.topics import TopicLayout
 from coordinator.protocol import ingress as fmt
+from coordinator.rest.errors import ApiError
 from coordinator.rest.models import OpRequest, SendRequest
 from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_record
 from delta_tables import half_messages, transactions
@@ -225,3 +227,26 @@ def test_nothing_the_rest_refuses_is_accepted_from_kafka(spark: SparkSession) ->
         [("prop.a", b"")], [("prop.a", b"null")], [(fmt.CHECK_IMMUNITY_SECONDS, b"0")],
     ]  # fmt: skip
     assert rest_accepts(as_rest_request([(fmt.QUEUE_ID, b" 7 ")]))
+
+
+def test_with_auto_create_off_both_ingresses_take_the_same_topics(spark: SparkSession) -> None:
+    allowed = ("T", "U")
+    rules = replace(RULES, allowed_topics=allowed)
+    topics = ["T", "U", "Other", "t"]
+    rest_accepts = {}
+    records = []
+    for i, topic in enumerate(topics):
+        request = SendRequest.model_validate({"producer_group": "g", "topic": topic})
+        try:
+            half_record(request, f"tx-{i}", MAX_MESSAGE, 1, allowed_topics=allowed)
+            rest_accepts[topic] = True
+        except ApiError as exc:
+            assert (exc.status, exc.code) == (400, "topic_not_allowed")
+            rest_accepts[topic] = False
+        # What a Kafka producer writes for the same request, whatever the REST said.
+        records.append(half_record(request, f"tx-{i}", MAX_MESSAGE, 1))
+    frame = spark.createDataFrame(kafka_rows("h", records, 3), KAFKA_SCHEMA)
+    classified = classify(frame, rules, F.current_timestamp()).collect()
+    by_id = {row.transaction_id: row.reason is None for row in classified}
+    ingest_accepts = {topic: by_id[f"tx-{i}"] for i, topic in enumerate(topics)}
+    assert rest_accepts == ingest_accepts == {"T": True, "U": True, "Other": False, "t": False}
