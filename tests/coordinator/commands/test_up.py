@@ -189,6 +189,13 @@ def first_run(up: Up, base: str, state_dir: Path) -> tuple[str, str]:
         "never-answers": outcome.get("never-answers"),
     }, demo.stdout
     assert outcome["never-answers"] in ("PREPARED", "CHECKING"), demo.stdout
+    # Its check went to the instance that sent it (the demo's only one) ...
+    assert rows["checked-commit"][4].startswith("sender "), demo.stdout
+    # ... and the committed ones were read back by a consumer group, by queue and offset.
+    read_back = {row[0]: row for row in cells if row and row[0].startswith("demo-")}
+    for kind in ("commit", "checked-commit"):
+        assert rows[kind][1] in read_back, demo.stdout
+        assert read_back[rows[kind][1]][3].isdigit(), demo.stdout
     never = rows["never-answers"][1]
     assert re.fullmatch(r"demo-never-answers-0-[0-9a-f]{8}", never), demo.stdout
     deadline = time.monotonic() + 120

@@ -100,6 +100,8 @@ def test_a_send_writes_the_half_then_the_op_in_the_ingress_format(
         fmt.PRODUCER_GROUP: sdk_topics.group.encode(), fmt.TOPIC: b"OrderPaid",
         fmt.QUEUE_ID: b"3", fmt.KEYS: b'["o-1", "o-2"]', fmt.TAGS: b"paid",
         fmt.CHECK_IMMUNITY_SECONDS: b"60", "prop.region": b"eu",
+        # The sending instance, to which the half's checks go first.
+        f"prop.{fmt.PRODUCER_INSTANCE_PROPERTY}": producer.instance_id.encode(),
     }  # fmt: skip
     assert result.msg_id == msg_id_of(half.partition, half.offset)
     assert (result.partition, result.offset) == (half.partition, half.offset)

@@ -215,10 +215,16 @@ def test_a_group_cannot_write_another_groups_topics_nor_the_shared_ones(
         layout.half,
         layout.op,
         layout.operator_topic("txcoord-operator"),
-        layout.check_topic("orders"),
+        layout.check_topic("payments"),
+        layout.check,
     ):
         assert refused(orders, bootstrap, topic), topic
-    for topic in (layout.half_topic("orders"), layout.op_topic("orders")):  # its own
+    # Its own ingress topics, and its own check topic (for claims: contract 5.2).
+    for topic in (
+        layout.half_topic("orders"),
+        layout.op_topic("orders"),
+        layout.check_topic("orders"),
+    ):
         assert not refused(orders, bootstrap, topic), topic
 
 
