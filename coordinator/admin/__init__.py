@@ -1,4 +1,5 @@
 """Operator tools: what the warehouse says about transactions, operator ops, and consumer
-groups (consumer_groups.py: members, lag, offset resets)."""
+groups (consumer_groups.py: members, lag, offset resets); whether a cluster keeps the shared
+topics the engine's alone (shared_topics.py, for `txcoord provision`)."""
 
-__all__ = ["consumer_groups", "inventory", "maintenance", "operator_ops"]
+__all__ = ["consumer_groups", "inventory", "maintenance", "operator_ops", "shared_topics"]

@@ -52,7 +52,10 @@ def test_provision_creates_the_topics_and_prints_the_acls(
         "--operator",
         "ops-admin",
     )
-    assert result.exit_code == 0, result.output
+    # The test broker has no authorizer: provision does its work, then says the shared
+    # topics are anyone's (coordinator/admin/shared_topics.py) and exits 2.
+    assert result.exit_code == 2, result.output
+    assert "the cluster has no authorizer" in result.stderr, result.output
     layout = load_config(
         overrides={
             "kafka.half_topic": f"{prefix}-half",
@@ -78,8 +81,8 @@ def test_provision_creates_the_topics_and_prints_the_acls(
     entry = described["topic"][layout.half_topic("orders")]["message.timestamp.type"]
     assert entry["value"] == "LogAppendTime"
     acl_lines = [line for line in result.output.splitlines() if line.startswith("kafka-acls")]
-    # orders has a principal: four grants; billing none; the operator one.
-    assert len(acl_lines) == 5, result.output
+    # orders has a principal: five grants; billing none; the operator one.
+    assert len(acl_lines) == 6, result.output
     assert (
         f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --add --allow-principal "
         f"User:orders-app --operation Write --topic {layout.half_topic('orders')} "
@@ -88,12 +91,17 @@ def test_provision_creates_the_topics_and_prints_the_acls(
     assert any(
         "User:orders-app --operation Read --group txcoord-sdk-orders" in line for line in acl_lines
     )
+    assert any(  # claims: the check of an instance's half goes to that instance first
+        f"User:orders-app --operation Write --topic {layout.check_topic('orders')}" in line
+        for line in acl_lines
+    )
     assert any(
         f"User:ops-admin --operation Write --topic {layout.operator_topic('ops-admin')}" in line
         for line in acl_lines
     )
     again = run(bootstrap_servers, prefix, "--group", "orders=orders-app")
-    assert again.exit_code == 0, again.output  # existing topics are left as they are
+    assert again.exit_code == 2, again.output  # existing topics are left as they are
+    assert "kafka-acls.sh" in again.output
 
 
 def test_provision_refuses_what_cannot_be_laid_out(bootstrap_servers: str, prefix: str) -> None:

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
+    ACL,
     ACLFilter,
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
+    ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
     ScramMechanism,
@@ -29,6 +31,7 @@ from kafka.errors import (
     TopicAuthorizationFailedError,
 )
 
+from coordinator.admin.shared_topics import findings
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.kafka_clients import producer as kafka_producer
@@ -367,3 +370,25 @@ def test_a_producer_of_a_group_without_topics_is_told_at_start(
             send_timeout_seconds=10,
             security=secured_kafka.security_of(),
         )
+
+
+def test_the_shared_topics_check_finds_a_broad_grant(secured_kafka: SecuredKafka) -> None:
+    config, layout = secured_kafka.config, secured_kafka.layout
+    # The secured local stack: deny by default, literal grants, the engine alone writes them.
+    assert findings(config) == []
+    # The mistake the docs warn about: a prefixed grant that covers the shared op topic.
+    prefix = layout.op[:-2]  # as "txcoord." covers "txcoord.op"
+    broad = ACL(
+        "User:orders-app", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+        ResourcePattern(ResourceType.TOPIC, prefix, ACLResourcePatternType.PREFIXED),
+    )  # fmt: skip
+    with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
+        a.create_acls([broad])
+        try:
+            time.sleep(1)  # ACLs reach the authorizer through the metadata log
+            found = findings(config)
+        finally:
+            a.delete_acls([broad])
+    assert len(found) == 1, found
+    assert "User:orders-app may WRITE" in found[0] and f"{prefix!r}" in found[0], found
+    assert f"topic(s) {layout.op} through the prefixed grant" in found[0], found
