@@ -17,9 +17,10 @@ time, each at a random moment:
 
 1. SIGKILL of the node leading the half topic's partition 0, started again 15 s later: the
    load and the coordinator go on through the other two (leadership moves);
-2. SIGKILL of worker 1 with its executor (a lost machine), started again 20 s later: Spark
-   runs the lost tasks on the other executor, which loads their state from the checkpoint on
-   S3, and the master grants a new executor;
+2. SIGKILL of worker 1 with its executor (a lost machine), started again once the driver
+   has logged the executor lost (and a few seconds more): Spark runs the lost tasks on the
+   other executor, which loads their state from the checkpoint on S3, and the master grants
+   a new executor;
 3. SIGKILL of the driver, then the documented restart;
 4. the S3 server stops answering for 10 s (SIGSTOP: a partition from the object store).
 
@@ -43,6 +44,7 @@ from coordinator.runtime.local_stack.kafka_cluster import KafkaCluster
 from coordinator.runtime.local_stack.s3_server import S3Server
 from coordinator.runtime.local_stack.spark_cluster import ClusterError, StandaloneCluster
 from streams.checkpoint_files import files_of
+from tests.app_process import AppProcess
 from tests.conftest import unavailable
 from tests.guarantees.app_runs import AppRuns
 from tests.guarantees.mixed_load import Scenario, settings_of
@@ -55,6 +57,8 @@ APP_NAME = "txcoord-coordinator"
 EXECUTORS = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2"}
 #: Seconds a killed broker node stays away (the load goes on meanwhile).
 AWAY = 15
+#: What the driver logs once its scheduler knows an executor is gone.
+LOST_EXECUTOR = "Lost executor"
 #: What a coordinator may stop with while its object store does not answer: the store's
 #: client gave up (s3a's retries, delta-rs's), and the documented restart resumes it.
 STORE_UNREACHABLE = r"(?i)(s3a|object.?store|amazon|sdk client|unable to execute http|timed out)"
@@ -68,6 +72,11 @@ def kill_leader(cluster: KafkaCluster, topic: str, runs: AppRuns) -> None:
     print(f"cluster test: killed node {leader}, leader of {topic}-0", flush=True)
     time.sleep(AWAY)
     cluster.start_node(leader)
+
+
+def lost_executors(app: AppProcess) -> int:
+    """Return how many times `app`'s driver has logged an executor lost so far."""
+    return sum(LOST_EXECUTOR in line for line in app.lines())
 
 
 def executors_granted(spark_cluster: StandaloneCluster) -> int:
@@ -120,9 +129,19 @@ def test_each_part_of_the_cluster_profile_dies_under_load_and_nothing_is_lost_or
             kill_leader(cluster, run.config.kafka.half_topic, run.runs)
 
             time.sleep(rng.uniform(5, 10))
+            driver = run.apps[-1]
+            losses = lost_executors(driver)
             workers.kill_worker(1)
             print("cluster test: killed worker 1 and its executor", flush=True)
-            time.sleep(20)
+            # Away until the driver knows (its scheduler then runs the lost tasks on the
+            # other executor), then a few seconds more of work on that one alone: a positive
+            # marker instead of a fixed 20 s, which was mostly waiting after the loss.
+            wait_for(
+                lambda: lost_executors(driver) > losses,
+                120,
+                "the driver to lose worker 1's executor",
+            )
+            time.sleep(rng.uniform(3, 6))
             workers.start_worker(1)
             wait_for(lambda: executors_granted(workers) == 2, 180, "a new executor granted")
 
@@ -131,21 +150,25 @@ def test_each_part_of_the_cluster_profile_dies_under_load_and_nothing_is_lost_or
             print("cluster test: killed the driver", flush=True)
             run.start()
 
-            time.sleep(rng.uniform(10, 20))
+            # After the restart said it runs (its first batches under the load): a random
+            # moment of the batch cycle, a few batches wide.
+            time.sleep(rng.uniform(5, 12))
             os.kill(s3_api.process.pid, signal.SIGSTOP)
             print("cluster test: the S3 server stops answering for 10 s", flush=True)
             try:
                 time.sleep(10)
             finally:
                 os.kill(s3_api.process.pid, signal.SIGCONT)
-            time.sleep(15)
+            # 5 s more of load (10 transactions) lands after the outage; `finish` then waits
+            # for every one of them to be decided, which the coordinator must do past it.
+            time.sleep(5)
             run.finish(spark)
         finally:
             code = run.close()
     assert code == 0, run.apps[-1].tail()
     # The worker's death reached the application: Spark's scheduler lost the executor (and
     # so ran its work elsewhere) without the driver restarting.
-    lost = [line for line in run.apps[0].lines() if "Lost executor" in line]
+    lost = [line for line in run.apps[0].lines() if LOST_EXECUTOR in line]
     assert lost, "the application never lost an executor"
     run.verify(spark)
     # Everything lived in the bucket: the tables (read back above through s3a) and the
