@@ -26,6 +26,7 @@ nothing rolled back or discarded visible, one final state per transaction), and
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -41,9 +42,11 @@ from coordinator.app import EXIT_FENCED
 from coordinator.protocol.deliveries import delta_rs_location
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from delta_tables import writers
+from streams.coordinator_job import QUERY_NAME
 from tests.app_process import AppProcess
 from tests.guarantees.app_runs import exit_reason
 from tests.guarantees.mixed_load import Scenario, settings_of
+from tests.harness import wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(9)]
 
@@ -67,6 +70,16 @@ def wait_fenced(app: AppProcess, what: str) -> None:
     assert code == EXIT_FENCED, f"{what} exited {code}: {reason}\n{app.tail(60)}"
     assert "is fenced" in reason, reason
     print(f"overlap test: {what} stopped fenced: {reason[:160]}", flush=True)
+
+
+def batches_with_rows(app: AppProcess) -> int:
+    """Return how many coordinator batches that landed records `app` has logged so far."""
+    count = 0
+    for line in app.lines():
+        if "txcoord.progress: " in line:
+            summary = json.loads(line.split("txcoord.progress: ", 1)[1])
+            count += summary.get("query") == QUERY_NAME and bool(summary.get("rows"))
+    return count
 
 
 def settings_on(store: str, bootstrap_servers: str, tmp_path: Path,
@@ -103,8 +116,17 @@ def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled
         time.sleep(rng.uniform(4, 10))
         first = run.apps[0]
         os.killpg(first.process.pid, signal.SIGSTOP)
-        run.start()
-        time.sleep(rng.uniform(20, 40))
+        second = run.start()
+        # The zombie wakes once the newer one has taken over and written under the load (a
+        # positive marker: two of its batches landed records), at a random moment after;
+        # a fixed 20-40 s was mostly waiting once that had happened. (Should the newer one
+        # exit meanwhile, `alive` below judges its reason and starts it again.)
+        wait_for(
+            lambda: batches_with_rows(second) >= 2 or second.process.poll() is not None,
+            FENCED_BOUND,
+            "two batches of the newer coordinator",
+        )
+        time.sleep(rng.uniform(3, 10))
         os.killpg(first.process.pid, signal.SIGCONT)
         wait_fenced(first, "the coordinator that froze")
 
@@ -118,7 +140,9 @@ def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled
             time.sleep(rng.uniform(3, 10))
             run.alive("before the random kill").kill9()
             run.start()
-            time.sleep(10)
+            # 5 s more of load (10 transactions) for the restarted one, which `finish` then
+            # waits to see decided.
+            time.sleep(5)
         run.finish(spark)
     finally:
         code = run.close()
