@@ -11,7 +11,8 @@ Each run starts a fresh `txcoord up` (its own state dir, warehouse and free port
 A steady message's commit→visible is `delivered_at - committed_at` of its row in
 `topics/Steady`: the op's store time (the broker's) to the batch that appended the row (the
 driver's clock, stamped as that batch's delivery starts). It is reported before, during and
-after the sprawl, with how many topic tables exist at the end, both ways:
+after the sprawl (and how many of each phase were still not visible when the run ended), with
+how many topic tables exist at the end, both ways:
 `auto_create_topic_enable = true` (every new topic a Delta table created inside the
 coordinator's batch) and `false` with `topics = ["Steady"]` (the sprawl's halves are
 quarantined as `topic_not_allowed`).
@@ -166,14 +167,20 @@ def run(auto_create: bool, topics: int) -> dict[str, Any]:
             quarantined = DeltaTable(str(warehouse / "system" / "quarantine")).count()
         finally:
             stack.stop()
+
+    def phase_of(at: float) -> str:
+        return "before" if at < sprawl_began else "during" if at < sprawl_ended else "after"
+
     by_phase: dict[str, list[float]] = {phase: [] for phase in PHASES}
-    for row in rows.to_pylist():
-        at = sent.get(row["transaction_id"])
-        if at is None:
+    unseen = {phase: 0 for phase in PHASES}
+    delivered = {row["transaction_id"]: row for row in rows.to_pylist()}
+    for tx, at in sent.items():
+        row = delivered.get(tx)
+        if row is None:  # committed, and still not in its topic table when the run ended
+            unseen[phase_of(at)] += 1
             continue
-        phase = "before" if at < sprawl_began else "during" if at < sprawl_ended else "after"
         latency = (row["delivered_at"] - row["committed_at"]).total_seconds() * 1000
-        by_phase[phase].append(latency)
+        by_phase[phase_of(at)].append(latency)
     return {
         "auto_create_topic_enable": auto_create,
         "steady_sent": len(sent),
@@ -182,6 +189,7 @@ def run(auto_create: bool, topics: int) -> dict[str, Any]:
         "topic_tables": tables,
         "quarantined": quarantined,
         "commit_to_visible_ms": {phase: percentiles(v) for phase, v in by_phase.items()},
+        "not_visible_at_the_end": unseen,
     }
 
 
@@ -196,8 +204,10 @@ def main(topics: int) -> None:
         cells = []
         for phase in PHASES:
             p = result["commit_to_visible_ms"][phase]
+            missing = result["not_visible_at_the_end"][phase]
             cells.append(
                 f"{phase} {p.get('p50', 0):.0f}/{p.get('p95', 0):.0f}/{p.get('p99', 0):.0f}"
+                + (f" ({missing} never visible)" if missing else "")
             )
         print(
             f"  auto_create_topic_enable={str(result['auto_create_topic_enable']).lower():5}  "

@@ -34,6 +34,9 @@ from tests.guarantees.app_runs import AppRuns
 from tests.guarantees.mixed_load import Load, answer, kind_of, settings_of, verify
 from tests.harness import Responder, last_progress, wait_for, watermark_past
 
+#: Ten application starts and their kills: a long module (tests/conftest.py orders by it).
+pytestmark = pytest.mark.long(6.6)
+
 #: The application starts that end at failpoints, in order (name=N: the N-th pass of that
 #: failpoint), one failpoint per start: one query lands and decides in one thread per table,
 #: so two failpoints of one start could not both be reached (coordinator/core/failpoints.py).
