@@ -149,10 +149,12 @@ class Responder:
             **kafka_python_options(),
         )
         partitions = None
-        while partitions is None and not self._stop.is_set():
+        # A topic being created (the engine makes a group's own check topic at its first
+        # check) may show no partitions at first: wait for them, or nothing is ever read.
+        while not partitions and not self._stop.is_set():
             consumer.topics()  # refreshes the metadata
             partitions = consumer.partitions_for_topic(topic)
-            if partitions is None:
+            if not partitions:
                 time.sleep(0.2)
         consumer.assign([TopicPartition(topic, p) for p in sorted(partitions or ())])
         consumer.seek_to_beginning()

@@ -129,8 +129,18 @@ def near_valid(topic: str) -> st.SearchStrategy[list[tuple[str, bytes | None]]]:
     return st.builds(mutate, st.lists(header(), max_size=3), st.booleans())
 
 
+#: A body above 1 MiB: past Kafka's default record size, which the ingress topics raise.
+LARGE_BODY = (1 << 20) + 1
+
+
 @st.composite
-def raw_record(draw: st.DrawFn) -> dict[str, Any]:
+def raw_record(draw: st.DrawFn, large_bodies: int | None = None) -> dict[str, Any]:
+    """A raw record for the half or op topic.
+
+    `large_bodies` is the ingest's max_message_size when it is above 1 MiB: then now and then
+    (one record in 16, so that a flood stays a few MiB) a body of 1 MiB + 1, exactly that size,
+    or one byte more comes instead.
+    """
     topic = draw(st.sampled_from(["half", "op"]))
     headers = draw(st.one_of(st.lists(header(), max_size=12), near_valid(topic)))
     key = draw(
@@ -140,7 +150,11 @@ def raw_record(draw: st.DrawFn) -> dict[str, Any]:
             st.binary(max_size=30),
         )
     )
-    value = draw(st.one_of(st.none(), st.binary(max_size=64), st.just(b"b" * (MAX_MESSAGE + 1))))
+    limit = large_bodies or MAX_MESSAGE
+    over = b"b" * (MAX_MESSAGE + 1) if large_bodies is None else b"b" * 65
+    value = draw(st.one_of(st.none(), st.binary(max_size=64), st.just(over)))
+    if large_bodies is not None and draw(st.integers(0, 15)) == 0:
+        value = b"b" * draw(st.sampled_from([LARGE_BODY, limit, limit + 1]))
     # Never exactly a valid heartbeat (see the module docstring).
     headers = [(n, b"TICK\n" if n == fmt.KIND and v == b"TICK" else v) for n, v in headers]
     if key is None and value is None:  # a record with neither is not worth a case

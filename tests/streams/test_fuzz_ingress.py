@@ -9,11 +9,17 @@ the stream is still up, every fuzzed record is accounted for by its (topic, part
 offset) in `system/quarantine` or in the table it belongs to, and the workload ended exactly
 as it does without the flood. Fuzzed records never carry `txcoord.kind: TICK` exactly: valid
 heartbeats are collapsed to one per batch by design, so they would not be countable.
+
+Both topic layouts: in the per-group one the flood also reaches a group's own half and op
+topics and an operator's topic (coordinator/core/topics.py). max_message_size is above
+1 MiB, so bodies past Kafka's default record size (1 MiB + 1, the limit, one byte over) are
+in the flood too.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,47 +29,54 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
+from streams.ingress_topics import ensure_group_topics, ensure_operator_topic
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
-from tests.streams.ingress_records import MAX_MESSAGE, raw_record
+from tests.streams.ingress_records import raw_record
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.6)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.2)]
 
 #: The workload's group: the fuzz never uses it, so nothing fuzzed may touch its transactions.
 GROUP = "workload"
 COMMITS, ROLLBACKS, CHECKED = ["c0", "c1", "c2"], ["r0", "r1"], ["k0"]
+#: Above 1 MiB (tests/streams/ingress_records.py's large bodies).
+MAX_MESSAGE = 1536 * 1024
+#: In the per-group layout: a group and an operator whose own topics the flood reaches too.
+FUZZ_GROUP, FUZZ_OPERATOR = "fz", "fz-op"
 
 
-@pytest.fixture
-def config(make_config: ConfigFactory) -> Config:
-    return make_config(
+@pytest.fixture(params=[False, True], ids=["shared", "per-group"])
+def config(make_config: ConfigFactory, request: pytest.FixtureRequest) -> Config:
+    config = make_config(
         transaction_timeout="3s",
         transaction_check_interval="10s",
         transaction_check_max="4",
         max_message_size=str(MAX_MESSAGE),
-        **{"streams.trigger_interval": "1s", "streams.tick_interval": "1s"},
+        **{
+            "streams.trigger_interval": "1s",
+            "streams.tick_interval": "1s",
+            "kafka.topics_per_group": str(request.param).lower(),
+        },
     )
+    if request.param:  # before the engine starts: its pattern finds them at once
+        ensure_group_topics(config, FUZZ_GROUP)
+        ensure_operator_topic(config, FUZZ_OPERATOR)
+    return config
 
 
-def positions(spark: SparkSession, config: Config) -> set[tuple[str, int, int]]:
-    """Return the (topic, partition, offset) of every record in quarantine or a table."""
-    found = {
-        (r.source_topic, r.source_partition, r.source_offset)
-        for r in table(spark, config, "system/quarantine").collect()
+def targets(config: Config) -> dict[str, list[str]]:
+    """Return the topics the flood writes to, by the kind of record they carry."""
+    layout = config.kafka.layout
+    if not layout.per_group:
+        return {"half": [layout.half], "op": [layout.op]}
+    return {
+        "half": [layout.half, layout.half_topic(FUZZ_GROUP)],
+        "op": [layout.op, layout.op_topic(FUZZ_GROUP), layout.operator_topic(FUZZ_OPERATOR)],
     }
-    for topic, name in (
-        (config.kafka.half_topic, "system/half_messages"),
-        (config.kafka.op_topic, "system/op_records"),
-    ):
-        rows = table(spark, config, name).where("kind != 'TICK'").collect()
-        found |= {(topic, r.ingress_partition, r.ingress_offset) for r in rows}
-    return found
 
 
-def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
-    spark: SparkSession, config: Config, engine: Engine
-) -> None:
-    producer = Producer(config)
+def workload_responder(config: Config, producer: Producer) -> Responder:
+    """Answer the workload's checked transaction with COMMIT, in the workload's group."""
 
     def answer(request: dict[str, Any]) -> None:
         # Answered here, in the workload's group (the harness's responder answers as "orders").
@@ -71,26 +84,67 @@ def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
             producer.op(request["transaction_id"], "COMMIT", group=GROUP, from_check=True)
             producer.flush()
 
-    responder = Responder(config, answer, group=GROUP)
-    # librdkafka: it sends a header without a value (kafka-python refuses one).
-    fuzzer = ConfluentProducer(
+    # In the per-group layout the workload's checks come on its own check topic.
+    layout = config.kafka.layout
+    checks = replace(config, kafka=replace(config.kafka, check_topic=layout.check_topic(GROUP)))
+    return Responder(checks, answer, group=GROUP)
+
+
+def fuzz_producer(config: Config) -> ConfluentProducer:
+    """librdkafka's producer: it sends a header without a value (kafka-python refuses one)."""
+    return ConfluentProducer(
         {
             "bootstrap.servers": config.kafka.bootstrap_servers,
             "acks": "all",
-            "message.max.bytes": 4 << 20,
+            "message.max.bytes": 4 << 20,  # above MAX_MESSAGE and the header allowance
             # One record per batch, as each was sent before: the topic's max.message.bytes
             # bounds a batch, and a batch of several large records would be refused whole.
             "batch.num.messages": 1,
         }
     )
-    topics = {"half": config.kafka.half_topic, "op": config.kafka.op_topic}
+
+
+def positions(spark: SparkSession, config: Config) -> set[tuple[str, int, int]]:
+    """Return the (topic, partition, offset) of every record in quarantine or a table.
+
+    The ingest's tables keep a record's partition and offset, not its topic: a row counts
+    for each topic of its kind it may have come from.
+    """
+    found = {
+        (r.source_topic, r.source_partition, r.source_offset)
+        for r in table(spark, config, "system/quarantine").collect()
+    }
+    for kind, name in (("half", "system/half_messages"), ("op", "system/op_records")):
+        rows = table(spark, config, name).where("kind != 'TICK'").collect()
+        found |= {
+            (topic, r.ingress_partition, r.ingress_offset)
+            for r in rows
+            for topic in targets(config)[kind]
+        }
+    return found
+
+
+def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
+    spark: SparkSession, config: Config, engine: Engine
+) -> None:
+    producer = Producer(config)
+    responder = workload_responder(config, producer)
+    fuzzer = fuzz_producer(config)
+    topics = targets(config)
     fuzzed: list[tuple[str, int, int]] = []
+    sizes: list[int] = []  # of the bodies sent
 
     @settings(
         max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
-    @given(records=st.lists(raw_record(), min_size=1, max_size=12))
-    def flood(records: list[dict[str, Any]]) -> None:
+    @given(
+        records=st.lists(
+            st.tuples(raw_record(large_bodies=MAX_MESSAGE), st.integers(0, 2)),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    def flood(records: list[tuple[dict[str, Any], int]]) -> None:
         failed: list[Any] = []
 
         def stored(error: Any, message: Any) -> None:
@@ -99,9 +153,11 @@ def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
             else:
                 fuzzed.append((message.topic(), message.partition(), message.offset()))
 
-        for r in records:
+        for r, target in records:
+            sizes.append(len(r["value"] or b""))
+            kind = topics[r["topic"]]
             fuzzer.produce(
-                topics[r["topic"]], key=r["key"], value=r["value"], headers=r["headers"],
+                kind[target % len(kind)], key=r["key"], value=r["value"], headers=r["headers"],
                 on_delivery=stored,
             )  # fmt: skip
         assert fuzzer.flush(60) == 0, "records still unsent after 60 s"
@@ -134,6 +190,7 @@ def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
 
     assert engine.coordinator is not None and engine.coordinator.isActive, engine.coordinator
     assert len(fuzzed) > 50  # the flood was a flood
+    assert max(sizes) > 1 << 20  # with bodies above 1 MiB
     ended = table(spark, config, "system/transactions").where(f"producer_group = '{GROUP}'")
     finals = sorted((r.transaction_id, r.state, r.reason) for r in ended.collect())
     assert finals == sorted(
