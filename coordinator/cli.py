@@ -21,7 +21,10 @@ from coordinator.program_exit import leave
 COMMANDS: dict[str, str] = {
     "up": "Run the whole local stack in the foreground until Ctrl-C.",
     "broker": "Run the local Kafka broker (KRaft, 127.0.0.1) on its own.",
-    "demo": "Send sample transactions through the SDK and print how each one ended.",
+    "demo": (
+        "Send sample transactions through the SDK, print how each one ended, then read the "
+        "committed ones back as a consumer group."
+    ),
     "transactions": "Inspect transactions and act on them as an operator "
     "(like kafka-transactions.sh).",
     "consumers": "Inspect consumer groups (members, per-queue lag) and reset their offsets.",
