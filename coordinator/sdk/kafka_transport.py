@@ -143,6 +143,7 @@ class KafkaTransport:
         self._held = HeldChecks(instance or "", sender_first_seconds if instance else 0.0)
         self._direct: Any = None  # the reader of checks addressed to this instance
         self._direct_assigned_at: float | None = None
+        self._direct_from_end = True
         self._closed = False
         self._close_lock = threading.Lock()
         client_id = f"txcoord-sdk-{group}-{uuid.uuid4().hex[:8]}"
@@ -198,8 +199,10 @@ class KafkaTransport:
                         bootstrap_timeout_ms=timeout_ms,
                         **options,
                     )
-                    # Only checks of halves sent from now on can name this instance.
-                    self._assign_direct(at_end=check_topic in known)
+                    # Only checks of halves sent from now on can name this instance: from
+                    # the end, or from the start of a check topic made after this start.
+                    self._direct_from_end = check_topic in known
+                    self._assign_direct()
             except KafkaError as exc:
                 self._release()
                 raise TransportError(
@@ -411,16 +414,15 @@ class KafkaTransport:
         return request
 
     # -- checks addressed to this instance -------------------------------------------------
-    def _assign_direct(self, at_end: bool) -> None:
+    def _assign_direct(self) -> None:
         """Read every partition of the check topic, from its end or (a new topic) its start."""
-        self._direct_assigned_at = time.monotonic()
+        self._direct_assigned_at = time.monotonic()  # not there yet: again in a while
         partitions = self._direct.partitions_for_topic(self.check_topic)
         if not partitions:
-            self._direct_assigned_at = None  # not there yet: look again later
             return
         assignment = [TopicPartition(self.check_topic, p) for p in sorted(partitions)]
         self._direct.assign(assignment)
-        if at_end:
+        if self._direct_from_end:
             self._direct.seek_to_end(*assignment)
         else:
             self._direct.seek_to_beginning(*assignment)
@@ -435,7 +437,7 @@ class KafkaTransport:
             if last is None or time.monotonic() - last >= _ASSIGN_RETRY_SECONDS:
                 try:
                     direct.topics()  # refreshes the metadata
-                    self._assign_direct(at_end=False)
+                    self._assign_direct()
                 except KafkaError as exc:
                     log.debug("the check topic is not readable yet: %s", exc)
             if not direct.assignment():

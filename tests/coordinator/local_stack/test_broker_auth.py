@@ -83,6 +83,7 @@ def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
         ("User:orders-app", "WRITE", "TOPIC", "h.orders", "LITERAL"),
         ("User:orders-app", "WRITE", "TOPIC", "o.orders", "LITERAL"),
         ("User:orders-app", "READ", "TOPIC", "c.orders", "LITERAL"),
+        ("User:orders-app", "WRITE", "TOPIC", "c.orders", "LITERAL"),  # claims (check_claim.py)
         ("User:orders-app", "READ", "GROUP", "txcoord-sdk-orders", "LITERAL"),
     }
 
