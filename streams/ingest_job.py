@@ -67,6 +67,7 @@ def rules_of(config: Config) -> IngestRules:
         default_queue_count=config.default_queue_count,
         max_check_immunity_seconds=int(config.max_check_immunity.total_seconds()),
         allowed_topics=config.allowed_topics,
+        engine_principal=config.kafka.principal,
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from coordinator.core.topics import TopicLayout
+from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
 
@@ -43,6 +43,9 @@ class IngestRules:
     max_check_immunity_seconds: int
     #: Config.allowed_topics: the topics a half may name, or None for any (auto-created).
     allowed_topics: tuple[str, ...] | None = None
+    #: The engine's Kafka principal (KafkaConfig.principal): on its operator topic the
+    #: operator header is the recorded "who" as written (the REST ingress authenticated it).
+    engine_principal: str = UNAUTHENTICATED_PRINCIPAL
 
 
 #: `ingress_kind` of a record read from a half topic, and from an op or operator topic.
@@ -110,6 +113,10 @@ def messages(rules: IngestRules) -> dict[str, str]:
         "bad_text": "a txcoord.* header is not valid UTF-8",
         "kind_not_tick": "txcoord.kind must be TICK when present",
         "header_bytes": f"the headers take more than {fmt.MAX_HEADER_BYTES} bytes together",
+        "shared_topic": "refused: in the per-group layout (topics_per_group = true) the shared "
+        f"topics {rules.layout.half} and {rules.layout.op} carry only the engine's heartbeats "
+        f"(a group writes {rules.layout.half}.<group> and {rules.layout.op}.<group>, an "
+        f"operator {rules.layout.operator}.<principal>)",
         "key_missing": "the record key (transaction id) is missing",
         "key_not_utf8": "the record key (transaction id) is not valid UTF-8",
         "transaction_id": "the transaction id must be 1-128 printable ASCII characters",
@@ -169,6 +176,7 @@ def twin_spec(rules: IngestRules) -> str:
                 "op": layout.op,
                 "operator": layout.operator,
                 "per_group": layout.per_group,
+                "engine_principal": rules.engine_principal,
             },
             "headers": {
                 "kind": fmt.KIND,

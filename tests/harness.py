@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -298,3 +299,21 @@ def wait_past(engine: Engine, moment: float, timeout: float, what: str) -> None:
         timeout,
         f"the coordinator's watermark to pass {what}",
     )
+
+
+def as_group(config: Config, group: str = GROUP) -> Config:
+    """Return `config` as `group`'s producers and check listener see it: the half, op and
+    check topics they write and read. In the per-group layout those are the group's own (the
+    Producer and Responder here use the configured topics as they are); in the shared
+    layout, `config` itself."""
+    layout = config.kafka.layout
+    if not layout.per_group:
+        return config
+    own = replace(
+        config.kafka,
+        half_topic=layout.half_topic(group),
+        op_topic=layout.op_topic(group),
+        check_topic=layout.check_topic(group),
+        topics_per_group=False,  # these names are final: no group suffix on top
+    )
+    return replace(config, kafka=own)

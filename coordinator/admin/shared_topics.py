@@ -1,16 +1,18 @@
-"""Whether the shared topics are still the engine's alone, asked of a live cluster.
+"""Whether the engine's own topics are still the engine's alone, asked of a live cluster.
 
-In the per-group layout (coordinator/core/topics.py) `txcoord.half` and `txcoord.op` stay:
-they carry the heartbeats and the REST ingress's operator ops, and what is written there is
-trusted as the shared layout trusts it (any group header, any operator header). That is
-safe only while nobody but the engine may write them (docs/security.md). `findings` asks
-the cluster what it can and returns one sentence per way in:
+In the per-group layout (coordinator/core/topics.py) three ingress topics belong to the
+engine's principal: the operator topic named after it, `txcoord.operator.<engine>`, where the
+REST ingress sends an admin's ops and the ingest takes the operator header as written (any
+operator name), and the shared `txcoord.half` and `txcoord.op`, which carry the heartbeats
+(anything else there is quarantined). So the first is safe only while nobody but the engine
+may write it, and the others stay quiet only so (docs/security.md). `findings` asks the
+cluster what it can and returns one sentence per way in:
 
 - no authorizer at all: every client writes every topic;
 - `allow.everyone.if.no.acl.found=true` on a broker: a topic without ACLs is open to all;
-- an ACL that lets a principal other than the engine's write (or do ALL on) a shared
-  topic: on its literal name, on a prefix of it (`txcoord.`, the mistake the docs warn
-  about), or on the wildcard `*`;
+- an ACL that lets a principal other than the engine's write (or do ALL on) one of them:
+  on its literal name, on a prefix of it (`txcoord.`, the mistake the docs warn about), or
+  on the wildcard `*`;
 - a question the cluster would not answer (this principal may not describe ACLs or
   configs): what was not checked, and why.
 
@@ -40,12 +42,18 @@ from coordinator.kafka_clients.admin import admin_client
 _WRITES = {ACLOperation.WRITE, ACLOperation.ALL}
 
 
+def engine_topics(config: Config) -> tuple[str, ...]:
+    """Return the ingress topics only the engine's principal may write (per-group layout):
+    its operator topic first, then the shared half and op topics."""
+    layout = config.kafka.layout
+    return (layout.operator_topic(config.kafka.principal), layout.half, layout.op)
+
+
 def findings(config: Config) -> list[str]:
-    """Return every way a principal other than the engine may write a shared topic."""
+    """Return every way a principal other than the engine may write one of its topics."""
     kafka = config.kafka
-    layout = kafka.layout
-    shared = (layout.half, layout.op)
-    engine = f"User:{kafka.security.sasl_username}" if kafka.security.sasl_username else None
+    shared = engine_topics(config)
+    engine = f"User:{kafka.principal}"
     found: list[str] = []
     with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
         try:
@@ -74,9 +82,13 @@ def findings(config: Config) -> list[str]:
             ):
                 found.append(
                     f"{acl.principal} may {operation.name} topic(s) {', '.join(opens)} "
-                    f"through the {kind.name.lower()} grant on {name!r}: it can act for "
-                    "every group and as any operator there (grant literal names only: "
-                    "kafka-acls.sh --remove ...)"
+                    f"through the {kind.name.lower()} grant on {name!r}"
+                    + (
+                        f": on {shared[0]} it can act as any operator"
+                        if shared[0] in opens
+                        else ": only the engine's heartbeats belong there"
+                    )
+                    + " (grant literal names only: kafka-acls.sh --remove ...)"
                 )
         found += _open_brokers(admin)
     return found

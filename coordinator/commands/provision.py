@@ -12,11 +12,13 @@ administrator grants, as `kafka-acls.sh` commands. Creating a topic that exists 
 nothing, so it is safe to run again. `txcoord up --auth-file` does all of this itself for
 the local broker.
 
-Last it checks what it can of the shared topics (coordinator/admin/shared_topics.py): in
-this layout they must stay the engine's alone, and a cluster without an authorizer, one that
-lets everyone in where no ACL is found, or a grant (a prefixed `txcoord.` one, say) that
-lets another principal write them undoes every group's isolation. Each finding is printed
-as a warning, and the command exits 2 (the topics are created all the same).
+Last it checks what it can of the engine's own topics (coordinator/admin/shared_topics.py):
+its operator topic, where the REST ingress's admin ops go and any operator name is taken as
+written, and the shared half and op topics of the heartbeats. A cluster without an
+authorizer, one that lets everyone in where no ACL is found, or a grant (a prefixed
+`txcoord.` one, say) that lets another principal write them lets that principal act as any
+operator. Each finding is printed as a warning, and the command exits 2 (the topics are
+created all the same).
 """
 
 from __future__ import annotations
@@ -100,13 +102,13 @@ def provision(
             f"User:{grant.principal} --operation {grant.operation.capitalize()} {kind} "
             f"{shlex.quote(grant.name)} --resource-pattern-type literal"
         )
-    from coordinator.admin.shared_topics import findings  # noqa: PLC0415
+    from coordinator.admin.shared_topics import engine_topics, findings  # noqa: PLC0415
 
-    shared = f"{layout.half} and {layout.op}"
+    own = ", ".join(engine_topics(config))
     found = findings(config)
     for finding in found:
-        click.echo(f"warning: the shared topics ({shared}) are not the engine's alone: "
+        click.echo(f"warning: the engine's topics ({own}) are not the engine's alone: "
                    f"{finding}", err=True)  # fmt: skip
     if found:
         raise SystemExit(2)
-    click.echo(f"\nchecked: only the engine may write the shared topics ({shared})")
+    click.echo(f"\nchecked: only the engine may write its topics ({own})")

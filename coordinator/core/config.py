@@ -31,7 +31,7 @@ from typing import Any
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity, security_problems
 from coordinator.core.secret_files import private_file_problem
-from coordinator.core.topics import TopicLayout
+from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
@@ -126,6 +126,12 @@ class KafkaConfig:
     def security(self) -> KafkaSecurity:
         """Return the security settings every Kafka client of the product connects with."""
         return KafkaSecurity.of(self)
+
+    @property
+    def principal(self) -> str:
+        """Return the Kafka principal name this configuration's clients act as: the SASL
+        user, else Kafka's unauthenticated one (its operator topic: coordinator/core/topics.py)."""
+        return self.sasl_username or UNAUTHENTICATED_PRINCIPAL
 
     @property
     def layout(self) -> TopicLayout:

@@ -10,8 +10,12 @@ deployment gives every group its own topics, and every operator principal its ow
                     operators' ops too      txcoord.operator.<principal>  that operator's ops
     txcoord.check   checks of every group   txcoord.check.<group>     the group's checks
 
-In the per-group layout the shared half and op topics stay: they carry the heartbeats
-(streams/ticker.py) and whatever the engine's own principal writes. ACLs then grant a
+In the per-group layout the shared half and op topics stay for the heartbeats
+(streams/ticker.py) and carry nothing else: any other record there is quarantined, since
+Kafka cannot say who wrote it. The REST ingress sends an admin's op to the operator topic of
+its own principal (the engine's, `KafkaConfig.principal`), where the ingest takes the
+`txcoord.operator` header as the recorded "who" (the REST ingress authenticated it); on any
+other operator topic the principal in the name is the "who". ACLs then grant a
 group's principal WRITE on its two ingress topics, READ on its check topic and WRITE
 there for claims (coordinator/protocol/check_claim.py; literal names), an operator
 principal WRITE on its own operator topic, and nothing else
@@ -36,10 +40,13 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
-    "Grant", "TopicKind", "TopicLayout", "TopicRole", "check_consumer_group", "grants",
-    "group_topic_problem", "principal_problem",
+    "UNAUTHENTICATED_PRINCIPAL", "Grant", "TopicKind", "TopicLayout", "TopicRole",
+    "check_consumer_group", "grants", "group_topic_problem", "principal_problem",
 ]  # fmt: skip
 
+#: The principal Kafka gives a client that did not authenticate (PLAINTEXT, or TLS without
+#: a client certificate): the engine's when it has no SASL user.
+UNAUTHENTICATED_PRINCIPAL = "ANONYMOUS"
 #: Kafka's own limit on a topic name.
 KAFKA_TOPIC_MAX = 249
 _SUFFIX = re.compile(r"[A-Za-z0-9_-]+")

@@ -79,7 +79,8 @@ def create_app(
             config.kafka.layout,
             max_message_size=config.max_message_size,
             security=config.kafka.security,
-            ensure_group_topics=functools.partial(_ensure_group_topics, config),
+            principal=config.kafka.principal,
+            ensure_topic=functools.partial(ensure_topic, config),
         ),
         lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
         poller=poller
@@ -130,19 +131,23 @@ def create_app(
     return app
 
 
-def _ensure_group_topics(config: Config, group: str) -> None:
-    """Create `group`'s own topics before its first record (per-group layout)."""
+def ensure_topic(config: Config, topic: str) -> None:
+    """Create a group's own topics, or an operator topic, before its first record (per-group
+    layout)."""
     # Imported here, as in `serve`: the admin API only where it is needed.
-    from streams.ingress_topics import ensure_group_topics  # noqa: PLC0415
+    from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
+    role = config.kafka.layout.role_of(topic)
     try:
-        ensure_group_topics(config, group)
+        if role is not None and role.principal is not None:
+            ensure_operator_topic(config, role.principal)
+        elif role is not None and role.group is not None:
+            ensure_group_topics(config, role.group)
     except TxcoordError:
         raise
     except Exception as exc:
         raise KafkaUnavailableError(
-            f"cannot create the topics of producer group {group!r} on "
-            f"{config.kafka.bootstrap_servers}: {exc}"
+            f"cannot create topic {topic!r} on {config.kafka.bootstrap_servers}: {exc}"
         ) from exc
 
 

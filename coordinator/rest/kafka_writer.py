@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.core.topics import TopicLayout
+from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout
 from coordinator.kafka_clients.producer import (
     BOOTSTRAP_TIMEOUT_MS,
     Client,
@@ -57,16 +57,22 @@ class KafkaWriter:
         ack_timeout: timedelta = timedelta(seconds=30),
         client_id: str = "txcoord-rest",
         security: KafkaSecurity | None = None,
-        ensure_group_topics: Callable[[str], object] | None = None,
+        principal: str = UNAUTHENTICATED_PRINCIPAL,
+        ensure_topic: Callable[[str], object] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
         #: Where each record goes: the shared topics, or its group's own
         #: (coordinator/core/topics.py).
         self.layout = layout
-        # Creates a group's topics before its first record (per-group layout), if given.
-        self._ensure_group_topics = ensure_group_topics
-        self._groups_ready: set[str] = set()
+        #: Where an operator's op (the admin token's) goes: the shared op topic, or in the
+        #: per-group layout the operator topic of this writer's own Kafka principal, the one
+        #: topic besides the shared ones on which the ingest trusts the operator header.
+        self.operator_topic = layout.operator_topic(principal)
+        # Creates a group's or the operator topic before its first record (per-group
+        # layout), if given.
+        self._ensure_topic = ensure_topic
+        self._topics_ready: set[str] = set()
         self.max_message_size = max_message_size
         self.ack_timeout = ack_timeout
         self.client_id = client_id
@@ -88,12 +94,11 @@ class KafkaWriter:
     def send_ops(self, records: Sequence[Record]) -> list[Stored | WriteFailure]:
         """Write several op records; return each one's outcome, in order.
 
-        An operator's op (the admin token's) goes to the shared op topic, which only the
-        engine's principal may write in the per-group layout.
+        An operator's op (the admin token's) goes to `operator_topic`.
         """
         return self._send_each(
             [
-                self.layout.op
+                self._ready(self.operator_topic)
                 if _header(r, fmt.OPERATOR) is not None
                 else self._topic(self.layout.op_topic, r)
                 for r in records
@@ -104,11 +109,15 @@ class KafkaWriter:
     def _topic(self, topic_of: Callable[[str], str], record: Record) -> str:
         """Return the topic of `record`'s group, created first in the per-group layout."""
         group = _header(record, fmt.PRODUCER_GROUP) or ""
-        topic = topic_of(group)  # ValueError: a name no group topic can hold (checked before)
-        if self.layout.per_group and group not in self._groups_ready:
-            if self._ensure_group_topics is not None:
-                self._ensure_group_topics(group)
-            self._groups_ready.add(group)
+        # ValueError: a name no group topic can hold (checked before)
+        return self._ready(topic_of(group))
+
+    def _ready(self, topic: str) -> str:
+        """Return `topic`, created first if it is a per-group layout's own topic."""
+        if self.layout.per_group and topic not in self._topics_ready:
+            if self._ensure_topic is not None:
+                self._ensure_topic(topic)
+            self._topics_ready.add(topic)
         return topic
 
     def close(self) -> None:

@@ -9,6 +9,11 @@ acknowledged record landed once, one final state per transaction and the right o
 committed message delivered once with dense queue offsets in commit order, nothing rolled
 back or discarded visible). The crash test, the overlap test and the cluster test drive real
 applications with it.
+
+In the per-group layout (`[kafka] topics_per_group = true`, coordinator/core/topics.py) the
+load's producer group writes its own half and op topics, malformed records included, and its
+listener reads its own check topic (`as_group`); `Scenario` creates them before the first
+start, so the engine's subscription pattern finds them at once.
 """
 
 from __future__ import annotations
@@ -32,14 +37,25 @@ from coordinator.core.config import Config, load_config
 from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
+from streams.ingress_topics import ensure_group_topics
 from tests.app_process import AppProcess
 from tests.conftest import settings_under
 from tests.guarantees.app_runs import AppRuns
-from tests.harness import GROUP, Producer, Responder, last_progress, wait_for, watermark_past
+from tests.harness import (
+    GROUP,
+    Producer,
+    Responder,
+    as_group,
+    last_progress,
+    wait_for,
+    watermark_past,
+)
 
 TOPICS = ("OrderPaid", "OrderShipped")
 #: Checks before a never-answered transaction is discarded (small, so discards happen often).
 CHECK_MAX = 3
+#: In the per-group layout: the group a malformed op names on GROUP's own op topic.
+INTRUDER = "intruder"
 
 
 def kind_of(tx: str) -> str:
@@ -68,7 +84,9 @@ class Load:
         self.halves: set[tuple[int, int]] = set()
         self.ops: set[tuple[int, int]] = set()
         self.malformed: set[tuple[str, int, int]] = set()  # (topic, partition, offset)
-        self._producer = Producer(config, retries=5, request_timeout_ms=10_000)
+        self._per_group = config.kafka.topics_per_group
+        self._own = as_group(config)  # the topics GROUP writes, malformed records too
+        self._producer = Producer(self._own, retries=5, request_timeout_ms=10_000)
         self._stop = threading.Event()
         self._random = rng
         self._thread = threading.Thread(target=self._run, name="load", daemon=True)
@@ -102,13 +120,15 @@ class Load:
             return
 
     def _send_malformed(self, n: int) -> None:
-        """One record each ingress topic must quarantine: a half without headers, a bad op."""
-        kafka, key = self._producer.kafka, f"bad-{n}".encode()
+        """One record each ingress topic must quarantine: a half without headers, a bad op
+        (in the per-group layout, a valid op naming another group on GROUP's own op topic)."""
+        kafka, key, topics = self._producer.kafka, f"bad-{n}".encode(), self._own.kafka
         if n % 2:
-            future = kafka.send(self.config.kafka.half_topic, key=key, value=b"no headers")
+            future = kafka.send(topics.half_topic, key=key, value=b"no headers")
         else:
-            headers = [(fmt.PRODUCER_GROUP, GROUP.encode()), (fmt.OP, b"MAYBE")]
-            future = kafka.send(self.config.kafka.op_topic, key=key, headers=headers)
+            group, op = (INTRUDER, b"COMMIT") if self._per_group else (GROUP, b"MAYBE")
+            headers = [(fmt.PRODUCER_GROUP, group.encode()), (fmt.OP, op)]
+            future = kafka.send(topics.op_topic, key=key, headers=headers)
         with contextlib.suppress(KafkaError):  # not acknowledged: nothing to find
             self._acked(future, self.malformed, with_topic=True)
 
@@ -329,11 +349,13 @@ class Scenario:
         spark_conf: dict[str, str] | None = None,
     ) -> None:
         self.config = load_config(overrides=settings)
+        if self.config.kafka.topics_per_group:  # before the first start (see the module's doc)
+            ensure_group_topics(self.config, GROUP)
         self.runs = AppRuns(settings, master, spark_conf)
         self.runs.acceptable += [re.compile(cause) for cause in acceptable]
         self.apps = [self.runs.start()]
         self.load = Load(self.config, rate=2, rng=random.Random(rng.random()))
-        self.responder = Responder(self.config, answer)
+        self.responder = Responder(as_group(self.config), answer)
         self.sent: dict[str, str] = {}
 
     def start(self) -> AppProcess:

@@ -3,13 +3,18 @@
 One run of the real engine (`deploy/submit-coordinator`) against a broker of the test's own,
 while a producer keeps sending a mix of transactions (some never answered, so they are
 discarded; a few malformed records, so quarantine is written) and a listener answers check
-requests. The application is killed with SIGKILL (the whole process tree at once) at every
-failpoint between the writes of a micro-batch (coordinator/core/failpoints.py; that every
-failpoint of the code is armed here is test_failpoint_coverage.py), once at a random moment,
-and the broker is killed once while the application runs. After a final clean run every
-table must show: every acknowledged record landed, every committed message exactly once,
-nothing rolled back or discarded visible, one final state per transaction, dense queue
+requests. The application is killed with SIGKILL (the whole process tree at once) at
+failpoints between the writes of a micro-batch (coordinator/core/failpoints.py), once at a
+random moment, and the broker is killed once while the application runs. After a final clean
+run every table must show: every acknowledged record landed, every committed message exactly
+once, nothing rolled back or discarded visible, one final state per transaction, dense queue
 offsets in commit order, no row written twice.
+
+Two runs share the failpoints (every failpoint of the code is armed in one of them:
+test_failpoint_coverage.py): the shared topic layout, with the broker kill, and the per-group
+layout (`[kafka] topics_per_group = true`: the group writes its own half and op topics and
+reads its own check topic, coordinator/core/topics.py), killed where the landing reads the
+groups' topics and where checks go to the group's check topic.
 
 The random moments come from one seeded generator (the `rng` fixture of tests/conftest.py):
 the seed is printed and named in the failure report, and `TXCOORD_TEST_SEED=<seed>` replays
@@ -28,14 +33,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from coordinator.core.config import load_config
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
-from tests.guarantees.app_runs import AppRuns
-from tests.guarantees.mixed_load import Load, answer, kind_of, settings_of, verify
-from tests.harness import Responder, last_progress, wait_for, watermark_past
+from tests.guarantees.mixed_load import Scenario, settings_of
 
-#: Ten application starts and their kills: a long module (tests/conftest.py orders by it).
-pytestmark = pytest.mark.long(6.6)
+#: Two runs, sixteen application starts and their kills: a long module (tests/conftest.py
+#: orders by it).
+pytestmark = pytest.mark.long(8.0)
 
 #: The application starts that end at failpoints, in order (name=N: the N-th pass of that
 #: failpoint), one failpoint per start: one query lands and decides in one thread per table,
@@ -45,80 +48,88 @@ pytestmark = pytest.mark.long(6.6)
 #: late start's batches took 60-110 s each and the discard missed the bound).
 CRASH_STARTS: tuple[tuple[str, ...], ...] = (
     ("coordinator.after_discarded=1",),
-    ("ingest.after_half_messages=1",),
     ("coordinator.after_topic_append=1",),
-    ("ingest.after_op_records=1",),
     ("coordinator.after_queue_offsets=1",),
-    ("ingest.after_quarantine=1",),
     ("coordinator.after_check_requests=1",),
     ("ingest.after_batch=2",),
-    ("coordinator.after_check_topic=1",),
     ("coordinator.after_transactions=1",),
     ("coordinator.after_op_verdicts=1",),
     ("coordinator.after_batch=1",),
 )
-FAILPOINTS = tuple(spec for start in CRASH_STARTS for spec in start)
+#: The per-group layout's starts: the landing of records read from the group's own topics
+#: (halves, ops, and quarantine: a record naming another group on the group's topic), and
+#: the check on the group's own check topic.
+PER_GROUP_CRASH_STARTS: tuple[tuple[str, ...], ...] = (
+    ("ingest.after_half_messages=1",),
+    ("ingest.after_op_records=1",),
+    ("ingest.after_quarantine=1",),
+    ("coordinator.after_check_topic=1",),
+)
+FAILPOINTS = tuple(spec for start in CRASH_STARTS + PER_GROUP_CRASH_STARTS for spec in start)
+
+
+def crash_everywhere(
+    spark: SparkSession,
+    broker: KafkaBroker,
+    tmp_path: Path,
+    rng: random.Random,
+    starts: tuple[tuple[str, ...], ...],
+    *,
+    kill_broker: bool,
+    **overrides: str,
+) -> None:
+    """Kill the application at a random moment, then at each of `starts`, then (if
+    `kill_broker`) kill the broker under the next start; drain and verify every invariant."""
+    began = time.monotonic()
+    run = Scenario(settings_of(broker.bootstrap_servers, tmp_path, **overrides), rng)
+    try:
+        # The sleeps up to run.finish() are the scenario (when the kills come, how long the
+        # broker is away, how long the load runs on), not synchronisation: whatever the
+        # machine does meanwhile, the checks after them wait for positive markers.
+        time.sleep(rng.uniform(5, 12))
+        if (first := run.apps[-1]).process.poll() is not None:
+            run.runs.exited(first, "before the random kill")
+        first.kill9()  # at a random moment
+        for specs in starts:
+            run.runs.crash_at(specs)
+        run.start()
+        if kill_broker:
+            time.sleep(rng.uniform(3, 10))
+            run.runs.broker_killed = True
+            broker.kill()
+            time.sleep(3)  # the broker is away for 3 s
+            broker.start()
+        time.sleep(10)  # the load goes on for 10 s after the broker is back (or the start)
+        run.alive("after the broker kill" if kill_broker else "before draining")
+        run.finish(spark)  # every transaction decided, the watermark a check interval on
+    finally:
+        code = run.close()
+    assert code == 0, run.apps[-1].tail()
+    run.verify(spark)
+    print(
+        f"crash test: {time.monotonic() - began:.0f} s, {len(run.sent)} transactions, "
+        f"{len(run.load.malformed)} malformed records",
+        flush=True,
+    )
 
 
 @pytest.mark.timeout(3600)  # ten application starts, each 30-90 s of JVM and Spark warm-up
 def test_kill_minus_nine_anywhere_loses_and_duplicates_nothing(
     spark: SparkSession, broker: KafkaBroker, tmp_path: Path, rng: random.Random
 ) -> None:
-    began = time.monotonic()
-    settings = settings_of(broker.bootstrap_servers, tmp_path)
-    config = load_config(overrides=settings)
-    runs = AppRuns(settings)
-    app = runs.start()
-    load = Load(config, rate=2, rng=random.Random(rng.random()))
-    responder = Responder(config, answer)
-    try:
-        # The sleeps up to load.stop() are the scenario (when the kills come, how long the
-        # broker is away, how long the load runs on), not synchronisation: whatever the
-        # machine does meanwhile, the checks after them wait for positive markers.
-        time.sleep(rng.uniform(5, 12))
-        if app.process.poll() is not None:
-            runs.exited(app, "before the random kill")
-        app.kill9()  # at a random moment
-        for specs in CRASH_STARTS:
-            runs.crash_at(specs)
-        app = runs.start()
-        time.sleep(rng.uniform(3, 10))
-        runs.broker_killed = True
-        broker.kill()
-        time.sleep(3)  # the broker is away for 3 s
-        broker.start()
-        time.sleep(10)  # the load goes on for 10 s after the broker is back
-        load.stop()
-        if app.process.poll() is not None:  # the broker's death may have stopped it
-            runs.exited(app, "after the broker kill")
-            app = runs.start()
-        sent = {tx: kind_of(tx) for tx in load.sent}
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
-            finals = spark.read.format("delta").load(f"{config.warehouse}/system/transactions")
-            if finals.select("transaction_id").distinct().count() >= len(sent):
-                break
-            if app.process.poll() is not None:
-                runs.exited(app, "while draining")
-                app = runs.start()
-            time.sleep(3)
-        # A check wrongly sent after a decision or a discard would be due within a check
-        # interval: once the application's event time is past that, it would show.
-        due = time.time() + config.transaction_check_interval.total_seconds()
-        wait_for(
-            lambda: watermark_past(last_progress(app.lines()), due),
-            300,
-            "the application's watermark to pass one check interval",
-        )
-    finally:
-        load.stop()
-        responder.stop()
-        code = app.terminate() if app.process.poll() is None else app.process.returncode
-        print(runs.report(), flush=True)
-    assert code == 0, app.tail()
-    verify(spark, config, sent, load, responder)
-    print(
-        f"crash test: {time.monotonic() - began:.0f} s, {len(sent)} transactions, "
-        f"{len(load.malformed)} malformed records",
-        flush=True,
+    crash_everywhere(spark, broker, tmp_path, rng, CRASH_STARTS, kill_broker=True)
+
+
+@pytest.mark.timeout(2400)  # six application starts
+def test_kill_minus_nine_in_the_per_group_layout_loses_and_duplicates_nothing(
+    spark: SparkSession, broker: KafkaBroker, tmp_path: Path, rng: random.Random
+) -> None:
+    crash_everywhere(
+        spark,
+        broker,
+        tmp_path,
+        rng,
+        PER_GROUP_CRASH_STARTS,
+        kill_broker=False,
+        **{"kafka.topics_per_group": "true"},
     )

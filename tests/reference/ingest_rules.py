@@ -47,7 +47,8 @@ def reference_parse(records: DataFrame, rules: IngestRules) -> DataFrame:
 
 
 def _source_columns(layout: TopicLayout) -> tuple[Column, ...]:
-    """Return what the source topic says: `ingress_kind`, `_topic_group`, `_topic_principal`.
+    """Return what the source topic says: `ingress_kind`, `_topic_group`, `_topic_principal`,
+    `_on_shared` (a shared topic of the per-group layout: heartbeats only).
 
     In the per-group layout a record's group (or operator principal) is the suffix of the
     topic the broker let its producer write (coordinator/core/topics.py); the shared layout has
@@ -68,10 +69,12 @@ def _source_columns(layout: TopicLayout) -> tuple[Column, ...]:
         under(layout.op), suffix(layout.op)
     )
     principal = F.when(under(layout.operator), suffix(layout.operator))
+    on_shared = F.lit(layout.per_group) & source.isin(layout.half, layout.op)
     return (
         kind.alias("ingress_kind"),
         group.cast("string").alias("_topic_group"),
         principal.cast("string").alias("_topic_principal"),
+        F.coalesce(on_shared, F.lit(False)).alias("_on_shared"),
     )
 
 
@@ -202,6 +205,7 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
         (header_bytes > fmt.MAX_HEADER_BYTES, "header_bytes"),
     ]
     message: list[tuple[Column, str]] = [
+        (F.col("_on_shared"), "shared_topic"),
         (F.col("key").isNull(), "key_missing"),
         (F.col("transaction_id").isNull(), "key_not_utf8"),
         (~F.col("transaction_id").rlike(fmt.java_full_match(fmt.TRANSACTION_ID_PATTERN)),
@@ -292,11 +296,13 @@ def _expressions(rules: IngestRules) -> tuple[tuple[Column, ...], tuple[Column, 
         F.timestamp_millis(F.when(born_at_ok, born_at)).alias("born_at"),
         F.coalesce(F.col("_from_check") == "true", F.lit(False)).alias("from_check"),
         # Who did an operator's op: the principal the broker let write its operator topic,
-        # with the header's name beside it as a display name (coordinator/core/topics.py).
+        # with the header's name beside it as a display name (coordinator/core/topics.py); on
+        # the engine's own operator topic the header as written.
         F.when(
-            topic_principal.isNull() | (F.col("operator") == topic_principal),
-            F.coalesce(topic_principal, F.col("operator")),
+            topic_principal.isNull() | (topic_principal == rules.engine_principal),
+            F.col("operator"),
         )
+        .when(F.col("operator") == topic_principal, topic_principal)
         .otherwise(
             F.concat(
                 topic_principal,

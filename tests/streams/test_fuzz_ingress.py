@@ -19,7 +19,6 @@ in the flood too.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
 from streams.ingress_topics import ensure_group_topics, ensure_operator_topic
-from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, Responder, as_group, table, wait_for
 from tests.streams.conftest import ConfigFactory
 from tests.streams.ingress_records import raw_record
 
@@ -59,6 +58,7 @@ def config(make_config: ConfigFactory, request: pytest.FixtureRequest) -> Config
         },
     )
     if request.param:  # before the engine starts: its pattern finds them at once
+        ensure_group_topics(config, GROUP)
         ensure_group_topics(config, FUZZ_GROUP)
         ensure_operator_topic(config, FUZZ_OPERATOR)
     return config
@@ -85,9 +85,7 @@ def workload_responder(config: Config, producer: Producer) -> Responder:
             producer.flush()
 
     # In the per-group layout the workload's checks come on its own check topic.
-    layout = config.kafka.layout
-    checks = replace(config, kafka=replace(config.kafka, check_topic=layout.check_topic(GROUP)))
-    return Responder(checks, answer, group=GROUP)
+    return Responder(as_group(config, GROUP), answer, group=GROUP)
 
 
 def fuzz_producer(config: Config) -> ConfluentProducer:
@@ -127,7 +125,7 @@ def positions(spark: SparkSession, config: Config) -> set[tuple[str, int, int]]:
 def test_a_fuzzed_flood_stops_nothing_and_changes_nothing(
     spark: SparkSession, config: Config, engine: Engine
 ) -> None:
-    producer = Producer(config)
+    producer = Producer(as_group(config, GROUP))
     responder = workload_responder(config, producer)
     fuzzer = fuzz_producer(config)
     topics = targets(config)

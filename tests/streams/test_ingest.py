@@ -296,12 +296,14 @@ def test_ticks_become_one_heartbeat_per_topic(spark: SparkSession) -> None:
     assert op_tick["stored_at"] == T0.replace(tzinfo=UTC) + timedelta(seconds=2)
 
 
-PER_GROUP = replace(RULES, layout=TopicLayout(per_group=True))
+PER_GROUP = replace(RULES, layout=TopicLayout(per_group=True), engine_principal="txcoord-engine")
 
 
 def test_per_group_topics_carry_only_their_groups_records(spark: SparkSession) -> None:
     # The broker let each producer write only its own group's topics (coordinator/core/topics.py):
-    # the topic is the proof of the group, and an operator's op counts only from its own topic.
+    # the topic is the proof of the group, and an operator's op counts only from its own topic;
+    # the shared topics carry heartbeats only, and the engine's own operator topic (the REST
+    # ingress's) takes the operator header as written.
     records = (
         Records(spark)
         .add("txcoord.half.orders", b"tx-1", half_headers())
@@ -313,6 +315,10 @@ def test_per_group_topics_carry_only_their_groups_records(spark: SparkSession) -
         .add("txcoord.operator.ops-admin", b"tx-6", op_headers())
         .add("txcoord.op", b"tx-7", op_headers(**{fmt.OPERATOR: b"rest-admin"}))
         .add("txcoord.half", b"tx-8", half_headers())
+        .add("txcoord.op", b"tx-9", op_headers())
+        .add("txcoord.operator.txcoord-engine", b"tx-10", op_headers(**{fmt.OPERATOR: b"a (B)"}))
+        .add("txcoord.half", None, [(fmt.KIND, b"TICK")])
+        .add("txcoord.op", None, [(fmt.KIND, b"TICK")])
     )
     classified = records.classify(PER_GROUP)
     found = reasons(classified)
@@ -320,14 +326,17 @@ def test_per_group_topics_carry_only_their_groups_records(spark: SparkSession) -
     assert found[1] is not None and "another group" in found[1]
     assert found[3] is not None and found[3].startswith("refused: an operator's op")
     assert found[6] == f"an op on an operator topic must carry header {fmt.OPERATOR}"
-    assert found[4] is None and found[5] is None and found[7] is None and found[8] is None
+    shared = "refused: in the per-group layout (topics_per_group = true) the shared topics"
+    assert [(found[i] or "")[: len(shared)] for i in (7, 8, 9)] == [shared] * 3, found
+    assert found[4] is None and found[5] is None and found[10] is None
+    assert found[11] is None and found[12] is None  # the heartbeats
     ops_by_id = {r.transaction_id: r for r in ops(classified, PER_GROUP).collect()}
-    assert sorted(ops_by_id) == ["tx-1", "tx-4", "tx-5", "tx-7"]
+    assert sorted(ops_by_id) == ["tx-1", "tx-10", "tx-4", "tx-5"]
     assert ops_by_id["tx-4"].operator == "ops-admin (alice)"  # the principal, then the name
     assert ops_by_id["tx-5"].operator == "ops-admin"
-    assert ops_by_id["tx-7"].operator == "rest-admin"  # the engine's own topic: the header
+    assert ops_by_id["tx-10"].operator == "a (B)"  # the engine's own topic: the header
     assert ops_by_id["tx-1"].operator is None
-    assert [r.transaction_id for r in halves(classified, PER_GROUP).collect()] == ["tx-1", "tx-8"]
+    assert [r.transaction_id for r in halves(classified, PER_GROUP).collect()] == ["tx-1"]
 
 
 def test_the_shared_layout_ignores_what_looks_like_a_group_topic(spark: SparkSession) -> None:

@@ -106,6 +106,8 @@ def drawn_rules(layout: TopicLayout) -> st.SearchStrategy[IngestRules]:
         ),
         # Auto-create on, or off with the valid halves' topic "T" allowed or not.
         allowed_topics=st.sampled_from([None, None, ("T",), ("T", "U"), ("U",)]),
+        # The engine's principal: sometimes the one of an operator topic drawn as a source.
+        engine_principal=st.sampled_from(["ANONYMOUS", "alice", "orders"]),
     )
 
 

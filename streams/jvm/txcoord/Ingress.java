@@ -68,7 +68,7 @@ public final class Ingress
   /** The ids of the reasons, in the order the rules are tried (streams/ingest_rules.py). */
   static final List<String> REASONS = List.of(
       "create_time", "duplicate_header", "bad_text", "kind_not_tick", "header_bytes",
-      "key_missing", "key_not_utf8", "transaction_id", "group_missing", "group_pattern",
+      "shared_topic", "key_missing", "key_not_utf8", "transaction_id", "group_missing", "group_pattern",
       "group_topic", "born_at",
       "topic_missing", "topic_pattern", "system_topic", "topic_not_allowed", "queue_id",
       "msg_id",
@@ -94,6 +94,8 @@ public final class Ingress
   private final String opTopic;
   private final String operatorTopic;
   private final boolean perGroup;
+  // The engine's own principal: on its operator topic the operator header is the "who".
+  private final String enginePrincipal;
   // Header names.
   private final String kindHeader;
   private final String groupHeader;
@@ -140,6 +142,7 @@ public final class Ingress
     opTopic = layout.get("op").asText();
     operatorTopic = layout.get("operator").asText();
     perGroup = layout.get("per_group").asBoolean();
+    enginePrincipal = layout.get("engine_principal").asText();
     JsonNode headers = spec.get("headers");
     kindHeader = headers.get("kind").asText();
     groupHeader = headers.get("producer_group").asText();
@@ -306,6 +309,8 @@ public final class Ingress
     String ingressKind = null;
     String topicGroup = null;
     String topicPrincipal = null;
+    // In the per-group layout the shared topics carry the engine's heartbeats only.
+    boolean onShared = perGroup && (halfTopic.equals(source) || opTopic.equals(source));
     if (source != null) {
       boolean underHalf = perGroup && source.startsWith(halfTopic + ".");
       boolean underOp = perGroup && source.startsWith(opTopic + ".");
@@ -332,7 +337,8 @@ public final class Ingress
 
     String reason = common(timestampType, repeated, headers, kind, headerBytes);
     if (reason == null && !isTick && ingressKind != null) {
-      reason = message(key, transaction, producerGroup, topicGroup, bornAtText, bornAtOk);
+      reason = message(onShared, key, transaction, producerGroup, topicGroup, bornAtText,
+          bornAtOk);
       if (reason == null && ingressKind.equals("half")) {
         reason = half(topic, queueText, queueId, headers, immunityText, immunity, immunityOk,
             valueLength, keysText, keysJson, propertyKeys, propertyValues, budgetBytes);
@@ -387,8 +393,9 @@ public final class Ingress
   }
 
   /** The rules of halves and ops alike. */
-  private String message(byte[] key, String transaction, String producerGroup,
-      String topicGroup, String bornAtText, boolean bornAtOk) {
+  private String message(boolean onShared, byte[] key, String transaction,
+      String producerGroup, String topicGroup, String bornAtText, boolean bornAtOk) {
+    if (onShared) return reason("shared_topic");
     if (key == null) return reason("key_missing");
     if (transaction == null) return reason("key_not_utf8");
     if (!found(transactionId, transaction)) return reason("transaction_id");
@@ -461,10 +468,11 @@ public final class Ingress
 
   /**
    * Who did an operator's op: the principal the broker let write its operator topic, with
-   * the header's name beside it as a display name (coordinator/protocol/records.py's operator_label).
+   * the header's name beside it as a display name (coordinator/protocol/records.py's operator_label);
+   * on the engine's own operator topic the header as written (the REST ingress authenticated it).
    */
   private String who(String principal, String operator) {
-    if (principal == null) return operator;
+    if (principal == null || principal.equals(enginePrincipal)) return operator;
     if (operator == null) return null;
     if (operator.equals(principal)) return principal;
     return principal + " ("

@@ -37,8 +37,9 @@ from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.kafka_clients import producer as kafka_producer
 from coordinator.kafka_clients.admin import admin_client
 from coordinator.protocol import ingress as fmt
-from coordinator.protocol.records import half_headers
+from coordinator.protocol.records import half_headers, op_headers
 from coordinator.rest import kafka_writer
+from coordinator.rest.app import ensure_topic
 from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.records import Record
@@ -160,7 +161,14 @@ def test_the_sdk_sends_and_answers_checks_over_sasl(secured_kafka: SecuredKafka)
 def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredKafka) -> None:
     kafka, layout = secured_kafka.config.kafka, secured_kafka.layout
     engine = secured_kafka.security_of()  # the REST ingress runs as the engine
-    writer = KafkaWriter(kafka.bootstrap_servers, layout, max_message_size=1024, security=engine)
+    writer = KafkaWriter(
+        kafka.bootstrap_servers,
+        layout,
+        max_message_size=1024,
+        security=engine,
+        principal=engine.sasl_username,
+        ensure_topic=functools.partial(ensure_topic, secured_kafka.config),
+    )
     poller = CheckPoller(kafka.bootstrap_servers, layout, security=engine)
     try:
         headers = half_headers("payments", "OrderPaid", int(time.time() * 1000))
@@ -168,6 +176,14 @@ def test_the_rest_writer_and_check_poller_work_over_sasl(secured_kafka: SecuredK
         assert stored.offset >= 0
         (half,) = read_all(kafka.bootstrap_servers, layout.half_topic("payments"), 1, engine)
         assert half.key == b"tx-rest"
+        # An admin token's op goes to the engine's own operator topic (created on first use),
+        # never to the shared op topic, where the ingest would quarantine it.
+        now = int(time.time() * 1000)
+        by_admin = op_headers("payments", "COMMIT", False, now, operator="admin (Alice)")
+        writer.send_op(Record(key=b"tx-rest", value=b"", headers=by_admin))
+        own = layout.operator_topic(engine.sasl_username)
+        (op,) = read_all(kafka.bootstrap_servers, own, 1, engine)
+        assert (op.key, dict(op.headers)[fmt.OPERATOR]) == (b"tx-rest", b"admin (Alice)")
         publish(
             kafka.bootstrap_servers,
             layout.check_topic("payments"),
@@ -372,23 +388,32 @@ def test_a_producer_of_a_group_without_topics_is_told_at_start(
         )
 
 
-def test_the_shared_topics_check_finds_a_broad_grant(secured_kafka: SecuredKafka) -> None:
+def test_the_engine_topics_check_finds_broad_grants(secured_kafka: SecuredKafka) -> None:
     config, layout = secured_kafka.config, secured_kafka.layout
     # The secured local stack: deny by default, literal grants, the engine alone writes them.
     assert findings(config) == []
-    # The mistake the docs warn about: a prefixed grant that covers the shared op topic.
-    prefix = layout.op[:-2]  # as "txcoord." covers "txcoord.op"
-    broad = ACL(
-        "User:orders-app", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
-        ResourcePattern(ResourceType.TOPIC, prefix, ACLResourcePatternType.PREFIXED),
-    )  # fmt: skip
+    # The mistakes the docs warn about: prefixed grants that cover the shared op topic (as
+    # "txcoord." covers "txcoord.op"), and every operator topic, the engine's own among them.
+    on_op, on_operators = layout.op[:-2], layout.operator + "."
+    broad = [
+        ACL(
+            "User:orders-app", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+            ResourcePattern(ResourceType.TOPIC, prefix, ACLResourcePatternType.PREFIXED),
+        )
+        for prefix in (on_op, on_operators)
+    ]  # fmt: skip
     with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
-        a.create_acls([broad])
+        a.create_acls(broad)
         try:
             time.sleep(1)  # ACLs reach the authorizer through the metadata log
-            found = findings(config)
+            found = sorted(findings(config))
         finally:
-            a.delete_acls([broad])
-    assert len(found) == 1, found
-    assert "User:orders-app may WRITE" in found[0] and f"{prefix!r}" in found[0], found
-    assert f"topic(s) {layout.op} through the prefixed grant" in found[0], found
+            a.delete_acls(broad)
+    own = layout.operator_topic(config.kafka.principal)
+    assert len(found) == 2, found
+    assert all(f.startswith("User:orders-app may WRITE topic(s) ") for f in found), found
+    by_op, by_operators = sorted(found, key=lambda f: on_operators in f)
+    assert f"{layout.op} through the prefixed grant on {on_op!r}" in by_op, found
+    assert "only the engine's heartbeats belong there" in by_op, found
+    assert f"{own} through the prefixed grant on {on_operators!r}" in by_operators, found
+    assert f"on {own} it can act as any operator" in by_operators, found

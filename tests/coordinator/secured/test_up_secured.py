@@ -191,6 +191,24 @@ def the_broker_vouches_for_groups_and_operators(stack: Secured) -> None:
 
     wait_until(checked, timeout=120, what="a check of tx-unanswered on orders' topic")
 
+    # An admin token's op through the REST ingress goes to the engine's own operator topic
+    # (on the shared op topic it would be quarantined) and is recorded with the token's name.
+    answer = httpx.post(
+        f"{stack.base}/v1/transactions/tx-unanswered/rollback",
+        headers=stack.headers,
+        json={"producer_group": "orders", "operator": "Bob", "reason": "never paid"},
+        timeout=30,
+    )
+    assert answer.status_code == 202, answer.text
+    wait_until(
+        lambda: stack.state_of("tx-unanswered") == "ROLLED_BACK",
+        timeout=120,
+        what="tx-unanswered rolled back by the admin token",
+    )
+    ops = rows(stack.warehouse / "system" / "op_records")
+    by_rest = [r["operator"] for r in ops if r["transaction_id"] == "tx-unanswered"]
+    assert [who for who in by_rest if who is not None] == ["admin (Bob)"], by_rest
+
 
 def rows(table: Path) -> list[dict[str, Any]]:
     """Return every row of Delta table `table` (none while it does not exist yet)."""
