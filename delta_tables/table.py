@@ -143,6 +143,14 @@ class TableSpec:
         """Return this table's location under `warehouse`."""
         return table_path(warehouse, self.name)
 
+    def configuration(self, log_retention: timedelta) -> dict[str, str]:
+        """Return the table properties it is created with (Spark's or delta-rs's creation)."""
+        own = {
+            "delta.dataSkippingStatsColumns": ",".join(self.stats_columns),
+            **retention_properties(log_retention),
+        }
+        return {**COMMON_PROPERTIES, **own, **self.properties}
+
     def create_if_absent(
         self,
         spark: SparkSession,
@@ -152,9 +160,14 @@ class TableSpec:
         """Create the table (empty) unless it exists, keeping its log's commit files for
         `log_retention`; return its location."""
         location = self.path(warehouse)
+        self.create_at(spark, location, log_retention)
+        return location
+
+    def create_at(self, spark: SparkSession, location: str, log_retention: timedelta) -> None:
+        """Create the table (empty) at `location` unless it exists (`create_if_absent`)."""
         local = local_directory(location)
         if local is not None and listed_version(local) is not None:
-            return location  # a committed table: nothing to create, no need to load it
+            return  # a committed table: nothing to create, no need to load it
         if local is not None and os.path.isdir(os.path.join(local, "_delta_log")):
             # A creation killed before its first commit: a log without a commit is no
             # table, and Delta would refuse to create one over it.
@@ -165,12 +178,7 @@ class TableSpec:
             .addColumns(self.schema)
             .comment(self.description)
         )
-        own = {
-            "delta.dataSkippingStatsColumns": ",".join(self.stats_columns),
-            **retention_properties(log_retention),
-        }
-        for key, value in {**COMMON_PROPERTIES, **own, **self.properties}.items():
+        for key, value in self.configuration(log_retention).items():
             builder = builder.property(key, value)
         builder.execute()
         log.debug("table %s ready at %s", self.name, location)
-        return location

@@ -415,12 +415,8 @@ class CoordinatorBatchWriter:
         and those offsets.
         """
         names = sorted({topic for topic, _ in counts})
-        for name in names:
-            if name not in self._topic_tables:
-                topics.table(name).create_if_absent(
-                    spark, self.warehouse, self.config.streams.log_retention
-                )
-                self._topic_tables.add(name)
+        # A topic's table is created by its first append (`creating`), in one commit.
+        new = {name for name in names if name not in self._topic_tables}
         offsets_path = queue_offsets.TABLE.path(self.warehouse)
         if self._next_offsets is None:  # after a start, or a replayed batch: the table says
             self._read_next_offsets(spark)
@@ -444,8 +440,16 @@ class CoordinatorBatchWriter:
             renamed={"commit_op_id": "op_id"},
         )
         for name in names:
-            location = topics.table(name).path(self.warehouse)
-            self.ledger.append(of_kind(delivered, name, "topic"), location, batch_id, spark)
+            table = topics.table(name)
+            self.ledger.append(
+                of_kind(delivered, name, "topic"),
+                table.path(self.warehouse),
+                batch_id,
+                spark,
+                creating=table if name in new else None,
+                log_retention=self.config.streams.log_retention,
+            )
+            self._topic_tables.add(name)
             failpoint("coordinator.after_topic_append")
         # Each queue's messages are numbered from its next offset up, without gaps.
         moved = {queue: before.get(queue, 0) + n for queue, n in counts.items()}

@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -60,8 +61,9 @@ from deltalake import DeltaTable as RustDeltaTable
 from deltalake.exceptions import CommitFailedError
 from pyspark.sql import DataFrame, SparkSession
 
+from coordinator.core.config import StreamsConfig
 from coordinator.protocol.deliveries import delta_rs_location
-from delta_tables.table import delta_rs_uri
+from delta_tables.table import TableSpec, delta_rs_uri
 from streams.checkpoint_files import files_of
 from streams.writer_fence import FENCE_APP_ID, WriterFence
 
@@ -180,9 +182,18 @@ class BatchLedger:
         location: str,
         batch_id: int,
         spark: SparkSession | None = None,
+        *,
+        creating: TableSpec | None = None,
+        log_retention: timedelta = StreamsConfig.log_retention,
     ) -> bool:
         """Append `frame` (Spark's, or Arrow rows of the table's schema with the session
-        `spark`) unless this batch already did; return True when it wrote."""
+        `spark`) unless this batch already did; return True when it wrote.
+
+        With `creating`, a table that does not exist yet is created by this write, with that
+        spec's properties (`log_retention`) and description, in the same commit as its first
+        rows and batch mark (delta-rs only: creating it through Spark's Delta first costs a
+        batch ~0.26 s per table, a delta-rs commit a few ms).
+        """
         if isinstance(frame, DataFrame):
             spark = frame.sparkSession
         elif spark is None:
@@ -198,8 +209,18 @@ class BatchLedger:
         directory = delta_rs_uri(location)
         if directory is not None:
             rows = frame.toArrow() if isinstance(frame, DataFrame) else frame
-            wrote = self._append_delta_rs(rows, location, directory, batch_id, known is None)
+            wrote = self._append_delta_rs(
+                rows,
+                location,
+                directory,
+                batch_id,
+                known is None,
+                creating=creating,
+                log_retention=log_retention,
+            )
         else:
+            if creating is not None:
+                creating.create_at(spark, location, log_retention)
             if isinstance(frame, pa.Table):
                 frame = spark.createDataFrame(frame)
             wrote = self._append_spark(frame, location, batch_id, known is None)
@@ -207,11 +228,20 @@ class BatchLedger:
         return wrote
 
     def _append_delta_rs(
-        self, rows: pa.Table, location: str, directory: str, batch_id: int, unmarked: bool
+        self,
+        rows: pa.Table,
+        location: str,
+        directory: str,
+        batch_id: int,
+        unmarked: bool,
+        *,
+        creating: TableSpec | None = None,
+        log_retention: timedelta = StreamsConfig.log_retention,
     ) -> bool:
         """Append `rows` to the table at `directory` (a local folder or an s3:// URI) with
         delta-rs; False if Delta's own record of this app id (asked only for an `unmarked`
-        table) says the batch is there."""
+        table) says the batch is there. A table not there yet is created by the write, as
+        `creating` says if given."""
         table = self._local.get(location)
         if table is None and RustDeltaTable.is_deltatable(directory):
             table = self._local[location] = RustDeltaTable(directory)
@@ -239,6 +269,9 @@ class BatchLedger:
                 directory if table is None else table,  # no table yet: this write creates it
                 rows,
                 mode="append",
+                # Used only when the write creates the table.
+                configuration=None if creating is None else creating.configuration(log_retention),
+                description=None if creating is None else creating.description,
                 commit_properties=CommitProperties(
                     custom_metadata={"userMetadata": batch_mark(self.app_id, batch_id)},
                     app_transactions=recorded,

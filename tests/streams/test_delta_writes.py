@@ -7,6 +7,7 @@ the table's log says, exactly like a new driver process after a kill -9.
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +16,9 @@ from deltalake import DeltaTable as RustDeltaTable
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
+from delta_tables import topics
 from streams import delta_writes
+from streams.arrow_rows import arrow_schema
 from streams.delta_writes import (
     BatchLedger,
     batch_mark,
@@ -205,3 +208,30 @@ def test_a_local_append_cleans_the_expired_log_up_once_in_cleanup_every(
     assert not oldest.exists()
     # Versions before that checkpoint are gone; every row is still there, once.
     assert batches_in(spark, table) == sorted([-1, *range(11)] * 3)
+
+
+def test_a_table_created_by_its_first_append_has_its_spec(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A topic table is created by the coordinator's first append to it (one delta-rs commit,
+    not Spark's CREATE before it): the same columns, properties and description as Spark's
+    creation gives, and the batch mark in that first commit."""
+    spec = topics.table("OrderPaid")
+    by_spark, by_append = str(tmp_path / "spark"), str(tmp_path / "append")
+    spec.create_at(spark, by_spark, timedelta(hours=6))
+    empty = arrow_schema(topics.SCHEMA).empty_table()
+    ledger = BatchLedger("app-a")
+    assert ledger.append(
+        empty, by_append, 7, spark, creating=spec, log_retention=timedelta(hours=6)
+    )
+    created, reference = RustDeltaTable(by_append), RustDeltaTable(by_spark)
+    assert created.version() == 0  # created and written in one commit
+    assert created.transaction_version("app-a") == 7
+    assert created.metadata().configuration == reference.metadata().configuration
+    assert created.metadata().configuration["delta.logRetentionDuration"] == "interval 6 hours"
+    assert created.metadata().description == spec.description
+    read = spark.read.format("delta")
+    assert read.load(by_append).schema == read.load(by_spark).schema
+    # An existing table keeps what it has: `creating` changes nothing there.
+    assert ledger.append(empty, by_spark, 8, spark, creating=spec, log_retention=timedelta(1))
+    assert RustDeltaTable(by_spark).metadata().configuration == reference.metadata().configuration
