@@ -53,6 +53,9 @@ _DEFAULTS = KafkaConfig()
 _SLICE_MS = 100
 #: How often the reader of addressed checks looks again for a check topic it could not see.
 _ASSIGN_RETRY_SECONDS = 5.0
+#: How often it asks whether partitions were added to the check topic (an operator's
+#: `kafka-topics.sh --alter --partitions`): a check on a new one is read at most this late.
+_PARTITIONS_REFRESH_SECONDS = 30.0
 
 
 def _now_ms() -> int:
@@ -415,12 +418,29 @@ class KafkaTransport:
 
     # -- checks addressed to this instance -------------------------------------------------
     def _assign_direct(self) -> None:
-        """Read every partition of the check topic, from its end or (a new topic) its start."""
+        """Read every partition of the check topic, from its end or (a new topic) its start;
+        a partition added since the last assignment from its start, the others from where
+        they were."""
         self._direct_assigned_at = time.monotonic()  # not there yet: again in a while
         partitions = self._direct.partitions_for_topic(self.check_topic)
         if not partitions:
             return
         assignment = [TopicPartition(self.check_topic, p) for p in sorted(partitions)]
+        before = set(self._direct.assignment())
+        if before:
+            if before == set(assignment):
+                return
+            # assign() forgets every position: keep the old partitions' own.
+            where = {tp: self._direct.position(tp) for tp in before}
+            self._direct.assign(assignment)
+            for tp, offset in where.items():
+                if tp in set(assignment):
+                    self._direct.seek(tp, offset)
+            added = [tp for tp in assignment if tp not in before]
+            if added:  # (with no argument, seek_to_beginning would rewind them all)
+                self._direct.seek_to_beginning(*added)  # every check on one is newer than us
+                log.info("reading %d new partition(s) of %s", len(added), self.check_topic)
+            return
         self._direct.assign(assignment)
         if self._direct_from_end:
             self._direct.seek_to_end(*assignment)
@@ -432,9 +452,17 @@ class KafkaTransport:
         direct = self._direct
         if direct is None or max_records <= 0:
             return []
+        last = self._direct_assigned_at
+        since = None if last is None else time.monotonic() - last
+        if direct.assignment() and (since is None or since >= _PARTITIONS_REFRESH_SECONDS):
+            try:
+                direct.topics()  # refreshes the metadata: partitions added since
+                self._assign_direct()
+            except KafkaError as exc:
+                self._direct_assigned_at = time.monotonic()
+                log.debug("the check topic's partitions could not be listed: %s", exc)
         if not direct.assignment():
-            last = self._direct_assigned_at
-            if last is None or time.monotonic() - last >= _ASSIGN_RETRY_SECONDS:
+            if since is None or since >= _ASSIGN_RETRY_SECONDS:
                 try:
                     direct.topics()  # refreshes the metadata
                     self._assign_direct()

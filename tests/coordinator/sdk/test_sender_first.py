@@ -12,10 +12,13 @@ import time
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
+from kafka.admin import NewPartitions
 
+from coordinator.kafka_clients.admin import admin_client
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_claim import CheckClaim, is_claim
-from coordinator.sdk import TransactionProducer
+from coordinator.sdk import TransactionProducer, kafka_transport
 from streams.coordinator_writer import check_record
 
 from .conftest import ProducerFactory, SdkTopics, group_members, publish, read_records
@@ -121,3 +124,31 @@ def test_a_stopped_instances_checks_go_to_a_live_one_after_the_delay(
     ops = read_records(sdk_topics.bootstrap_servers, sdk_topics.op, len(orphans))
     assert sorted(r.key.decode() for r in ops) == orphans
     assert all(dict(r.headers)[fmt.FROM_CHECK] == b"true" for r in ops)
+
+
+def test_the_sender_reads_partitions_added_to_the_check_topic(
+    sdk_topics: SdkTopics, make_producer: ProducerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator grows the check topic: the sender's reader of its own checks reads the
+    new partition from its start, and the old ones on from where it was (nothing twice)."""
+    monkeypatch.setattr(kafka_transport, "_PARTITIONS_REFRESH_SECONDS", 1.0)
+    listener = RecordingListener()
+    make_producer(listener, instance_id="a", check_sender_first_seconds=SENDER_FIRST_SECONDS)
+    group, bootstrap = sdk_topics.group, sdk_topics.bootstrap_servers
+    publish(bootstrap, sdk_topics.check, [addressed_check("before", group, "a")])
+    wait_until(lambda: "before" in asked(listener), 30, "the check on an old partition")
+    with admin_client(bootstrap) as admin:
+        admin.create_partitions({sdk_topics.check: NewPartitions(3)})
+    # The group's own consumer learns of the partition only at its next metadata refresh
+    # (minutes): within the test, only the sender's reader can have read it.
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        key, value, headers = addressed_check("on-the-new-one", group, "a")
+        producer.send(sdk_topics.check, key=key, value=value, headers=headers, partition=2)
+        producer.flush(30)
+    finally:
+        producer.close()
+    wait_until(lambda: "on-the-new-one" in asked(listener), 30, "the check on the new partition")
+    time.sleep(2)  # a rewound old partition would show here
+    assert listener.check_counts()[("before", 1)] == 1
+    assert listener.check_counts()[("on-the-new-one", 1)] == 1
