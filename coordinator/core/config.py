@@ -31,7 +31,7 @@ from typing import Any
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity, security_problems
 from coordinator.core.secret_files import private_file_problem
-from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout
+from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout, principal_problem
 
 ENV_PREFIX = "TXCOORD_"
 #: `TXCOORD_*` variables that are not configuration keys: the jar cache of the install step
@@ -345,6 +345,11 @@ def _problems(c: Config) -> list[str]:
         found.append(
             "with kafka.topics_per_group, no topic name may start with another's name and a "
             f"dot (the groups' topics would mix): {sorted(topics.values())}"
+        )
+    if c.kafka.topics_per_group and (problem := principal_problem(c.kafka.principal)):
+        found.append(
+            f"kafka.sasl_username names this principal's operator topic with "
+            f"kafka.topics_per_group (the REST ingress sends admin ops there): {problem}"
         )
     if c.file_reserved_time <= c.transaction_timeout:
         found.append(

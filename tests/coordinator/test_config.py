@@ -185,6 +185,10 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
         ({"streams.trigger_interval": "10s"}, "trigger_interval .* at most half"),
         ({"kafka.half_topic": "a/b"}, "not a valid Kafka topic name"),
         ({"kafka.op_topic": "txcoord.half"}, "must differ"),
+        (
+            {"kafka.topics_per_group": "true", "kafka.sasl_username": "ops@corp"},
+            "kafka.sasl_username names this principal's operator topic",
+        ),
         ({"rest.port": "0"}, "rest.port must be 1..65535"),
         ({"rest.port": "70000"}, "rest.port must be 1..65535"),
         ({"rest.host": " "}, "rest.host must not be empty"),

@@ -35,6 +35,7 @@ def make_rest_config(bootstrap_servers: str, folder: Path, **overrides: str) -> 
             "kafka.half_topic": f"half-{suffix}",
             "kafka.op_topic": f"op-{suffix}",
             "kafka.check_topic": f"check-{suffix}",
+            "kafka.operator_topic": f"operator-{suffix}",
             "kafka.partitions": "2",
             **overrides,
         }

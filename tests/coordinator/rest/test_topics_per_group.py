@@ -41,6 +41,7 @@ def per_group(bootstrap_servers: str, tmp_path: Path) -> Iterator[Config]:
                 layout.check_topic(group),
             ):
                 delete_topic(config.kafka.bootstrap_servers, topic)
+        delete_topic(config.kafka.bootstrap_servers, layout.operator_topic("ANONYMOUS"))
 
 
 def test_each_group_writes_and_reads_its_own_topics(per_group: Config) -> None:
@@ -58,6 +59,13 @@ def test_each_group_writes_and_reads_its_own_topics(per_group: Config) -> None:
             assert dict(half.headers)[fmt.PRODUCER_GROUP] == group.encode()
         (op,) = read_all(bootstrap, layout.op_topic("orders"))
         assert op.key == b"t-1"
+        # An operator's op (open mode: every caller is admin) goes to the operator topic of
+        # the ingress's own principal, ANONYMOUS without SASL, created on first use.
+        by_operator = {"producer_group": "orders", "operator": "alice", "reason": "paid"}
+        answer = client.post("/v1/transactions/t-3/rollback", json=by_operator)
+        assert answer.status_code == 202, answer.text
+        (op,) = read_all(bootstrap, layout.operator_topic("ANONYMOUS"))
+        assert (op.key, dict(op.headers)[fmt.OPERATOR]) == (b"t-3", b"alice")
         assert read_all(bootstrap, layout.half) == [] and read_all(bootstrap, layout.op) == []
         # A check of the group's own check topic reaches the group's pollers.
         check = check_record(
