@@ -131,18 +131,19 @@ def create_app(
     return app
 
 
-def ensure_topic(config: Config, topic: str) -> None:
+def ensure_topic(config: Config, topic: str) -> tuple[str, ...]:
     """Create a group's own topics, or an operator topic, before its first record (per-group
-    layout)."""
+    layout); return the topics now ready."""
     # Imported here, as in `serve`: the admin API only where it is needed.
     from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
     role = config.kafka.layout.role_of(topic)
     try:
         if role is not None and role.principal is not None:
-            ensure_operator_topic(config, role.principal)
-        elif role is not None and role.group is not None:
-            ensure_group_topics(config, role.group)
+            return (ensure_operator_topic(config, role.principal),)
+        if role is not None and role.group is not None:
+            return ensure_group_topics(config, role.group)
+        return ()
     except TxcoordError:
         raise
     except Exception as exc:

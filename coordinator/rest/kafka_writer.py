@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -58,7 +58,7 @@ class KafkaWriter:
         client_id: str = "txcoord-rest",
         security: KafkaSecurity | None = None,
         principal: str = UNAUTHENTICATED_PRINCIPAL,
-        ensure_topic: Callable[[str], object] | None = None,
+        ensure_topic: Callable[[str], Iterable[str]] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.security = security or KafkaSecurity()
@@ -115,8 +115,9 @@ class KafkaWriter:
     def _ready(self, topic: str) -> str:
         """Return `topic`, created first if it is a per-group layout's own topic."""
         if self.layout.per_group and topic not in self._topics_ready:
+            # A group's topics are created together: its op topic is ready with its half topic.
             if self._ensure_topic is not None:
-                self._ensure_topic(topic)
+                self._topics_ready.update(self._ensure_topic(topic))
             self._topics_ready.add(topic)
         return topic
 

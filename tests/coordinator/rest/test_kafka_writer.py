@@ -16,7 +16,8 @@ from kafka import TopicPartition
 
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.topics import TopicLayout
-from coordinator.kafka_clients.admin import admin_client
+from coordinator.kafka_clients.admin import admin_client, ensure_topic
+from coordinator.protocol import ingress as fmt
 from coordinator.rest.kafka_writer import BOOTSTRAP_TIMEOUT_MS, KafkaWriter, Stored
 from coordinator.rest.records import Record
 
@@ -85,3 +86,32 @@ def test_while_kafka_is_down_a_send_fails_in_seconds_and_logs_little(
     # counted 48 such DEBUG lines). librdkafka's own lines reach us as `txcoord.*.librdkafka`.
     ours = [r for r in caplog.records if r.name.startswith("txcoord")]
     assert len(ours) < 10, [r.getMessage() for r in ours]
+
+
+def test_a_groups_topics_are_created_once_for_its_halves_and_ops(
+    bootstrap_servers: str, kafka_topic: str
+) -> None:
+    """Per-group layout: the first record of a group creates its topics, half and op
+    together; neither its ops nor its later halves ask again (an admin round trip each)."""
+    layout = TopicLayout(half=f"{kafka_topic}-half", op=f"{kafka_topic}-op", per_group=True)
+    asked: list[str] = []
+
+    def ensure(topic: str) -> tuple[str, ...]:
+        asked.append(topic)
+        names = (layout.half_topic("g"), layout.op_topic("g"))
+        for name in names:
+            ensure_topic(bootstrap_servers, name)
+        return names
+
+    writer = KafkaWriter(bootstrap_servers, layout, max_message_size=1 << 20, ensure_topic=ensure)
+    group = [(fmt.PRODUCER_GROUP, b"g")]
+    try:
+        outcomes = [
+            *writer.send_halves([Record(b"tx-1", b"half", group)]),
+            *writer.send_ops([Record(b"tx-1", b"op", group)]),
+            *writer.send_halves([Record(b"tx-2", b"half", group)]),
+        ]
+    finally:
+        writer.close()
+    assert all(isinstance(outcome, Stored) for outcome in outcomes), outcomes
+    assert asked == [layout.half_topic("g")]
