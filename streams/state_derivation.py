@@ -163,8 +163,14 @@ def derive(history: Iterable[Row], rules: Rules, now_ms: int) -> State | None:
             }
         )
     # Outcomes and RESUMEs alternate: only a discard is resumed, and a commit or a rollback
-    # ends everything. Within one batch a discard comes before whatever follows it.
-    final = max(finals, key=lambda f: (*_at(f), f["state"] != DISCARDED), default=None)
+    # ends everything. Within one batch a discard comes before whatever follows it, and of
+    # two discards (one, a RESUME, the other) the later has counted no check: after the
+    # RESUME the batch's timers fire once, to send a check or to discard.
+    final = max(
+        finals,
+        key=lambda f: (*_at(f), f["state"] != DISCARDED, -int(f["check_count"])),
+        default=None,
+    )
     resumes = [v for v in rows[VERDICT] if v["op"] == RESUME and v["verdict"] == APPLIED]
     resume = max(resumes, key=_at, default=None)
     if final is not None and len(resumes) < len(finals):

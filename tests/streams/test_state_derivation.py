@@ -189,3 +189,43 @@ def test_the_state_derived_from_the_warehouse_is_the_stages(
         assert 0 <= derived_timer - timer <= ahead(derived), (derived_timer, timer)
     else:
         assert derived_timer == timer, repr((derived_timer, timer, rows))
+
+
+def test_of_two_discards_in_one_batch_the_one_after_the_resume_holds() -> None:
+    """Found by the property above: a half given up (discarded after one check), an
+    operator's RESUME and a late COMMIT in one batch. The RESUME restarts the checks, the
+    batch's timer discards it again at once: the second discard, with no check, holds (the
+    rows may come in any order from the tables)."""
+    rules = Rules(
+        timeout_ms=1000,
+        check_interval_ms=1000,
+        check_max=1,
+        file_reserved_ms=11000,
+        resolved_retention_ms=5000,
+        orphan_wait_ms=2000,
+        max_check_immunity_ms=1000,
+    )
+    t = 1_800_000_000_000
+    half = {"source": HALF, "transaction_id": "tx-1", "msg_id": "m-0", "producer_group": "g"}
+    half |= {"topic": "T", "queue_id": 0, "body": b"", "keys": [], "tags": None}
+    half |= {"properties": {}, "check_immunity_seconds": None, "stored_ms": t}
+    op = {"source": OP, "transaction_id": "tx-1", "producer_group": "g", "from_check": False}
+    verdict = {"source": VERDICT, "detail": None, "at_ms": t + 12000, "batch_id": 4}
+    final = {"source": FINAL, "state": "DISCARDED", "deciding_op_id": None}
+    final |= {"at_ms": t + 12000, "batch_id": 4}
+    rows = [
+        half,
+        {"source": CHECK, "check_number": 1, "at_ms": t + 1000, "batch_id": 3},
+        {**op, "op_id": "op-0", "op": "COMMIT", "operator": None, "reason": None}
+        | {"stored_ms": t + 12001},
+        {**op, "op_id": "op-1", "op": "RESUME", "operator": "alice", "reason": "why"}
+        | {"stored_ms": t + 12000},
+        {**final, "check_count": 1},
+        {**verdict, "op_id": "op-1", "op": "RESUME", "verdict": "APPLIED", "stored_ms": t + 12000},
+        {**final, "check_count": 0},
+        {**verdict, "op_id": "op-0", "op": "COMMIT", "verdict": "LATE", "stored_ms": t + 12001},
+    ]
+    for order in (rows, rows[::-1]):
+        derived = derive(order, rules, t + 12000)
+        assert derived is not None
+        assert (derived["state"], derived["check_count"]) == ("DISCARDED", 0), derived
