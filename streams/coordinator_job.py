@@ -105,6 +105,7 @@ from streams.tick_pace import TickPace
 from streams.writer_fence import claim_epoch
 
 if TYPE_CHECKING:
+    from py4j.java_gateway import JavaObject
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -302,13 +303,15 @@ def run_coordinator(
     gate: BatchGate | None = None,
     pace: TickPace | None = None,
     initial: DataFrame | None = None,
+    applied: JavaObject | None = None,
     starting_offsets: str = "earliest",
     available_now: bool = False,
 ) -> tuple[StreamingQuery, CoordinatorBatchWriter]:
     """Start the coordinator query on `checkpoint`; return it and its writer.
 
-    A new checkpoint starts from the state `initial` (streams/state_rebuild.py) and the
-    Kafka offsets `starting_offsets`; `available_now` reads what Kafka holds now and stops.
+    A new checkpoint starts from the state `initial` (streams/state_rebuild.py; `applied`, a
+    JVM LongAccumulator, counts its transactions as they are loaded) and the Kafka offsets
+    `starting_offsets`; `available_now` reads what Kafka holds now and stops.
     """
     ingest_rules = ingest_rules_of(config)
     # Kafka is read by as many tasks as the session has cores, whatever its partitions: a
@@ -327,7 +330,7 @@ def run_coordinator(
     )
     writer.prepare(spark)
     stream = (
-        decisions(rows, rules_of(config), initial)
+        decisions(rows, rules_of(config), initial, applied)
         .writeStream.queryName(QUERY_NAME)
         .foreachBatch(writer)
         .option("checkpointLocation", checkpoint)

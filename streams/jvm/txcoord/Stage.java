@@ -12,6 +12,7 @@ import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.LongAccumulator;
 
 /**
  * The entry point PySpark calls (streams/coordinator_stage.py): the stage's input, grouped by
@@ -44,22 +45,24 @@ public final class Stage {
 
   /** Return the stage's output for its input, as described by {@code specJson}. */
   public static Dataset<Row> decisions(Dataset<Row> input, String specJson) throws Exception {
-    return decisions(input, specJson, null);
+    return decisions(input, specJson, null, null);
   }
 
   /**
-   * Return the stage's output for its input, starting a new checkpoint from {@code initial}
-   * (null: empty): rows of (producer_group, transaction_id, state_json), one per transaction,
-   * state_json being Spark's to_json of a {@link StageRows#STATE} struct, as bytes. Spark
-   * applies it in the checkpoint's first batch only.
+   * Return the stage's output for its input, starting a new checkpoint from {@code initial}:
+   * rows of (producer_group, transaction_id, chunk), one per chunk of transactions, keyed by
+   * one of them, chunk being the JSON document streams/coordinator_stage.py initial_chunks
+   * makes (its stage partition and its transactions' states, each a {@link StageRows#STATE}
+   * as Spark's to_json writes it), as bytes. Spark applies it in the checkpoint's first batch
+   * only; {@code applied} counts the transactions loaded.
    */
-  public static Dataset<Row> decisions(Dataset<Row> input, String specJson, Dataset<Row> initial)
-      throws Exception {
+  public static Dataset<Row> decisions(Dataset<Row> input, String specJson, Dataset<Row> initial,
+      LongAccumulator applied) throws Exception {
     JsonNode spec = new ObjectMapper().readTree(specJson);
     StructType output = (StructType) DataType.fromJson(spec.get("output_schema").asText());
     TransactionProcessor processor = new TransactionProcessor(rules(spec.get("rules")),
         transitions(spec.get("transitions")), output, spec.get("heartbeat_id").asText(),
-        Landing.of(input.schema(), output, spec.get("landing")));
+        Landing.of(input.schema(), output, spec.get("landing")), applied);
     // Grouped by columns, not by a key function: no row is turned into an object and back
     // just to compute its key (a key function costs a projection per row and the code
     // generated for it in every task).
@@ -70,14 +73,15 @@ public final class Stage {
       return grouped.transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
           Encoders.row(output));
     }
-    // Each transaction's state crosses as one JSON document (bytes): Spark generates the code
-    // that turns an initial-state row into its object once per key (TransformWithStateExec
-    // processInitialStateRows), and for the state's nested layout that took ~2.4 ms a key
-    // (10^5 transactions: 4 minutes); for a byte array it is next to nothing.
+    // Each chunk crosses as one JSON document (bytes): Spark generates the code that turns an
+    // initial-state row into its objects once per key (TransformWithStateExec
+    // processInitialStateRows); for the state's nested layout that took ~2.4 ms a key (10^5
+    // transactions: 4 minutes), for a byte array a key per transaction still two thirds of
+    // loading 10^6 (profiled), so many transactions share one key.
     KeyValueGroupedDataset<Row, byte[]> start = initial
         .groupBy(functions.col("producer_group"), functions.col("transaction_id"))
         .as(Encoders.row(StageRows.KEY), Encoders.row(initial.schema()))
-        .mapValues((MapFunction<Row, byte[]>) row -> row.<byte[]>getAs("state_json"),
+        .mapValues((MapFunction<Row, byte[]>) row -> row.<byte[]>getAs("chunk"),
             Encoders.BINARY());
     return grouped.transformWithState(processor, TimeMode.EventTime(), OutputMode.Append(),
         start, Encoders.row(output), Encoders.BINARY());

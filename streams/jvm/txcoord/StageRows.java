@@ -255,45 +255,54 @@ public final class StageRows {
     return List.copyOf(found);
   }
 
-  /**
-   * The state of Spark's to_json of a STATE struct (an initial state's document): a field
-   * that is null is absent, and the body is base64.
-   */
-  static TxState ofJson(byte[] json) {
+  /** Parse a JSON document (streams/coordinator_stage.py initial_chunks: a chunk). */
+  static com.fasterxml.jackson.databind.JsonNode json(byte[] document) {
     try {
-      com.fasterxml.jackson.databind.JsonNode s = JSON.readTree(json);
-      Half half = null;
-      com.fasterxml.jackson.databind.JsonNode h = s.get("half");
-      if (h != null && !h.isNull()) {
-        List<String[]> props = new ArrayList<>();
-        if (h.get("properties") != null) {
-          for (com.fasterxml.jackson.databind.JsonNode p : h.get("properties")) {
-            props.add(new String[] {text(p, "key"), text(p, "value")});
-          }
-        }
-        String body = text(h, "body");
-        half = new Half(text(h, "transaction_id"), text(h, "msg_id"), text(h, "producer_group"),
-            text(h, "topic"), h.get("queue_id").asInt(),
-            body == null ? new byte[0] : java.util.Base64.getDecoder().decode(body),
-            texts(h.get("keys")), text(h, "tags"), List.copyOf(props),
-            h.hasNonNull("check_immunity_seconds") ? h.get("check_immunity_seconds").asInt() : null,
-            h.get("stored_ms").asLong());
-      }
-      List<Op> pending = new ArrayList<>();
-      if (s.get("pending_ops") != null) {
-        for (com.fasterxml.jackson.databind.JsonNode o : s.get("pending_ops")) {
-          pending.add(new Op(text(o, "op_id"), text(o, "transaction_id"), text(o, "producer_group"),
-              text(o, "op"), o.hasNonNull("from_check") && o.get("from_check").asBoolean(),
-              text(o, "operator"), text(o, "reason"), o.get("stored_ms").asLong()));
-        }
-      }
-      return new TxState(text(s, "state"), half,
-          s.hasNonNull("check_count") ? s.get("check_count").asInt() : 0,
-          text(s, "deciding_op_id"), List.copyOf(pending),
-          s.hasNonNull("timer_ms") ? s.get("timer_ms").asLong() : null, texts(s.get("judged_ops")));
+      return JSON.readTree(document);
     } catch (java.io.IOException e) {
-      throw new IllegalArgumentException("not a transaction's state: " + e.getMessage(), e);
+      throw new IllegalArgumentException("not a chunk of initial state: " + e.getMessage(), e);
     }
+  }
+
+  /** The key of a chunk's member: (producer_group, transaction_id). */
+  static Row keyOf(com.fasterxml.jackson.databind.JsonNode member) {
+    return RowFactory.create(text(member, "producer_group"), text(member, "transaction_id"));
+  }
+
+  /**
+   * A transaction's state from Spark's to_json of a {@link #STATE} struct (an initial state's
+   * document): a field that is null is absent, and the body is base64.
+   */
+  static TxState ofJson(com.fasterxml.jackson.databind.JsonNode s) {
+    Half half = null;
+    com.fasterxml.jackson.databind.JsonNode h = s.get("half");
+    if (h != null && !h.isNull()) {
+      List<String[]> props = new ArrayList<>();
+      if (h.get("properties") != null) {
+        for (com.fasterxml.jackson.databind.JsonNode p : h.get("properties")) {
+          props.add(new String[] {text(p, "key"), text(p, "value")});
+        }
+      }
+      String body = text(h, "body");
+      half = new Half(text(h, "transaction_id"), text(h, "msg_id"), text(h, "producer_group"),
+          text(h, "topic"), h.get("queue_id").asInt(),
+          body == null ? new byte[0] : java.util.Base64.getDecoder().decode(body),
+          texts(h.get("keys")), text(h, "tags"), List.copyOf(props),
+          h.hasNonNull("check_immunity_seconds") ? h.get("check_immunity_seconds").asInt() : null,
+          h.get("stored_ms").asLong());
+    }
+    List<Op> pending = new ArrayList<>();
+    if (s.get("pending_ops") != null) {
+      for (com.fasterxml.jackson.databind.JsonNode o : s.get("pending_ops")) {
+        pending.add(new Op(text(o, "op_id"), text(o, "transaction_id"), text(o, "producer_group"),
+            text(o, "op"), o.hasNonNull("from_check") && o.get("from_check").asBoolean(),
+            text(o, "operator"), text(o, "reason"), o.get("stored_ms").asLong()));
+      }
+    }
+    return new TxState(text(s, "state"), half,
+        s.hasNonNull("check_count") ? s.get("check_count").asInt() : 0,
+        text(s, "deciding_op_id"), List.copyOf(pending),
+        s.hasNonNull("timer_ms") ? s.get("timer_ms").asLong() : null, texts(s.get("judged_ops")));
   }
 
   static TxState decode(Row r) {

@@ -1,8 +1,10 @@
 package txcoord;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
@@ -12,7 +14,9 @@ import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.execution.streaming.operators.stateful.transformwithstate.statefulprocessor.ImplicitGroupingKeyTracker;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.LongAccumulator;
 import scala.jdk.javaapi.CollectionConverters;
 import txcoord.Lifecycle.Emit;
 import txcoord.Lifecycle.Half;
@@ -38,11 +42,13 @@ public final class TransactionProcessor
   private final StageRows.OutputLayout output;
   private final String heartbeatId;
   private final Landing landing;
+  private final LongAccumulator applied;
   private transient ValueState<Row> live;
 
   public TransactionProcessor(Lifecycle.Rules rules, Lifecycle.Transitions transitions,
-      StructType output, String heartbeatId, Landing landing) {
+      StructType output, String heartbeatId, Landing landing, LongAccumulator applied) {
     this.rules = rules;
+    this.applied = applied;
     this.landing = landing;
     this.transitions = transitions;
     this.output = new StageRows.OutputLayout(output);
@@ -86,12 +92,36 @@ public final class TransactionProcessor
    */
   static final long WAKE_MS = 1L;
 
+  /**
+   * Load a chunk of transactions (Stage.java): each under its own key, made the handle's
+   * current key for its writes, as Spark does for the key it passes (the chunk's
+   * representative, restored last). The chunk must have reached the task of its stage
+   * partition: a state kept in another partition would never meet its transaction's input.
+   */
   @Override
-  public void handleInitialState(Row key, byte[] initial, TimerValues timerValues) {
-    TxState state = StageRows.ofJson(initial);
-    live.update(StageRows.encode(state));
-    if (state.timerMs() != null) getHandle().registerTimer(state.timerMs());
-    if (state.half() != null && !state.pendingOps().isEmpty()) getHandle().registerTimer(WAKE_MS);
+  public void handleInitialState(Row key, byte[] chunk, TimerValues timerValues) {
+    JsonNode document = StageRows.json(chunk);
+    int partition = document.get("partition").asInt();
+    if (partition != TaskContext.getPartitionId()) {
+      throw new IllegalStateException("a chunk of initial state for stage partition "
+          + partition + " reached the task of partition " + TaskContext.getPartitionId());
+    }
+    long loaded = 0;
+    try {
+      for (JsonNode member : document.get("states")) {
+        ImplicitGroupingKeyTracker.setImplicitKey(StageRows.keyOf(member));
+        TxState state = StageRows.ofJson(member.get("state"));
+        live.update(StageRows.encode(state));
+        if (state.timerMs() != null) getHandle().registerTimer(state.timerMs());
+        if (state.half() != null && !state.pendingOps().isEmpty()) {
+          getHandle().registerTimer(WAKE_MS);
+        }
+        loaded++;
+      }
+    } finally {
+      ImplicitGroupingKeyTracker.setImplicitKey(key);
+    }
+    if (applied != null) applied.add(loaded);
   }
 
   @Override
