@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 from coordinator.core.state_machine import TRANSITIONS
 from delta_tables.columns import MESSAGE
 from delta_tables.half_messages import HEARTBEAT_ID
+from streams.coordinator_checkpoint import PARTITIONS_CONF
 from streams.landing import KIND_LAND, RAW_PREFIX
 from streams.lifecycle import Rules
 
@@ -147,7 +148,8 @@ def decisions(
     spec = stage_spec(rules, output_schema(stage_rows.schema))
     if initial is None:
         return DataFrame(stage.decisions(stage_rows._jdf, spec), spark)
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    # A new checkpoint takes the session's partition count (streams/state_rebuild.py sets it).
+    partitions = int(str(spark.conf.get(PARTITIONS_CONF)))
     start = initial_chunks(initial, partitions)._jdf
     return DataFrame(stage.decisions(stage_rows._jdf, spec, start, applied), spark)
 
