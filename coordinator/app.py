@@ -24,6 +24,7 @@ from pathlib import Path
 from coordinator.core import failpoints
 from coordinator.core.config import Config, load_config, parse_overrides
 from coordinator.core.errors import TxcoordError, WriterFencedError
+from coordinator.core.library_logs import demote_transient_library_errors
 from coordinator.program_exit import leave
 from coordinator.runtime.engine import Engine
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.WARNING)
+    demote_transient_library_errors()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signals = StopSignals().install()  # a stop request, never an exception mid-call
     try:

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 import click
 
 from coordinator.core.errors import TxcoordError
+from coordinator.core.library_logs import demote_transient_library_errors
 from coordinator.program_exit import leave
 
 #: Every command (the function of that name in coordinator/commands/<name>.py) and its summary
@@ -117,6 +118,7 @@ def configure_logging(verbosity: int) -> None:
         logging.getLogger(noisy).setLevel(level)
     for name in PER_BATCH_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO if verbosity else logging.WARNING)
+    demote_transient_library_errors()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

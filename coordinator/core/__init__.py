@@ -8,11 +8,12 @@ protocol, the engine and the applications all build on it without pulling Spark 
     state_machine.py  a transaction's states, the events that move it, and the legal moves
     failpoints.py     named points where the crash tests freeze or kill the coordinator
     kafka_security.py TLS/SASL settings of every Kafka client, secrets kept out of logs
+    library_logs.py   a client library's transient ERROR logged as the WARNING it is
     secret_files.py   files holding a secret are readable by their owner only
     topics.py         which Kafka topic carries what: shared, or one set per producer group
 """
 
 __all__ = [
-    "config", "errors", "failpoints", "kafka_security", "secret_files",
+    "config", "errors", "failpoints", "kafka_security", "library_logs", "secret_files",
     "state_machine", "topics",
 ]  # fmt: skip

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from coordinator.core.config import load_config, parse_overrides
 from coordinator.core.errors import TxcoordError
+from coordinator.core.library_logs import demote_transient_library_errors
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         datefmt="%H:%M:%S",
     )
     logging.getLogger("kafka").setLevel(logging.DEBUG if args.verbose > 1 else logging.WARNING)
+    demote_transient_library_errors()
     try:
         # The entry point is the only place that reads the environment (TXCOORD_*).
         config = load_config(args.config, environ=os.environ, overrides=parse_overrides(args.set))
