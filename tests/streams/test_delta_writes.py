@@ -235,3 +235,34 @@ def test_a_table_created_by_its_first_append_has_its_spec(
     # An existing table keeps what it has: `creating` changes nothing there.
     assert ledger.append(empty, by_spark, 8, spark, creating=spec, log_retention=timedelta(1))
     assert RustDeltaTable(by_spark).metadata().configuration == reference.metadata().configuration
+
+
+def test_a_table_reopened_every_reopen_every_appends_keeps_every_batch_once(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger opens a local table afresh once in REOPEN_EVERY appends (a kept-open
+    delta-rs table commits slower and slower); across the reopenings, replays are still
+    recognised and every batch is there once."""
+    monkeypatch.setattr(delta_writes, "REOPEN_EVERY", 3)
+    table = tmp_path / "t"
+    ledger = BatchLedger("app-a")
+    opened = []
+    real_open = delta_writes.RustDeltaTable
+
+    def counting_open(*args: object, **kwargs: object) -> RustDeltaTable:
+        opened.append(args[0])
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(delta_writes, "RustDeltaTable", counting_open)
+    monkeypatch.setattr(counting_open, "is_deltatable", real_open.is_deltatable, raising=False)
+
+    def arrow_rows(batch_id: int) -> pa.Table:
+        return pa.table({"batch_id": pa.array([batch_id] * 2, pa.int64())})
+
+    for batch in range(10):
+        assert ledger.append(arrow_rows(batch), str(table), batch, spark)
+        assert not ledger.append(arrow_rows(batch), str(table), batch, spark)  # its replay
+    # The first append looks for a history (no table yet) and creates it; append 2 opens it,
+    # then appends 4, 7 and 10 open it afresh (after the 3rd, 6th and 9th).
+    assert len(opened) == 5
+    assert batches_in(spark, table) == sorted([*range(10)] * 2)
