@@ -94,11 +94,15 @@ def _settings_dict(settings: BenchSettings) -> dict[str, Any]:
 
 
 def _configuration(
-    config: Config, forced: Mapping[str, str], config_file: Path | None
+    config: Config,
+    forced: Mapping[str, str],
+    config_file: Path | None,
+    overrides: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     streams = config.streams
     return {
         "config_file": None if config_file is None else str(config_file),
+        "overrides": dict(overrides or {}),  # --set, as given
         "transaction_timeout_s": config.transaction_timeout.total_seconds(),
         "transaction_check_interval_s": config.transaction_check_interval.total_seconds(),
         "transaction_check_max": config.transaction_check_max,
@@ -234,7 +238,9 @@ class Bench:
             work_dir = self._work_dir()
             broker = self._broker(work_dir)
             config, forced = self._config(work_dir, broker.bootstrap_servers)
-            result["configuration"] = _configuration(config, forced, self.config_file)
+            result["configuration"] = _configuration(
+                config, forced, self.config_file, self.overrides
+            )
             self.reporter.phase("starting spark", None)
             spark = build_spark_session(
                 SparkSettings(
@@ -457,9 +463,15 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _settings_source(configuration: Mapping[str, Any]) -> str:
-    """Say where the engine's settings came from: the defaults, or a --config file."""
+    """Say where the engine's settings came from: the defaults, a --config file, --set."""
     file = configuration.get("config_file")
-    return f"as {file} sets it (defaults for what it does not)" if file else "the default"
+    overrides = configuration.get("overrides") or {}
+    given = " ".join(f"--set {key}={value}" for key, value in sorted(overrides.items()))
+    if file and given:
+        return f"as {file} and {given} set it (defaults for the rest)"
+    if file or given:
+        return f"as {file or given} sets it (defaults for what it does not)"
+    return "the default"
 
 
 def notes(result: dict[str, Any]) -> list[str]:

@@ -209,3 +209,10 @@ def test_notes_say_which_engine_settings_ran() -> None:
     (chosen,) = [note for note in notes(result) if "every other engine setting" in note]
     assert "is as t.toml sets it (defaults for what it does not): trigger 0.5 s" in chosen
     assert "2 shuffle partitions" in chosen
+    set_only = {**settings, "trigger_interval_s": 0.25, "overrides": {"streams.x": "0.25s"}}
+    result["configuration"] = set_only
+    (given,) = [note for note in notes(result) if "every other engine setting" in note]
+    assert "is as --set streams.x=0.25s sets it (defaults for what it does not)" in given
+    result["configuration"] = {**set_only, "config_file": "t.toml"}
+    (both,) = [note for note in notes(result) if "every other engine setting" in note]
+    assert "is as t.toml and --set streams.x=0.25s set it (defaults for the rest)" in both
