@@ -35,9 +35,11 @@ SYSTEM_TABLES: tuple[TableSpec, ...] = (
 )
 
 
-#: Tables never compacted: their files keep the ingest's batches apart in store time
-#: (coordinator/admin/maintenance.py).
-UNCOMPACTED: frozenset[str] = frozenset({half_messages.TABLE.name, op_records.TABLE.name})
+#: The landed input, which an earlier coordinator read as Delta streams (a checkpoint of
+#: that time still names their versions): vacuumed only when that is safe
+#: (coordinator/admin/maintenance.py). Compacted like every other table: a compaction
+#: commits with dataChange = false, which a Delta stream reader skips.
+STREAMED: frozenset[str] = frozenset({half_messages.TABLE.name, op_records.TABLE.name})
 
 
 def warehouse_tables(warehouse: str) -> list[str]:

@@ -2,13 +2,12 @@
 
 What each table may get:
 
-- `system/half_messages` and `system/op_records`, the landed input, are VACUUMed but never
-  compacted: they stay one append per coordinator batch, in store-time order, for whoever
-  reads them as a stream (a notebook, a downstream job). The coordinator itself reads the
-  ingress topics in Kafka, not these tables; a checkpoint of an earlier version that
-  streamed them still names their versions, and those are kept (below).
-- every other table (check requests, outcomes, verdicts, quarantine, queue offsets, every
-  `topics/<topic>`) is compacted, then VACUUMed.
+- every table is compacted, then VACUUMed. A compaction commits with dataChange = false,
+  which a Delta stream reader (a notebook, a downstream job) skips: it reads every row once.
+- `system/half_messages` and `system/op_records`, the landed input, are VACUUMed with care:
+  the coordinator itself reads the ingress topics in Kafka, not these tables, but a
+  checkpoint of an earlier version that streamed them still names their versions, and
+  those are kept (below).
 
 VACUUM deletes the files that the newest version no longer references and that were
 removed longer ago than the table's `delta.deletedFileRetentionDuration` (as long as the
@@ -36,7 +35,7 @@ from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
 from delta_tables.object_store import S3_SCHEMES
-from delta_tables.registry import UNCOMPACTED, warehouse_tables
+from delta_tables.registry import STREAMED, warehouse_tables
 from delta_tables.table import (
     REMOVED_FILES_PROPERTY,
     delta_rs_uri,
@@ -52,8 +51,6 @@ DEFAULT_RETENTION = timedelta(days=7)
 RETENTION_PROPERTY = REMOVED_FILES_PROPERTY
 #: Extra time kept beyond the oldest version a stream still needs.
 SAFETY_MARGIN = timedelta(hours=1)
-#: Tables the coordinator reads as streams: vacuumed with care, never compacted.
-STREAMED = UNCOMPACTED
 
 
 @dataclass(frozen=True)
@@ -211,14 +208,14 @@ class Maintenance:
         for name in tables or self.tables():
             progress(f"{name}: maintaining")
             before = self._files(name)
-            compact = optimize and name not in STREAMED
+            compact = optimize
             if compact:
                 self._compact(name)
             retention = self._retention(name)
             refusal = vacuum_refusal(retention, self._needed_since(name), datetime.now(UTC))
             if name in STREAMED and "://" in self.config.streams.checkpoint_dir:
                 refusal = "not vacuumed: the coordinator's checkpoint is remote, not read here"
-            notes = ["streamed by the coordinator: not compacted"] if name in STREAMED else []
+            notes: list[str] = []
             vacuumed = False
             if vacuum and refusal is None:
                 self._vacuum(name)

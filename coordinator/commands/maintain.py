@@ -48,8 +48,8 @@ def maintain(
 
     VACUUM keeps removed files for each table's delta.deletedFileRetentionDuration (Delta's
     default: 7 days). The coordinator's two input tables (system/half_messages,
-    system/op_records) are never compacted, and are vacuumed only when that retention covers
-    every version the coordinator's checkpoint may still read. Safe to run while `txcoord up`
+    system/op_records) are vacuumed only when that retention covers every version the
+    coordinator's checkpoint may still read. Safe to run while `txcoord up`
     or the coordinator application runs.
     """
     chosen = {"warehouse": str(warehouse)} if warehouse is not None else {}

@@ -1,4 +1,4 @@
-"""The engine's compactor folds the small files of output tables, and only of those."""
+"""The engine's compactor folds the small files of every table with enough of them."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _append_files(spark: SparkSession, spec: TableSpec, warehouse: str, count: i
         frame.write.format("delta").mode("append").save(location)
 
 
-def test_only_output_tables_with_enough_files_are_compacted_and_keep_their_rows(
+def test_tables_with_enough_files_are_compacted_and_keep_their_rows(
     spark: SparkSession, warehouse: Path
 ) -> None:
     home = str(warehouse)
@@ -47,11 +47,11 @@ def test_only_output_tables_with_enough_files_are_compacted_and_keep_their_rows(
         (topic, FILES - 1),
     ):
         _append_files(spark, spec, home, count)
-    assert compactor.compact_once() == [transactions.TABLE.name]
-    assert compactor.files(transactions.TABLE.name) == 1
-    assert spark.read.format("delta").load(transactions.TABLE.path(home)).count() == FILES
-    # The ingest's tables are never compacted; a table below the threshold is left alone.
-    assert compactor.files(half_messages.TABLE.name) == FILES
+    assert sorted(compactor.compact_once()) == [half_messages.TABLE.name, transactions.TABLE.name]
+    for spec in (transactions.TABLE, half_messages.TABLE):  # the landed input too
+        assert compactor.files(spec.name) == 1
+        assert spark.read.format("delta").load(spec.path(home)).count() == FILES
+    # A table below the threshold is left alone.
     assert compactor.files(topic.name) == FILES - 1
     assert compactor.compact_once() == []
 
@@ -116,3 +116,35 @@ def test_batches_appended_while_the_compactor_folds_the_table_are_all_kept_once(
     assert sorted(r.batch_id for r in written) == list(range(batches))
     operations = [c["operation"] for c in RustDeltaTable(location).history()]
     assert "OPTIMIZE" in operations, "the compactor never ran beside the appends"
+
+
+def test_a_stream_of_the_landed_input_reads_every_row_once_across_a_compaction(
+    spark: SparkSession, warehouse: Path, tmp_path: Path
+) -> None:
+    """A notebook or downstream job may read system/half_messages as a Delta stream: the
+    compaction's commit (dataChange = false) is skipped, no row is read twice or lost."""
+    home = str(warehouse)
+    create_system_tables(spark, home)
+    source = half_messages.TABLE.path(home)
+    sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
+
+    def drain() -> int:
+        query = (
+            spark.readStream.format("delta")
+            .load(source)
+            .writeStream.format("delta")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start(sink)
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+        return spark.read.format("delta").load(sink).count()
+
+    _append_files(spark, half_messages.TABLE, home, FILES)
+    assert drain() == FILES
+    compactor = Compactor(spark, home, timedelta(0), min_files=FILES)
+    assert half_messages.TABLE.name in compactor.compact_once()
+    assert compactor.files(half_messages.TABLE.name) == 1
+    _append_files(spark, half_messages.TABLE, home, 2)
+    assert drain() == FILES + 2

@@ -108,9 +108,9 @@ def test_maintenance_compacts_outputs_and_keeps_the_streams_whole(
     # The table's own retention: the engine created it with streams.log_retention (1 h).
     assert topic.vacuumed and topic.retention_hours == 1, topic
     for streamed in ("system/half_messages", "system/op_records"):
-        assert not reports[streamed].optimized, reports[streamed]
-        # Not compacted: never fewer files (the running ingest may have added some).
-        assert reports[streamed].files_after >= reports[streamed].files_before
+        # Compacted like the rest (heartbeats alone land nothing, so no file came since).
+        assert reports[streamed].optimized, reports[streamed]
+        assert reports[streamed].files_before >= 3 and reports[streamed].files_after == 1
         assert reports[streamed].vacuumed, reports[streamed]  # an hour covers a live stream
 
     # The streams keep going over the maintained tables: one more, exactly once.
