@@ -9,6 +9,8 @@ the configuration: coordinator/core/kafka_security.py. What is built from them:
     producer.py  a librdkafka producer whose records are each answered on their own: the
                  REST ingress's writer and the engine's check publisher build on it
     admin.py     create and delete topics: the few admin calls the product needs
+    metadata_refresh.py  kafka-python's metadata refresh loop kept alive when a request
+                 meets a closing connection (installed by `kafka_python_options`)
 
 The clients that belong to one component stay with it and are built from these:
 coordinator/sdk/kafka_transport.py (the SDK straight to Kafka), coordinator/rest/kafka_writer.py
@@ -16,4 +18,4 @@ and check_poll.py (the REST ingress), streams/ticker.py and check_publisher.py (
 Importing this package imports none of them (the SDK never loads confluent-kafka).
 """
 
-__all__ = ["admin", "options", "producer"]
+__all__ = ["admin", "metadata_refresh", "options", "producer"]

@@ -12,7 +12,8 @@ every kafka-python client of the product does too.
 librdkafka (confluent-kafka: the REST ingress's writer and the engine's check publisher)
 backs off up to 10 s by default; it is capped alike.
 
-Small: no kafka-python or confluent-kafka import, so the SDK uses it as is.
+Small: no kafka-python or confluent-kafka import at module level, so the SDK uses it as is
+(`kafka_python_options` loads kafka-python's mend when a kafka-python client is built).
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ RECOVERY: Mapping[str, int] = {"reconnect_backoff_ms": 50, "reconnect_backoff_ma
 
 
 def kafka_python_options(security: KafkaSecurity | None = None) -> dict[str, Any]:
-    """Return the keyword arguments every kafka-python client of the product is built with."""
+    """Return the keyword arguments every kafka-python client of the product is built with.
+
+    The client about to be built gets kafka-python's metadata refresh mended first
+    (coordinator/kafka_clients/metadata_refresh.py); imported here, when kafka-python is.
+    """
+    from coordinator.kafka_clients import metadata_refresh  # noqa: PLC0415 - see above
+
+    metadata_refresh.install()
     return {**RECOVERY, **(security or KafkaSecurity()).client_options()}
 
 
