@@ -3,9 +3,11 @@
 kafka-python 3.0 logs ``ERROR kafka.cluster: Metadata refresh: failed ...`` when one
 metadata request meets a connection that is closing (``Transport closed for writes``: it
 happens now and then at a client's start, when its bootstrap connection is replaced by the
-broker's own). The client tries again on its next refresh (coordinator/kafka_clients/
-metadata_refresh.py keeps kafka-python's refresh loop going past it), nothing is lost; an ERROR there reads like a failure of ours in `txcoord up`'s output and in every log
-search for errors. A refresh that keeps failing still shows, at WARNING, once per attempt.
+broker's own). The client tries again on its next refresh
+(coordinator/kafka_clients/metadata_refresh.py keeps kafka-python's refresh loop going past
+it), nothing is lost; an ERROR there reads like a failure of ours in `txcoord up`'s output
+and in every log search for errors. A refresh that keeps failing still shows, at WARNING,
+once per attempt.
 """
 
 from __future__ import annotations
