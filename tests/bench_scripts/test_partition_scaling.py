@@ -9,7 +9,7 @@ from tests.bench_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A committed run with an idle phase and the Kafka path (its partitions were 2).
-MEASURED = ROOT / "bench" / "results" / "bench-20261127T213849Z.json"
+MEASURED = ROOT / "bench" / "results" / "bench-20261129T085620Z.json"
 
 
 def test_a_run_gives_its_rates_batches_latency_and_cpu() -> None:
@@ -19,16 +19,16 @@ def test_a_run_gives_its_rates_batches_latency_and_cpu() -> None:
     row = script.row_of(2, result)
     assert row == {
         "partitions": 2,
-        "sustained_tx_per_s": 100.2,
-        "idle_batch_ms": {"p50": 323.0, "p95": 1552.0},
-        "loaded_batch_ms": {"p50": 541.0, "p95": 728.0},
-        "commit_to_visible_ms": {"p50": 919.0, "p99": 1471.0},
+        "sustained_tx_per_s": 99.6,
+        "idle_batch_ms": {"p50": 192.0, "p95": 716.0},
+        "loaded_batch_ms": {"p50": 300.0, "p95": 432.0},
+        "commit_to_visible_ms": {"p50": 726.0, "p99": 1226.0},
         "cpu_ms_per_transaction": 0.75,
         "as_expected": True,
     }
     lines = script.table([row, {**row, "partitions": 8, "as_expected": False}]).splitlines()
     assert len(lines) == 4
-    assert lines[2] == "| 2 | 100 | 323 / 1,552 | 541 / 728 | 919 / 1,471 | 0.75 | yes |"
+    assert lines[2] == "| 2 | 100 | 192 / 716 | 300 / 432 | 726 / 1,226 | 0.75 | yes |"
     assert lines[3].startswith("| 8 |") and lines[3].endswith("| NO |")
 
 
