@@ -203,8 +203,9 @@ def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> D
     )
 
 
-#: How the coordinator's state is keyed, recorded beside its checkpoint when it starts fresh.
-STATE_LAYOUT = "store-time stage v3, reading Kafka: producer_group,transaction_id"
+#: How the coordinator's state is keyed and kept, recorded beside its checkpoint when it
+#: starts fresh: v4 keeps each transaction's state as bytes (streams/jvm/txcoord/StateCodec.java).
+STATE_LAYOUT = "store-time stage v4, state as bytes, reading Kafka: producer_group,transaction_id"
 
 
 def state_problem(

@@ -11,7 +11,7 @@ and only that checkpoint can resume it. A rebuild makes a new generation of the 
    runs once more, reading what Kafka holds now, and stops (Trigger.AvailableNow).
 2. *Read its state* through Spark's state data source (`format("statestore")`, the value
    state "transaction" at the last committed batch): one row per transaction, each with its
-   own timer (streams/jvm/txcoord/StageRows.java STATE).
+   own timer, its bytes read as StageRows.STATE's fields (streams/jvm/txcoord/StateCodec.java).
 3. *Start the new generation* from that state (transformWithState's initial state,
    applied in the checkpoint's first batch), with `spark.sql.shuffle.partitions` = N and
    Kafka read from the offsets the old generation's last batch committed: every ingress
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError, TxcoordError
@@ -163,7 +164,9 @@ def state_of_checkpoint(spark: SparkSession, checkpoint: str, batch: int) -> Dat
         .option("stateVarName", STATE_VARIABLE)
         .load()
     )
-    return state.select(*[f"key.{name}" for name in KEY], "value.*")
+    raw = state.select(*[f"key.{name}" for name in KEY], F.col("value.value").alias("value"))
+    codec = spark.sparkContext._jvm.txcoord.StateCodec  # type: ignore[union-attr]
+    return DataFrame(codec.decoded(raw._jdf), spark)
 
 
 def _interrupted(files: Files) -> tuple[int, Plan] | None:
@@ -270,7 +273,9 @@ def _first_batch(
     location = f"{files.root}/{name}"
     if plan.from_generation is not None and plan.from_batch is not None:
         initial = state_of_checkpoint(
-            spark, f"{files.root}/{plan.from_generation}", plan.from_batch
+            spark,
+            f"{files.root}/{plan.from_generation}",
+            plan.from_batch,
         )
         origin = f"{plan.from_generation} (batch {plan.from_batch})"
     else:

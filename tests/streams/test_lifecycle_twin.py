@@ -3,7 +3,7 @@
 The coordinator's stage runs `txcoord.Lifecycle` (streams/jvm/), a port of the reference
 model tests/reference/lifecycle.py. Hypothesis draws histories of one transaction: batches of
 halves and ops (duplicates, either side first, every op kind, operators), timers, and
-restarts (the JVM state goes through the processor's state row and back), with the
+restarts (the JVM state goes through the bytes the processor keeps and back), with the
 watermark and the batch time moving as they do in the stream. Both sides must emit the same
 rows and keep the same state after every step.
 """
@@ -74,7 +74,7 @@ def halves(draw: st.DrawFn, now: int) -> list[Half]:
                 topic="OrderPaid",
                 queue_id=draw(st.integers(0, 3)),
                 body=draw(st.binary(max_size=8)),
-                keys=tuple(draw(st.lists(st.sampled_from(["k1", "k2"]), max_size=2))),
+                keys=tuple(draw(st.lists(st.sampled_from(["k1", "k2", "ключ"]), max_size=2))),
                 tags=draw(st.none() | st.just("tag")),
                 properties=tuple(
                     sorted(

@@ -46,7 +46,10 @@ public final class StageRows {
       field("from_check", DataTypes.BooleanType), field("operator", DataTypes.StringType),
       field("reason", DataTypes.StringType), field("stored_ms", DataTypes.LongType)));
 
-  /** The state of one transaction (layout recorded with the checkpoint: STATE_LAYOUT). */
+  /**
+   * The state of one transaction as rows show it: an initial state's documents, a rebuild's
+   * reading of a checkpoint. The stage keeps it as bytes ({@link StateCodec}).
+   */
   public static final StructType STATE = DataTypes.createStructType(List.of(
       field("state", DataTypes.StringType), field("half", HALF),
       field("check_count", DataTypes.IntegerType),
@@ -303,28 +306,5 @@ public final class StageRows {
         s.hasNonNull("check_count") ? s.get("check_count").asInt() : 0,
         text(s, "deciding_op_id"), List.copyOf(pending),
         s.hasNonNull("timer_ms") ? s.get("timer_ms").asLong() : null, texts(s.get("judged_ops")));
-  }
-
-  static TxState decode(Row r) {
-    Half half = null;
-    if (!r.isNullAt(1)) {
-      Row h = r.getStruct(1);
-      List<String[]> props = new ArrayList<>();
-      for (Object p : h.getList(8)) {
-        Row pair = (Row) p;
-        props.add(new String[] {pair.getString(0), pair.getString(1)});
-      }
-      half = new Half(h.getString(0), h.getString(1), h.getString(2), h.getString(3),
-          h.getInt(4), (byte[]) h.get(5), List.copyOf(h.<String>getList(6)), h.getString(7),
-          List.copyOf(props), h.isNullAt(9) ? null : h.getInt(9), h.getLong(10));
-    }
-    List<Op> pending = new ArrayList<>();
-    for (Object o : r.getList(4)) {
-      Row op = (Row) o;
-      pending.add(new Op(op.getString(0), op.getString(1), op.getString(2), op.getString(3),
-          op.getBoolean(4), op.getString(5), op.getString(6), op.getLong(7)));
-    }
-    return new TxState(r.getString(0), half, r.getInt(2), r.getString(3), List.copyOf(pending),
-        r.isNullAt(5) ? null : r.getLong(5), List.copyOf(r.<String>getList(6)));
   }
 }

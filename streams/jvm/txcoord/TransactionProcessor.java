@@ -32,8 +32,10 @@ import txcoord.Lifecycle.TxState;
  * time is what output rows record. One state variable holds a transaction, live or decided (a
  * decided one without its message: it only judges later ops), with its one event-time timer
  * (Spark allows no TTL in event time): the next check, discard or expiry, or when a decided
- * one is forgotten ({@code resolved_retention} after its decision). A second variable for
- * decided transactions lost them in this Spark (tests/streams/test_retention.py failed).
+ * one is forgotten ({@code resolved_retention} after its decision). The variable holds the
+ * state as bytes ({@link StateCodec}: Spark builds a variable's encoders in every task). A
+ * second variable for decided transactions lost them in this Spark
+ * (tests/streams/test_retention.py failed).
  */
 public final class TransactionProcessor
     extends StatefulProcessorWithInitialState<Row, Row, Row, byte[]> {
@@ -43,7 +45,7 @@ public final class TransactionProcessor
   private final String heartbeatId;
   private final Landing landing;
   private final LongAccumulator applied;
-  private transient ValueState<Row> live;
+  private transient ValueState<byte[]> live;
 
   public TransactionProcessor(Lifecycle.Rules rules, Lifecycle.Transitions transitions,
       StructType output, String heartbeatId, Landing landing, LongAccumulator applied) {
@@ -58,14 +60,14 @@ public final class TransactionProcessor
   @Override
   public void init(OutputMode outputMode, TimeMode timeMode) {
     live = getHandle().getValueState(
-        "transaction", Encoders.row(StageRows.STATE), TTLConfig.NONE());
+        "transaction", Encoders.BINARY(), TTLConfig.NONE());
   }
 
-  private record Loaded(TxState state, ValueState<Row> heldIn) {}
+  private record Loaded(TxState state, ValueState<byte[]> heldIn) {}
 
   private Loaded load() {
-    Row stored = live.get();
-    return stored == null ? new Loaded(null, null) : new Loaded(StageRows.decode(stored), live);
+    byte[] stored = live.get();
+    return stored == null ? new Loaded(null, null) : new Loaded(StateCodec.decode(stored), live);
   }
 
   private scala.collection.Iterator<Row> save(Loaded before, Long oldTimer, Step step,
@@ -77,10 +79,10 @@ public final class TransactionProcessor
     Long newTimer = after != null ? after.timerMs() : null;
     if (oldTimer != null && !oldTimer.equals(newTimer)) getHandle().deleteTimer(oldTimer);
     if (newTimer != null && !newTimer.equals(oldTimer)) getHandle().registerTimer(newTimer);
-    ValueState<Row> target = after == null ? null : live;
+    ValueState<byte[]> target = after == null ? null : live;
     if (before.heldIn() != null && before.heldIn() != target) before.heldIn().clear();
     if (target != null && (!after.equals(before.state()) || before.heldIn() != target)) {
-      target.update(StageRows.encode(after));
+      target.update(StateCodec.encode(after));
     }
     for (Emit emit : step.emits()) rows.add(StageRows.rowOf(emit, output));
     return CollectionConverters.asScala(rows.iterator());
@@ -111,7 +113,7 @@ public final class TransactionProcessor
       for (JsonNode member : document.get("states")) {
         ImplicitGroupingKeyTracker.setImplicitKey(StageRows.keyOf(member));
         TxState state = StageRows.ofJson(member.get("state"));
-        live.update(StageRows.encode(state));
+        live.update(StateCodec.encode(state));
         if (state.timerMs() != null) getHandle().registerTimer(state.timerMs());
         if (state.half() != null && !state.pendingOps().isEmpty()) {
           getHandle().registerTimer(WAKE_MS);

@@ -18,7 +18,7 @@ import txcoord.Lifecycle.TxState;
  *
  * <p>A history is JSON: the rules, the table of moves, and steps ("input" with halves, ops and
  * the two times; "timer" at a time, acting only if the transaction's timer is due; "restart":
- * the state goes through the processor's state row and back). The answer is, per step, the
+ * the state goes through the bytes the processor keeps, StateCodec, and back). The answer is, per step, the
  * rows emitted and the state after, in the field names of tests/reference/lifecycle.py.
  */
 public final class Twin {
@@ -54,7 +54,7 @@ public final class Twin {
           emits = result.emits();
         }
       } else if (kind.equals("restart")) {
-        state = state == null ? null : StageRows.decode(StageRows.encode(state));
+        state = state == null ? null : StateCodec.decode(StateCodec.encode(state));
       } else {
         throw new IllegalArgumentException("unknown step kind " + kind);
       }
