@@ -24,6 +24,7 @@ per append at 1,000 / 20,000 / 60,000 files (opening 10 / 85 / 212 ms), about 0.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -118,16 +119,36 @@ def cpu_per_append_with_files(files: int, appends: int = 10) -> tuple[float, flo
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--files"]:
-        for files in [int(arg) for arg in argv[1:]] or [1_000, 20_000]:
+    parser = argparse.ArgumentParser(
+        description="CPU of a delta-rs append: a table kept open against reopened, or against "
+        "the number of files the table already has.",
+    )
+    parser.add_argument(
+        "appends", nargs="?", type=int, default=600, help="appends per case (default 600)"
+    )
+    parser.add_argument(
+        "reopen",
+        nargs="*",
+        type=int,
+        default=[100, 20],
+        help="reopen the table every N appends, one case per N (default 100 20)",
+    )
+    parser.add_argument(
+        "--files",
+        nargs="+",
+        type=int,
+        metavar="N",
+        help="instead: time an append on a table that already has N files, one case per N",
+    )
+    args = parser.parse_args(argv)
+    if args.files:
+        for files in args.files:
             append, opening = cpu_per_append_with_files(files)
             print(f"{files:>8,} files: {append:.1f} ms per append, {opening:.1f} ms to open")
         return
-    appends = int(argv[0]) if argv else 600
-    reopens = [int(arg) for arg in argv[1:]] or [100, 20]
-    for reopen in [None, *reopens]:
+    for reopen in [None, *args.reopen]:
         label = "kept open" if reopen is None else f"reopened every {reopen}"
-        blocks = cpu_per_append(appends, reopen)
+        blocks = cpu_per_append(args.appends, reopen)
         print(f"{label:>22}: " + " / ".join(f"{ms:.1f}" for ms in blocks) + " ms per append")
 
 
