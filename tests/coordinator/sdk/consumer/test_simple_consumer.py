@@ -195,3 +195,35 @@ def reader_ends(config: Config) -> dict[tuple[str, int], int]:
     from coordinator.sdk.consumer.queue_reader import QueueReader  # noqa: PLC0415
 
     return QueueReader(config.warehouse).ends([TOPIC])
+
+
+def test_nothing_is_handed_out_from_a_hand_over_to_the_next_generation(
+    config: Config, engine: Engine
+) -> None:
+    """A rebalance begins with each member storing its offsets (`hand_over`, kafka-python's
+    revoke callback); the next generation divides the queues and their new owners read on from
+    the store. Queues that appear in between must wait for that generation: taken by the old
+    one's members, their messages were delivered twice (the REST consumers' test saw a member
+    that stood alone hand out two queues the second member then read again from the store)."""
+    a = consumer(config, "audit", [TOPIC], start_from="first", refresh_seconds=0.5)
+    b = consumer(config, "audit", [TOPIC], start_from="first", refresh_seconds=0.5)
+    a.start()
+    try:
+        wait_for(lambda: not a.receive(wait_seconds=0.2) and a.members == (a.member,), 60,
+                 "the first member alone in its group")  # fmt: skip
+        a.hand_over()  # as its revoke callback does when a rebalance begins
+        txs = [f"h-{i}" for i in range(16)]
+        commit(config, txs)
+        wait_for(lambda: sum(a.reader.ends([TOPIC]).values()) == len(txs), 120,
+                 "the queues in the warehouse")  # fmt: skip
+        for _ in range(4):  # each receive reads the queues' ends again (refresh 0.5 s)
+            assert a.receive(wait_seconds=1.0) == []
+            assert a.assigned() == []
+        b.start()  # a real rebalance: the next generation divides the queues
+        pump = Pump([a, b])
+        pump.until(len(txs), 120)
+        assert sorted(m.transaction_id for m in pump.got) == sorted(txs)
+        assert set(a.assigned()).isdisjoint(b.assigned())
+    finally:
+        a.close()
+        b.close()
