@@ -1,4 +1,5 @@
-"""Every system table is created on disk as a real Delta table, readable by Spark and delta-rs."""
+"""Every system table is created (on disk, on an S3 API) as a real Delta table, readable by
+Spark and delta-rs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake import Schema as DeltaSchema
 from pyspark.sql import SparkSession
 
 from delta_tables import topics
@@ -33,6 +35,8 @@ def test_system_tables_are_created_once_with_their_schema(
         frame = spark.read.format("delta").load(location)
         assert [f.name for f in frame.schema] == [f.name for f in spec.schema], spec.name
         assert frame.count() == 0
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{location}`").first()
+        assert detail is not None and detail["description"] == spec.description
         delta_rs = DeltaTable(location)
         assert delta_rs.version() == 0, spec.name  # created once, not twice
         configuration = delta_rs.metadata().configuration
@@ -105,3 +109,23 @@ def test_a_warehouse_on_s3_is_listed_as_one_on_disk(s3_warehouse: str) -> None:
     ]
     assert listed_version(f"{s3_warehouse}/topics/OrderPaid") == 1
     assert listed_version(f"{s3_warehouse}/topics/Broken") is None
+
+
+def test_system_tables_on_s3_are_created_without_a_spark_job(
+    spark: SparkSession, s3_warehouse: str
+) -> None:
+    """On an S3 API, as on disk, delta-rs writes each table's first commit from the driver:
+    Spark's creation reads the new log back with jobs, which a cluster's cold executors made
+    take ~160 s for the nine tables. (This session's Spark has no credentials for the S3 API:
+    it would fail. Spark reading and appending to such tables: test_cluster_profile.py.)"""
+    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    locations = create_system_tables(spark, s3_warehouse)
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs_before
+    assert create_system_tables(spark, s3_warehouse) == locations  # idempotent
+    for spec in SYSTEM_TABLES:
+        location = locations[spec.name]
+        assert listed_version(location) == 0, spec.name  # created once
+        table = DeltaTable(delta_uri(s3_warehouse, spec.name))
+        assert table.schema().to_json() == DeltaSchema.from_json(spec.schema.json()).to_json()
+        assert table.metadata().description == spec.description
+        assert table.metadata().configuration == spec.configuration(timedelta(hours=1))

@@ -39,7 +39,7 @@ BUCKET = "txcoord"
 #: What the coordinator prints once its streams run (coordinator/app.py).
 RUNNING = "txcoord coordinator running"
 #: Seconds the coordinator may take to start (a cold Spark, table creation on S3).
-START_BOUND = 300.0
+START_BOUND = 480.0
 #: Seconds each process may take to stop on SIGTERM before it is killed.
 STOP_BOUND = 60.0
 
