@@ -15,8 +15,11 @@ keeps them longer than its log), so VACUUM never removes a file a kept version n
 Tables are created with the setting (delta_tables/table.py); an existing table (a warehouse
 from before the setting, or after the setting changed) gets it at the engine's start:
 `keep_logs_for` sets the property where it differs. Delta applies a shorter retention at
-the table's next log cleanup. In a remote warehouse only the system tables are looked at;
-a topic table there keeps the retention it was created with.
+the table's next log cleanup. Tables on disk or on an S3 API are read and altered with
+delta-rs, from the driver (on a cluster, Spark's DESCRIBE DETAIL of each table was a job on
+cold executors: ~70 s of the cluster profile's first start). In a warehouse on any other
+Hadoop file system only the system tables are looked at, with Spark; a topic table there
+keeps the retention it was created with.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pyspark.sql import SparkSession
 
 from delta_tables.registry import SYSTEM_TABLES, warehouse_tables
 from delta_tables.table import (
-    local_directory,
+    delta_rs_uri,
     parse_interval,
     retention_properties,
     spark_table_properties,
@@ -53,10 +56,10 @@ def _differing(configuration: dict[str, str], retention: timedelta) -> dict[str,
 def keep_log_for(spark: SparkSession, location: str, retention: timedelta) -> bool:
     """Make the table at `location` keep its log's commit files for `retention`; return
     True when its properties had to change."""
-    directory = local_directory(location)
-    if directory is None:
+    uri = delta_rs_uri(location)
+    if uri is None:
         return keep_log_with_spark(spark, location, retention)
-    table = RustDeltaTable(directory)
+    table = RustDeltaTable(uri)
     changes = _differing(table.metadata().configuration, retention)
     if changes:
         # The commit's post-commit hook cleans the log up at once with the new retention.
@@ -66,7 +69,7 @@ def keep_log_for(spark: SparkSession, location: str, retention: timedelta) -> bo
 
 
 def keep_log_with_spark(spark: SparkSession, location: str, retention: timedelta) -> bool:
-    """`keep_log_for` through Spark's Delta (a remote table: no delta-rs there)."""
+    """`keep_log_for` through Spark's Delta (a Hadoop file system delta-rs cannot reach)."""
     changes = _differing(spark_table_properties(spark, location), retention)
     if changes:  # one statement: Delta checks removed files are kept no longer than the log
         pairs = ", ".join(f"'{key}' = '{value}'" for key, value in changes.items())
@@ -78,7 +81,7 @@ def keep_log_with_spark(spark: SparkSession, location: str, retention: timedelta
 def keep_logs_for(spark: SparkSession, warehouse: str, retention: timedelta) -> list[str]:
     """Give every existing table of `warehouse` the log retention `retention`; return the
     names of the tables that changed."""
-    if local_directory(warehouse) is not None:
+    if delta_rs_uri(warehouse) is not None:
         names = warehouse_tables(warehouse)
     else:
         names = [spec.name for spec in SYSTEM_TABLES]

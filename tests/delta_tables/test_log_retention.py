@@ -1,6 +1,7 @@
 """Every table keeps its Delta log for `streams.log_retention` (delta_tables/log_retention.py).
 
-Real Delta tables on disk, read back by both Spark's Delta and delta-rs.
+Real Delta tables on disk, read back by both Spark's Delta and delta-rs, and on an S3 API
+(moto's server) through delta-rs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables import topics
 from delta_tables.log_retention import keep_log_with_spark, keep_logs_for
 from delta_tables.registry import SYSTEM_TABLES, create_system_tables
@@ -37,7 +39,7 @@ def spark_properties(spark: SparkSession, location: str) -> tuple[str, str]:
 
 def rust_properties(location: str) -> tuple[str, str]:
     """Return (log retention, removed files retention) as delta-rs reads them."""
-    configuration = DeltaTable(location).metadata().configuration
+    configuration = DeltaTable(delta_rs_location(location)).metadata().configuration
     return configuration[LOG_RETENTION_PROPERTY], configuration[REMOVED_FILES_PROPERTY]
 
 
@@ -76,9 +78,25 @@ def test_tables_are_created_with_the_retention_and_existing_ones_get_it_once(
 def test_spark_sets_the_retention_of_a_table_it_cannot_reach_with_delta_rs(
     spark: SparkSession, warehouse: Path
 ) -> None:
-    """The path a remote (s3a://) warehouse takes, on a local table."""
+    """The path a warehouse on a Hadoop file system delta-rs cannot reach takes (hdfs://,
+    abfss://...), on a local table."""
     location = topics.table("OrderShipped").create_if_absent(spark, str(warehouse), WEEK)
     assert keep_log_with_spark(spark, location, HOUR)
     assert not keep_log_with_spark(spark, location, HOUR)
     assert spark_properties(spark, location) == ("interval 1 hours", "interval 1 hours")
     assert rust_properties(location) == ("interval 1 hours", "interval 1 hours")
+
+
+def test_a_warehouse_on_s3_gets_the_retention_without_a_spark_job(
+    spark: SparkSession, s3_warehouse: str
+) -> None:
+    """On an S3 API every table, topics too, is read and altered by delta-rs from the driver
+    (this session's Spark has no credentials for it: a Spark job would fail)."""
+    create_system_tables(spark, s3_warehouse, WEEK)
+    topics.table("OrderPaid").create_if_absent(spark, s3_warehouse, WEEK)
+    names = [spec.name for spec in SYSTEM_TABLES] + ["topics/OrderPaid"]
+    assert keep_logs_for(spark, s3_warehouse, HOUR) == names
+    assert keep_logs_for(spark, s3_warehouse, HOUR) == []  # nothing left to change
+    for name in names:
+        location = f"{s3_warehouse}/{name}"
+        assert rust_properties(location) == ("interval 1 hours", "interval 1 hours"), name
