@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from coordinator.sdk.backoff import Backoff
+from coordinator.core.backoff import Backoff
 from coordinator.sdk.errors import SdkError
 from coordinator.sdk.ledger import Admission, CheckLedger
 from coordinator.sdk.listener import TransactionListener, decide

@@ -56,6 +56,10 @@ class MembersAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         self.member = member
         self.members: tuple[str, ...] = ()
         self.generation = -1
+        #: Joins completed so far. A follower that rejoins a stable group is given the same
+        #: generation back (Kafka's coordinator answers with the current one), so only this
+        #: count tells that a join began by the revoke callback has ended.
+        self.assignments = 0
 
     def assign(self, cluster: Any, members: Any) -> dict[str, Any]:
         """Return each member's assignment (run by the generation's leader)."""
@@ -81,6 +85,7 @@ class MembersAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
         except ValueError:  # another assignor's bytes: this member alone
             self.members = (self.member,)
         self.generation = generation
+        self.assignments += 1
         log.info("consumer group generation %d: %d member(s)", generation, len(self.members))
 
 
@@ -124,6 +129,12 @@ class GroupMembership:
     def generation(self) -> int:
         """Return the current generation (-1 before joining)."""
         return self._assignor.generation
+
+    @property
+    def assignments(self) -> int:
+        """Return how many joins have completed (each rebalance's, and a rejoin's that kept
+        the generation)."""
+        return self._assignor.assignments
 
     def poll(self, timeout_seconds: float) -> list[Notice]:
         """Wait up to `timeout_seconds` for notices (and take part in the group meanwhile)."""

@@ -136,10 +136,13 @@ class SimpleConsumer:
         self._leases: dict[Queue, int] = {}
         self._rows: dict[tuple[str, int, int], dict[str, Any]] = {}
         self._lease_counter = itertools.count(1)
-        self._generation = -1
-        # Between storing the offsets for a rebalance and the next generation's queues: hand
-        # nothing out, since a queue may move and its next owner reads on from the store.
+        # The group's joins counted when the queues were last divided (GroupMembership's
+        # `assignments`), not its generation: a rejoin can end with the generation unchanged.
+        self._assignment = -1
+        # Between storing the offsets for a rebalance and the end of the join that follows:
+        # hand nothing out, since a queue may move and its next owner reads on from the store.
         self._handing_over = False
+        self._hand_over_at = 0  # the joins counted when the offsets were stored
         self._last_refresh = 0.0
         self._last_commit = 0.0
         self._turn = 0
@@ -286,7 +289,7 @@ class SimpleConsumer:
                 for end in notice.queues:
                     if end.topic in self.subscriptions:
                         grew |= self._learn((end.topic, end.queue_id), end.next_offset)
-            if self._membership.generation != self._generation or grew:
+            if self._membership.assignments != self._assignment or grew:
                 self._reallocate()
         self._refresh()
         self._commit()
@@ -321,14 +324,17 @@ class SimpleConsumer:
     def _reallocate(self) -> None:
         """Take the queues this member should read now, and give up the others (lock held)."""
         assert self._membership is not None and self._store is not None
-        if self._handing_over and self._membership.generation == self._generation:
-            # Offsets stored for a rebalance under way: its generation divides the queues, new
-            # ones too. Taking them now, by the old generation's members, would hand out what
-            # the next owner reads again from the store (a queue that appeared mid-rebalance
-            # was delivered by two members: tests/coordinator/sdk/consumer/test_simple_consumer.py).
+        if self._handing_over and self._membership.assignments <= self._hand_over_at:
+            # Offsets stored for a rebalance under way: the join that ends it divides the
+            # queues, new ones too. Taking them now, by the old generation's members, would
+            # hand out what the next owner reads again from the store (a queue that appeared
+            # mid-rebalance was delivered by two members). The end is a completed join, not a
+            # new generation: a follower's rejoin of a stable group keeps the generation, and
+            # waiting for a new one left that member handing out nothing for ever
+            # (tests/coordinator/sdk/consumer/test_simple_consumer.py, both cases).
             return
         members = self._membership.members
-        self._generation = self._membership.generation
+        self._assignment = self._membership.assignments
         self._handing_over = False
         mine = allocate(self._ends, members, self.member) if members else set()
         lost = set(self._owned) - mine
@@ -346,7 +352,7 @@ class SimpleConsumer:
         if lost or gained:
             log.info(
                 "consumer %s (generation %d of %d member(s)) reads %d queue(s): +%s -%s",
-                self.member, self._generation, len(members), len(self._owned),
+                self.member, self._membership.generation, len(members), len(self._owned),
                 sorted(gained), sorted(lost),
             )  # fmt: skip
 
@@ -364,6 +370,7 @@ class SimpleConsumer:
                 for queue, offset in offsets.items():
                     self._owned[queue].stored = offset
             self._handing_over = True
+            self._hand_over_at = 0 if self._membership is None else self._membership.assignments
 
     def give_up(self) -> None:
         """Give every queue up without storing (out of the group: a store would be refused
@@ -371,7 +378,7 @@ class SimpleConsumer:
         with self._lock:
             for queue in list(self._owned):
                 self._drop(queue)
-            self._generation = -1
+            self._assignment = -1
 
     def _drop(self, queue: Queue) -> None:
         progress = self._owned.pop(queue)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.sdk.backoff import Backoff
+from coordinator.core.backoff import Backoff
 
 
 def test_delays_double_up_to_the_cap() -> None:

@@ -1,4 +1,4 @@
-"""Exponential backoff with jitter, so failing producers do not retry in lockstep."""
+"""Exponential backoff with jitter, so clients that fail together do not retry in lockstep."""
 
 from __future__ import annotations
 
