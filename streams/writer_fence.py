@@ -37,7 +37,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,6 +51,7 @@ from deltalake.exceptions import CommitFailedError
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from coordinator.core.backoff import Backoff
 from coordinator.core.errors import WriterFencedError
 from delta_tables import writers
 from delta_tables.table import delta_rs_uri
@@ -62,8 +65,14 @@ FENCE_APP_ID = "txcoord-writer-epoch"
 CLAIM_APP_ID = "txcoord-writer-claim"
 #: Versions of the fence: the epoch in the high bits, the batch (+1; 0: the start's fence) below.
 EPOCH_SHIFT = 32
-#: Claims retried when another start claimed the same epoch at the same moment.
-CLAIM_ATTEMPTS = 20
+#: How long a claim (or a start's fence of one table) keeps trying while other starts win the
+#: same commit. A count of attempts was not a bound on contention: with six starts side by
+#: side, one claim lost up to 19 times in a row on an idle host (it retried at once, and the
+#: starts that had just won were faster to read the next epoch), and 20 attempts ran out on
+#: a loaded one. So the losers back off with jitter, and give up only after this long.
+CLAIM_PATIENCE_S = 120.0
+#: The first and the longest pause between two attempts (equal jitter: coordinator.core.backoff).
+CLAIM_BACKOFF_S = (0.005, 1.0)
 #: Tables fenced side by side at start (each an open of the table and one small commit).
 FENCE_THREADS = 8
 
@@ -133,7 +142,7 @@ class WriterFence:
         uri = delta_rs_uri(location)
         if uri is None:
             return
-        for _ in range(CLAIM_ATTEMPTS):
+        for _ in attempts():
             table = RustDeltaTable(uri)
             self.refuse_newer(table.transaction_version(FENCE_APP_ID), location)
             try:
@@ -147,7 +156,10 @@ class WriterFence:
                 return
             except CommitFailedError:  # an older writer's commit in between: look again
                 continue
-        raise WriterFencedError(f"could not put writer epoch {self.epoch} on {location}")
+        raise WriterFencedError(
+            f"could not put writer epoch {self.epoch} on {location} in {CLAIM_PATIENCE_S:.0f} s: "
+            "other writers kept committing there first"
+        )
 
     def fence_tables(self, locations: list[str]) -> None:
         """Put this epoch on every table at `locations`, a few side by side."""
@@ -183,7 +195,7 @@ def claim_epoch(spark: SparkSession, warehouse: str, app_id: str, checkpoint: st
     uri = delta_rs_uri(location)
     if uri is None or not RustDeltaTable.is_deltatable(uri):
         writers.TABLE.create_if_absent(spark, warehouse)
-    for _ in range(CLAIM_ATTEMPTS):
+    for _ in attempts():
         claim = Claim(
             epoch=0,
             app_id=app_id,
@@ -227,9 +239,24 @@ def claim_epoch(spark: SparkSession, warehouse: str, app_id: str, checkpoint: st
         log.info("writer epoch %d claimed for %s", claim.epoch, app_id)
         return WriterFence(spark, warehouse, claim)
     raise WriterFencedError(
-        f"could not claim a writer epoch in {location} after {CLAIM_ATTEMPTS} attempts: "
-        "other coordinators keep starting against this warehouse"
+        f"could not claim a writer epoch in {location} in {CLAIM_PATIENCE_S:.0f} s: "
+        "other coordinators kept starting against this warehouse"
     )
+
+
+def attempts(patience: float | None = None) -> Iterator[int]:
+    """Yield 0, 1, 2, ...: the first at once, each later one after a jittered pause, until
+    `patience` seconds (default CLAIM_PATIENCE_S) have passed."""
+    deadline = time.monotonic() + (CLAIM_PATIENCE_S if patience is None else patience)
+    backoff = Backoff(*CLAIM_BACKOFF_S)
+    attempt = 0
+    while True:
+        yield attempt
+        attempt += 1
+        pause = backoff.next_delay()
+        if time.monotonic() + pause > deadline:
+            return
+        time.sleep(pause)
 
 
 def claim_of(spark: SparkSession, warehouse: str, epoch: int) -> Claim | None:

@@ -25,8 +25,8 @@ from urllib.parse import quote
 
 import httpx
 
-from coordinator.protocol import ingress as fmt
 from coordinator.core.backoff import Backoff
+from coordinator.protocol import ingress as fmt
 from coordinator.sdk.errors import RequestRejectedError, SdkError, ServerError, TransportError
 from coordinator.sdk.message import CheckRequest, Message
 from coordinator.sdk.transport import HalfReceipt, OpReceipt

@@ -10,6 +10,7 @@ ledger must say "fenced", not "retry".
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,7 +25,14 @@ from delta_tables.registry import create_system_tables
 from delta_tables.table import delta_rs_uri
 from streams.arrow_rows import arrow_schema
 from streams.delta_writes import BatchLedger
-from streams.writer_fence import FENCE_APP_ID, claim_epoch, claim_of, epoch_of
+from streams.writer_fence import (
+    CLAIM_BACKOFF_S,
+    FENCE_APP_ID,
+    attempts,
+    claim_epoch,
+    claim_of,
+    epoch_of,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -68,26 +76,43 @@ def warehouse(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Pat
 def test_epochs_claimed_side_by_side_are_unique_and_ordered(
     spark: SparkSession, warehouse: str
 ) -> None:
+    """Twelve starts side by side, four claims each. With a fixed count of immediate retries
+    one claim lost 19 times in a row among six on an idle host, and more than the 20 it had
+    among twelve (WriterFencedError, as CI once saw with six on a loaded host): a start must
+    not give up while others win, only after CLAIM_PATIENCE_S."""
     claimed: list[int] = []
     errors: list[BaseException] = []
+    # On the S3 API server each commit is slower (~0.3 s): fewer claims each, as many starts.
+    threads_, each = (12, 4) if warehouse.startswith("/") else (12, 2)
 
     def claim_some() -> None:
         try:
-            for _ in range(4):
+            for _ in range(each):
                 claimed.append(claim_epoch(spark, warehouse, APP, "ckpt").epoch)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=claim_some) for _ in range(6)]
+    threads = [threading.Thread(target=claim_some) for _ in range(threads_)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted(claimed) == list(range(1, 25))
+    everyone = list(range(1, threads_ * each + 1))
+    assert sorted(claimed) == everyone
     claims = table(writers.TABLE.path(warehouse)).to_pyarrow_table()
-    assert sorted(claims.column("epoch").to_pylist()) == list(range(1, 25))
-    assert len(set(claims.column("claim_id").to_pylist())) == 24
+    assert sorted(claims.column("epoch").to_pylist()) == everyone
+    assert len(set(claims.column("claim_id").to_pylist())) == len(everyone)
+
+
+def test_claim_attempts_back_off_and_end_at_the_patience() -> None:
+    started = time.monotonic()
+    tried = list(attempts(patience=0.5))
+    took = time.monotonic() - started
+    assert len(tried) >= 5, tried  # pauses from 5 ms: several tries in half a second
+    assert tried == list(range(len(tried)))
+    # A pause that would end past the patience is not taken (a loaded host may oversleep one).
+    assert took < 0.5 + CLAIM_BACKOFF_S[1], took
 
 
 def test_a_newer_epoch_fences_every_write_of_an_older_one(
