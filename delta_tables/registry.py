@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import StreamsConfig
+from coordinator.protocol.names import topic_name_problem
 from delta_tables import (
     check_requests,
     discarded,
@@ -21,6 +23,10 @@ from delta_tables import (
 )
 from delta_tables.object_store import filesystem, listing
 from delta_tables.table import TableSpec, listed_version, table_path
+
+log = logging.getLogger(__name__)
+#: Topic folders already reported as set aside (once per process).
+_SET_ASIDE: set[str] = set()
 
 SYSTEM_TABLES: tuple[TableSpec, ...] = (
     half_messages.TABLE,
@@ -44,14 +50,24 @@ STREAMED: frozenset[str] = frozenset({half_messages.TABLE.name, op_records.TABLE
 
 def warehouse_tables(warehouse: str) -> list[str]:
     """Return every table of `warehouse` (local, or on an S3 API) that exists: system tables,
-    then topics."""
+    then topics.
+
+    A folder under `topics/` whose name is not a topic name today (an earlier version took
+    '%' and '|') is set aside with a warning: delta-rs would open another path than that
+    folder (it percent-decodes), and a start that fenced it failed, every time.
+    """
     names = [spec.name for spec in SYSTEM_TABLES]
     fs, root = filesystem(warehouse)
-    names += [
-        f"topics/{info.base_name}"
-        for info in listing(fs, f"{root}/topics")
-        if info.type == pafs.FileType.Directory
-    ]
+    for info in listing(fs, f"{root}/topics"):
+        if info.type != pafs.FileType.Directory:
+            continue
+        if problem := topic_name_problem(info.base_name):
+            if info.base_name not in _SET_ASIDE:
+                _SET_ASIDE.add(info.base_name)
+                log.warning("topics/%s is set aside, not read or written: %s", info.base_name,
+                            problem)  # fmt: skip
+            continue
+        names.append(f"topics/{info.base_name}")
     # A table exists once its log has a commit: a kill -9 while one was being created can
     # leave an empty log folder behind, which no reader can open (create_if_absent makes it).
     return [name for name in names if listed_version(table_path(warehouse, name)) is not None]

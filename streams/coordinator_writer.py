@@ -46,6 +46,7 @@ from coordinator.core.config import Config
 from coordinator.core.errors import WriterFencedError
 from coordinator.core.failpoints import failpoint
 from coordinator.core.state_machine import TransactionState as State
+from coordinator.protocol.names import topic_name_problem
 from delta_tables import (
     check_requests,
     discarded,
@@ -414,6 +415,7 @@ class CoordinatorBatchWriter:
         Return what writes the queues' new next offsets, to be called once this returned,
         and those offsets.
         """
+        rows, counts = deliverable(rows, counts)
         names = sorted({topic for topic, _ in counts})
         # A topic's table is created by its first append (`creating`), in one commit.
         new = {name for name in names if name not in self._topic_tables}
@@ -536,3 +538,26 @@ class CoordinatorBatchWriter:
         )
         self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id, spark)
         failpoint("coordinator.after_op_verdicts")
+
+
+def deliverable(
+    rows: pa.Table, counts: Counter[tuple[str, int]]
+) -> tuple[pa.Table, Counter[tuple[str, int]]]:
+    """Return the DELIVER `rows` and the per-queue `counts` whose topic is a topic name today.
+
+    Ingest refuses every other name, so only a half landed by an earlier version (which took
+    '%' and '|') can name one: no table path holds it safely (delta-rs decodes '%'), and
+    raised inside the batch it stopped every batch, for good. Its message is not delivered;
+    the error names each transaction (its half stays in system/half_messages).
+    """
+    bad = sorted({topic for topic, _ in counts if topic_name_problem(topic)})
+    if not bad:
+        return rows, counts
+    refused = pc.is_in(rows["topic"], value_set=pa.array(bad, pa.string()))
+    log.error(
+        "not delivered, the topic is not a topic name (%s): transaction(s) %s",
+        ", ".join(map(repr, bad)),
+        ", ".join(rows.filter(refused)["transaction_id"].to_pylist()),
+    )
+    kept = Counter({queue: n for queue, n in counts.items() if queue[0] not in bad})
+    return rows.filter(pc.invert(refused)), kept

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout
 from coordinator.protocol import ingress as fmt
-from coordinator.protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
+from coordinator.protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME, TOPIC_RULE_TEXT
 
 LOG_APPEND_TIME = 1
 MAX_INT = 2**31 - 1
@@ -128,8 +128,7 @@ def messages(rules: IngestRules) -> dict[str, str]:
         "born_at": f"header {fmt.BORN_AT} must be epoch milliseconds, digits only, "
         f"0..{fmt.MAX_BORN_AT_MS} (2262-04-11T23:47:16.854Z)",
         "topic_missing": f"header {fmt.TOPIC} (the real topic) is missing",
-        "topic_pattern": "the real topic must be 1-127 characters of letters, digits, '_', "
-        "'%', '|' or '-'",
+        "topic_pattern": f"the real {TOPIC_RULE_TEXT}",
         "system_topic": "the real topic is a system topic name",
         "topic_not_allowed": "the real topic is not one of the configured topics "
         "(auto_create_topic_enable is off: add it to `topics`)",

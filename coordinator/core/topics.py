@@ -28,9 +28,9 @@ quarantined; an op with a `txcoord.operator` header on a group's op topic decide
 and is quarantined as refused; an op on `txcoord.operator.alice` is recorded as done by
 `alice` (the header is at most a display name beside it).
 
-Kafka topic names are `[A-Za-z0-9._-]`, at most 249 characters. A producer group's name
-may also hold '%' or '|' (RocketMQ's alphabet): such a group has no topics of its own and
-cannot send in the per-group layout (`group_topic_problem`); the shared layout takes it.
+Kafka topic names are `[A-Za-z0-9._-]`, at most 249 characters; a producer group's name is
+`[A-Za-z0-9_-]` (coordinator/protocol/ingress.py), so only its length can keep it from
+topics of its own (`group_topic_problem`); the shared layout takes any group.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ topics use LogAppendTime: the broker's clock, not the producer's, is a record's 
 Half message record
     key       transaction id (UTF-8, 1-128 printable ASCII characters)
     value     the message body (any bytes, at most max_message_size)
-    headers   txcoord.producer_group   required  [%|A-Za-z0-9_-]{1,255}
+    headers   txcoord.producer_group   required  [A-Za-z0-9_-]{1,255}
               txcoord.topic            required  the real topic, RocketMQ's topic rule
               txcoord.queue_id         optional  0..1023 as JSON writes it (digits, no sign,
                                                  leading zero or space); default
@@ -107,8 +107,16 @@ HEADER_ALLOWANCE_BYTES = 256 * 1024
 #: Queue ids a producer may name: RocketMQ topics rarely have more than a few dozen queues.
 MAX_QUEUE_ID = 1023
 MAX_TRANSACTION_ID_LENGTH = 128
-#: RocketMQ's producer group rule (Validators.checkGroup).
-GROUP_PATTERN = r"^[%|A-Za-z0-9_-]{1,255}$"
+#: The characters of every name that becomes a table path or a Kafka name (topics, producer
+#: and consumer groups, members): RocketMQ's alphabet without '%' and '|'. delta-rs and
+#: object_store percent-decode a table's path (a topic "%2e%2e" wrote one folder and read
+#: another; "Payment%73" appended into topics/Payments on S3), and neither character is
+#: allowed in a Kafka topic. RocketMQ itself uses '%' only in its system names (%RETRY%).
+NAME_CHARACTERS = "A-Za-z0-9_-"
+#: The same, as a reader is told it.
+NAME_CHARACTERS_TEXT = "letters, digits, '_' or '-'"
+#: The producer group rule (RocketMQ's Validators.checkGroup, less '%' and '|').
+GROUP_PATTERN = rf"^[{NAME_CHARACTERS}]{{1,255}}$"
 #: Printable, no whitespace other than the space, 1..128 characters.
 TRANSACTION_ID_PATTERN = r"^[\x21-\x7e][\x20-\x7e]{0,127}$"
 #: Property names become header keys `prop.<name>`: 1..255 characters, no control characters

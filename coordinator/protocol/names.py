@@ -2,19 +2,28 @@
 
 One place for each rule, so the SDK (before sending), the REST ingress (a 4xx) and the
 ingest (quarantine, streams/ingest.py, which matches the same patterns with Spark's rlike)
-accept exactly the same names (tests/streams/test_protocol_agreement.py). Topic names become
-table paths (`topics/<topic>`), so only RocketMQ's topic alphabet is accepted and system
-topic names are refused: nothing a producer sends can address a path outside `topics/`.
+accept exactly the same names (tests/streams/test_ingest_name_rules.py). Topic names become
+table paths (`topics/<topic>`), so only letters, digits, '_' and '-' are accepted (RocketMQ's
+alphabet less '%' and '|', which delta-rs and object_store decode or encode in a path) and
+system topic names are refused: nothing a producer sends can address a path outside its
+topic's table.
 """
 
 from __future__ import annotations
 
 import re
 
-from coordinator.protocol.ingress import GROUP_PATTERN, TRANSACTION_ID_PATTERN
+from coordinator.protocol.ingress import (
+    GROUP_PATTERN,
+    NAME_CHARACTERS,
+    NAME_CHARACTERS_TEXT,
+    TRANSACTION_ID_PATTERN,
+)
 
-#: RocketMQ's TopicValidator: letters, digits, '_', '%', '|', '-'; at most 127 characters.
-TOPIC_NAME = re.compile(r"^[A-Za-z0-9_%|-]{1,127}$")
+#: RocketMQ's TopicValidator less '%' and '|' (NAME_CHARACTERS); at most 127 characters.
+TOPIC_NAME = re.compile(rf"^[{NAME_CHARACTERS}]{{1,127}}$")
+#: What a refused topic is told.
+TOPIC_RULE_TEXT = f"topic must be 1-127 characters of {NAME_CHARACTERS_TEXT}"
 
 #: RocketMQ's system topics, and prefixes reserved for system use.
 SYSTEM_TOPICS = frozenset(
@@ -42,10 +51,7 @@ def topic_name_problem(topic: object) -> str | None:
     if not isinstance(topic, str):
         return f"topic must be a string, not {type(topic).__name__}"
     if not TOPIC_NAME.fullmatch(topic):
-        return (
-            "topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-' "
-            f"(RocketMQ's rule), not {topic[:140]!r}"
-        )
+        return f"{TOPIC_RULE_TEXT}, not {topic[:140]!r}"
     if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIXES):
         return f"topic {topic!r} is a system topic name and cannot be used"
     return None
@@ -66,7 +72,7 @@ def group_problem(value: object) -> str | None:
         return f"producer_group must be a string, not {type(value).__name__}"
     if not _GROUP.fullmatch(value):
         return (
-            "producer_group must be 1-255 characters of letters, digits, '_', '%', '|' or '-' "
-            f"(RocketMQ's rule), not {value[:300]!r}"
+            f"producer_group must be 1-255 characters of {NAME_CHARACTERS_TEXT}, "
+            f"not {value[:300]!r}"
         )
     return None

@@ -5,7 +5,7 @@ an integer, and unknown fields are refused (a misspelt `bodyBase64` must not sil
 an empty body). Every rule mirrors the ingest's (streams/ingest.py), so nothing this API
 accepts is quarantined later:
 
-    producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup)
+    producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup, less '%' and '|')
     transaction_id   TRANSACTION_ID_PATTERN (printable ASCII, 1..128)
     topic            TOPIC_NAME, then coordinator.protocol.names.topic_name_problem (refused as
                      `invalid_topic`)
@@ -53,7 +53,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from coordinator.protocol import ingress as fmt
-from coordinator.protocol.names import TOPIC_NAME, topic_name_problem
+from coordinator.protocol.names import TOPIC_NAME, TOPIC_RULE_TEXT, topic_name_problem
 from coordinator.rest.receipts import MAX_RECEIPT_LENGTH
 from coordinator.sdk.consumer.tag_filter import TagFilter
 
@@ -104,8 +104,7 @@ def _topic(value: str) -> str:
     if not TOPIC_NAME.fullmatch(_utf8(value)):
         raise PydanticCustomError(
             INVALID_TOPIC,
-            "topic must be 1-127 characters of letters, digits, '_', '%', '|' or '-' "
-            "(RocketMQ's rule), with no newline or control character",
+            f"{TOPIC_RULE_TEXT}, with no newline or control character",
         )
     problem = topic_name_problem(value)
     if problem:

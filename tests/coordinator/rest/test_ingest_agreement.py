@@ -39,7 +39,7 @@ KAFKA_SCHEMA = (
 #: Requests at the edges of every rule the REST accepts.
 EDGE_HALVES: list[dict[str, Any]] = [
     {"producer_group": "g", "topic": "T"},
-    {"producer_group": "%|Az09_-" + "g" * 247, "topic": "%|Az09_-" + "t" * 119,
+    {"producer_group": "Az09_-" + "g" * 249, "topic": "Az09_-" + "t" * 121,
      "queue_id": 1023, "transaction_id": "!" + " ~" * 63 + "x", "body": "é" * (MAX_MESSAGE // 2),
      "check_immunity_seconds": RULES.max_check_immunity_seconds},
     {"producer_group": "g", "topic": "T", "queue_id": 0, "body_base64": "AP8=",
