@@ -45,6 +45,7 @@ from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBr
 from coordinator.runtime.local_stack.kafka_cluster import ClusterSettings, KafkaCluster
 from coordinator.runtime.local_stack.s3_server import S3Server
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
+from tests.gate_budget import Budget, GateClock, module_of
 from tests.harness import Engine
 from tests.jvm_scratch import run_scratch
 
@@ -244,16 +245,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     `make test` runs the suite in two workers, one module at a time each, handed out in
     this order (`--no-loadscope-reorder`: xdist would otherwise hand out the modules with
     the most tests first): longest first leaves the least idle time at the end, when one
-    worker would wait for the other's last module. `long(minutes)` gives a module's usual
-    length on 2 cores, measured (`--durations`, summed per module); unmarked modules take
-    seconds.
+    worker would wait for the other's last module. tests/budget.toml gives each `long`
+    module's usual length on 2 cores, measured (`--durations`, summed per module); the
+    others take seconds.
     """
 
+    budget = Budget.load()
+
     def order(item: pytest.Item) -> tuple[bool, float]:
-        long = item.get_closest_marker("long")
-        return long is None, -(long.args[0] if long is not None and long.args else 0)
+        minutes = budget.minutes(module_of(item.nodeid))
+        return minutes == 0, -minutes
 
     items.sort(key=order)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Time the run against tests/budget.toml, in the process that reports (xdist's
+    controller, or the only one)."""
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(GateClock(Budget.load()), "gate-clock")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -31,7 +31,7 @@ import pytest
 
 from coordinator.runtime.artifacts import PROJECT_ROOT
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.6)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 README = PROJECT_ROOT / "README.md"
 #: The port the README's curl commands use.

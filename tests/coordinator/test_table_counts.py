@@ -30,7 +30,7 @@ from delta_tables import check_requests, half_messages, op_records, quarantine, 
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
 
-pytestmark = [pytest.mark.spark, pytest.mark.long(0.4)]
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 #: A value for each non-nullable column the counts do not look at.

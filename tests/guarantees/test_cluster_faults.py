@@ -50,7 +50,7 @@ from tests.guarantees.app_runs import AppRuns
 from tests.guarantees.mixed_load import Scenario, settings_of
 from tests.harness import wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(7)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 APP_NAME = "txcoord-coordinator"
 #: One executor per worker, each the worker's one core.

@@ -38,7 +38,7 @@ from tests.guarantees.mixed_load import Scenario, settings_of
 
 #: Two runs, sixteen application starts and their kills: a long module (tests/conftest.py
 #: orders by it).
-pytestmark = pytest.mark.long(8.0)
+pytestmark = pytest.mark.long
 
 #: The application starts that end at failpoints, in order (name=N: the N-th pass of that
 #: failpoint), one failpoint per start: one query lands and decides in one thread per table,

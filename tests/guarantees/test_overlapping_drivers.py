@@ -48,7 +48,7 @@ from tests.guarantees.app_runs import exit_reason
 from tests.guarantees.mixed_load import Scenario, settings_of
 from tests.harness import wait_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(9)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: Seconds a fenced coordinator may take to notice and stop (a frozen JVM first catches up).
 FENCED_BOUND = 180

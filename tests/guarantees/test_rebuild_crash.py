@@ -34,7 +34,7 @@ from tests.conftest import settings_under
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.test_state_rebuild import TIMING
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(3.0)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: Each kill, in turn: the failpoint the rebuild freezes at (coordinator/core/failpoints.py):
 #: three in a rebuild from the checkpoint, then two in one from the warehouse.

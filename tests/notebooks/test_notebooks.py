@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from coordinator.core.config import Config, load_config
 from tests.harness import Engine, Producer, Responder, table, wait_for
 
-pytestmark = pytest.mark.long(2)
+pytestmark = pytest.mark.long
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = ("transaction_health", "topic_explorer")

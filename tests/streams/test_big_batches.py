@@ -24,7 +24,7 @@ from streams.ingress_topics import ensure_ingress_topics
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.5)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 LIMIT_KEY = "spark.driver.maxResultSize"
 LIMIT = 2 * 2**20

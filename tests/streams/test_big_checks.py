@@ -19,7 +19,7 @@ from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.5)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from streams.tally import Counts
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: RocketMQ's integration test: by index mod 5.
 PLAN = ["commit", "rollback", "commit_when_checked", "rollback_when_checked", "unknown"]

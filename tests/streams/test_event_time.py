@@ -13,7 +13,7 @@ from streams.coordinator_job import QUERY_NAME
 from tests.harness import FEW_SECONDS, TOPIC, Engine, Producer, table, wait_for, wait_past, warm
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 
 def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigFactory) -> None:

@@ -33,7 +33,7 @@ from tests.harness import TOPIC, Engine, Producer, Responder, as_group, table, w
 from tests.streams.conftest import ConfigFactory
 from tests.streams.ingress_records import raw_record
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.2)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: The workload's group: the fuzz never uses it, so nothing fuzzed may touch its transactions.
 GROUP = "workload"

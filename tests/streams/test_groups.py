@@ -16,7 +16,7 @@ from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.6)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 
 @pytest.fixture

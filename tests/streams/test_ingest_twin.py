@@ -28,7 +28,7 @@ from tests.streams.ingress_records import MAX_MESSAGE, header, raw_record
 
 T = TypeVar("T")
 
-pytestmark = [pytest.mark.spark, pytest.mark.long(1.1)]
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

@@ -17,7 +17,7 @@ from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.2)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: Long enough for an op sent once the decision is read back to be stored within it (the
 #: decision's batch and a table read, a few seconds each under CI load), short enough for a test.

@@ -14,7 +14,7 @@ from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 TIMEOUT_S = 3
 #: Well above the natural first-check delay (the timeout, then skew + a tick + two batches:

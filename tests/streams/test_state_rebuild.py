@@ -26,7 +26,7 @@ from streams.state_rebuild import rebuild
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2.0)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 GROUPS = {
     "committed": 8,  # committed before the first rebuild: late ops are judged against it

@@ -59,7 +59,7 @@ from tests.streams.store_time_story import (
     warm_up_cycle,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2.2)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: Store time and `requested_at` are clocks of one host, read to the millisecond.
 CLOCK = 0.5

@@ -26,7 +26,7 @@ from streams.ticker import LEAD, Ticker, until_next_tick
 from tests.conftest import unavailable
 from tests.harness import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.long(0.8)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 #: Seconds from the broker's restart to the fifth heartbeat stored after it: reconnecting like
 #: Kafka's Java client (coordinator/kafka_clients/options.py: at most 1 s between attempts) took

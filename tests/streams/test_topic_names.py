@@ -32,7 +32,7 @@ from streams.coordinator_writer import deliverable
 from tests.harness import Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.6)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: The probes of the issue: each once accepted, each addressing another path than its own.
 PROBES = ["%41", "%2e", "%2e%2e", "a%2fb", "Payment%73", "..x", "x%20y", "a|b", "%", "A.b"]

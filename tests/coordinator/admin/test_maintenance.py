@@ -27,7 +27,7 @@ from delta_tables.table import REMOVED_FILES_PROPERTY
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = pytest.mark.long(0.8)
+pytestmark = pytest.mark.long
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

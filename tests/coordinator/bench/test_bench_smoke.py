@@ -19,7 +19,7 @@ from coordinator.bench.resources import BENCH, BROKER, SPARK, WORKERS
 from coordinator.runtime.artifacts import PROJECT_ROOT
 from tests.conftest import unavailable
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.8)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 SUMMARY = ("count", "p50", "p95", "p99", "min", "max", "mean")
 

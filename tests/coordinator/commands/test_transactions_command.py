@@ -14,7 +14,7 @@ from coordinator.core.config import Config
 from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.8)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 #: How the group's check listener answers, per transaction (None: not at all).
 ANSWERS: dict[str, str | None] = {"stuck": "UNKNOWN", "held": None}

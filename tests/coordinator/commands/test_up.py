@@ -35,7 +35,7 @@ from coordinator.runtime.local_stack.ports import free_port
 from tests.quiet_stop import noise_in
 from tests.up_process import Up
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.7)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 DEMO_KINDS = ("commit", "rollback", "checked-commit", "never-answers")
 

@@ -22,7 +22,7 @@ from coordinator.runtime.local_stack.cluster_profile import BUCKET
 from coordinator.runtime.local_stack.ports import free_port
 from tests.up_process import Up
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(3)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 
 def pids_under(folder: Path) -> list[int]:

@@ -36,7 +36,7 @@ from tests.coordinator.sdk.http_server import serving
 from tests.harness import Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.0)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 TOPIC = "Billing"
 QUEUES = 4  # the engine's default_queue_count

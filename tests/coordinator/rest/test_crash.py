@@ -29,7 +29,7 @@ from coordinator.protocol import ingress as fmt
 from tests.coordinator.rest.conftest import drop_topics
 from tests.coordinator.rest.kafka_io import read_all
 
-pytestmark = [pytest.mark.kafka, pytest.mark.long(0.9)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 REPO = Path(__file__).parents[3]
 SENDERS = 4

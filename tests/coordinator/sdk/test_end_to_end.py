@@ -40,7 +40,7 @@ from tests.coordinator.sdk.http_server import serving
 from tests.harness import Engine, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.3)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[3]
 #: What a wheel of txcoord is built from (pyproject's packages and metadata).

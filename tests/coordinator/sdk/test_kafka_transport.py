@@ -34,7 +34,7 @@ from .conftest import (
 )
 from .helpers import RecordingListener, State, wait_until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.long(0.4)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 LOG_APPEND_TIME = 1
 

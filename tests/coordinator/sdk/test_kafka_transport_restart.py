@@ -27,7 +27,7 @@ from .conftest import INGRESS_TOPIC_CONFIG, publish, read_records
 from .helpers import RecordingListener, State, wait_until
 from .test_kafka_transport import check_of
 
-pytestmark = [pytest.mark.kafka, pytest.mark.long(0.5)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 #: Seconds from the broker being back to the answer of a check published then: a deadline
 #: that says the listener came back at all. How soon is a performance figure, which a loaded

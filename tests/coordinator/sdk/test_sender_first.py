@@ -24,7 +24,7 @@ from streams.coordinator_writer import check_record
 from .conftest import ProducerFactory, SdkTopics, group_members, publish, read_records
 from .helpers import RecordingListener, wait_until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.long(0.4)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 #: Long enough that a loaded machine's sender always claims first.
 SENDER_FIRST_SECONDS = 5.0

@@ -51,7 +51,7 @@ from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 
 from .conftest import SecuredKafka, publish, read_all
 
-pytestmark = [pytest.mark.kafka, pytest.mark.long(1)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 
 def check_of(transaction_id: str, group: str) -> tuple[bytes, bytes, Any]:

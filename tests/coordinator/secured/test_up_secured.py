@@ -31,7 +31,7 @@ from tests.up_process import Up
 
 from .conftest import make_auth_file, publish, read_all
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(0.7)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 

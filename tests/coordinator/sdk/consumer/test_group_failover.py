@@ -34,7 +34,7 @@ from coordinator.sdk.consumer.queue_reader import QueueReader
 from tests.harness import Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(2.0)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[4]
 TOPIC = "Ledger"

@@ -18,7 +18,7 @@ from coordinator.sdk.consumer import MessageView, SimpleConsumer
 from tests.harness import Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long(1.0)]
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 
 TOPIC = "Billing"
 QUEUES = 8

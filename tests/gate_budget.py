@@ -1,0 +1,90 @@
+"""The gate's time budget (tests/budget.toml): the order modules are handed out in, and the
+warnings a run prints when it ran long.
+
+The budget is in minutes on 2 cores. A module over 1.5 x its budget, or a run over the
+whole budget, gets a warning line at the end of the run; timing never fails the gate (a
+slower host comes often), but a module that has grown is seen the day it grew.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+BUDGET_FILE = Path(__file__).with_name("budget.toml")
+#: A module over this many times its budget is reported.
+OVER = 1.5
+#: Slowest tests listed at the end of the run.
+SLOWEST = 25
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Minutes per `long` module (by path from the checkout's root), and for a whole run."""
+
+    modules: dict[str, float]
+    whole_minutes: float
+
+    @classmethod
+    def load(cls, path: Path = BUDGET_FILE) -> Budget:
+        """Read the budget file."""
+        data = tomllib.loads(path.read_text())
+        return cls({str(k): float(v) for k, v in data["modules"].items()}, data["whole_minutes"])
+
+    def minutes(self, module: str) -> float:
+        """Return a module's budget (0: not a long module: seconds)."""
+        return self.modules.get(module, 0.0)
+
+
+def module_of(nodeid: str) -> str:
+    """Return the module path of a test id ("tests/x/test_y.py::test_z[1]")."""
+    return nodeid.split("::", 1)[0]
+
+
+@dataclass
+class GateClock:
+    """Sums each module's test time as reports arrive (from every xdist worker), and says
+    at the end what ran over its budget."""
+
+    budget: Budget
+    started: float = field(default_factory=time.monotonic)
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count a phase's time (setup, call, teardown) to its module."""
+        self.seconds[module_of(report.nodeid)] += report.duration
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Print the longest modules against their budgets, and the warnings."""
+        lines = self.report(time.monotonic() - self.started)
+        terminalreporter.section("gate time (tests/budget.toml)")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+    def report(self, wall_seconds: float) -> list[str]:
+        """Return the summary's lines: the ten longest modules, then every warning."""
+        lines = []
+        longest = sorted(self.seconds.items(), key=lambda item: -item[1])[:10]
+        for module, seconds in longest:
+            budget = self.budget.minutes(module)
+            lines.append(f"{seconds / 60:6.1f} min  (budget {budget:4.1f})  {module}")
+        for module, seconds in sorted(self.seconds.items()):
+            budget = self.budget.minutes(module) or 0.25  # an unlisted module: seconds
+            if seconds / 60 > OVER * budget:
+                lines.append(
+                    f"WARNING gate: {module} took {seconds / 60:.1f} min, over {OVER} x its "
+                    f"budget of {budget} min (tests/budget.toml)"
+                )
+        if wall_seconds / 60 > self.budget.whole_minutes:
+            lines.append(
+                f"WARNING gate: the tests took {wall_seconds / 60:.1f} min, over the whole "
+                f"gate's budget of {self.budget.whole_minutes} min (install and lint not counted)"
+            )
+        return lines
