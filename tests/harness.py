@@ -19,11 +19,13 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.core.config import Config
+from coordinator.kafka_clients.admin import admin_client
 from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_claim import is_claim
 from coordinator.protocol.check_record import CheckRecord
 from coordinator.runtime import engine
+from coordinator.sdk.consumer.membership import kafka_group_id
 from streams.coordinator_job import QUERY_NAME
 
 GROUP = "orders"
@@ -317,3 +319,13 @@ def as_group(config: Config, group: str = GROUP) -> Config:
         topics_per_group=False,  # these names are final: no group suffix on top
     )
     return replace(config, kafka=own)
+
+
+def kafka_members(config: Config, group: str) -> set[str]:
+    """Return the client ids of `group`'s members as Kafka's group coordinator knows them,
+    once the group is stable (empty while it rebalances)."""
+    with admin_client(config.kafka.bootstrap_servers) as admin:
+        info = admin.describe_groups([kafka_group_id(group)]).get(kafka_group_id(group)) or {}
+    if str(info.get("group_state", info.get("state", ""))).lower() != "stable":
+        return set()
+    return {str(m.get("client_id")) for m in info.get("members") or []}

@@ -22,6 +22,7 @@ anyway: it is replayed by the next start, as after a crash.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +39,9 @@ from coordinator.runtime.table_counts import table_counts
 from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
+from streams.checkpoint_files import files_of
 from streams.compactor import Compactor
+from streams.coordinator_checkpoint import active_facts, interrupted_rebuild
 from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.delivery_notices import ensure_consumer_topics
@@ -46,6 +49,7 @@ from streams.ingress_topics import ensure_ingress_topics, subscribed_topics
 from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
 from streams.progress import ProgressLog
 from streams.progress_listener import listen
+from streams.state_rebuild import rebuild
 from streams.step_timer import StepTimer
 from streams.tally import Tally
 from streams.ticker import Ticker
@@ -95,7 +99,12 @@ class Engine:
             create_system_tables(self.spark, self.config.warehouse, retention)
             keep_logs_for(self.spark, self.config.warehouse, retention)
         with timer.step("counts"):
-            self.tally.seed(table_counts(self.spark, self.config))
+            counts = table_counts(self.spark, self.config)
+        if counts.halves + counts.ops + counts.quarantined > 0:
+            with timer.step("state"):
+                if self._derive_lost_state():
+                    counts = table_counts(self.spark, self.config)
+        self.tally.seed(counts)
         self._unlisten = listen(self.spark, self.progress)
         if self.config.metrics.port >= 0:
             metrics = self.config.metrics
@@ -121,6 +130,38 @@ class Engine:
             timer.summary(),
         )
         return self
+
+    def _derive_lost_state(self) -> bool:
+        """Derive the state from the warehouse if the checkpoint holds none; return True if
+        it did. Called only when the warehouse holds landed records: an earlier coordinator's
+        work.
+
+        The checkpoint is a cache of the warehouse (contract 7.11). Started without one (the
+        folder lost or removed, a new `checkpoint_dir`), the query would read Kafka from its
+        start and decide every record again: every committed message was delivered twice,
+        under new offsets. So the start does what `txcoord state rebuild --from warehouse`
+        does, once: the next start finds the checkpoint it made.
+        """
+        files = files_of(self.config.streams.checkpoint_dir, self.spark)
+        if active_facts(files).has_batches or interrupted_rebuild(files) is not None:
+            return False  # a state to resume, or a rebuild the query refuses to start beside
+        log.warning(
+            "the coordinator checkpoint %s holds no state, and the warehouse %s holds an "
+            "earlier coordinator's work: deriving the state from the warehouse (as `txcoord "
+            "state rebuild --from warehouse` does), not reading Kafka again from its start",
+            files.root,
+            self.config.warehouse,
+        )
+        rebuilt = rebuild(
+            self.spark, self.config, self.config.spark.shuffle_partitions, "warehouse"
+        )
+        log.info(
+            "state derived from the warehouse: %d transactions, into %s (%.1f s)",
+            rebuilt.transactions,
+            rebuilt.generation,
+            rebuilt.seconds,
+        )
+        return True
 
     def _warn_of_outage(self) -> None:
         """Warn if the engine was stopped longer than an ingress topic keeps records."""
@@ -176,15 +217,18 @@ class Engine:
     def fenced(self) -> WriterFencedError | None:
         """Return the error that stopped the coordinator because a newer one took over.
 
-        A query that stopped for another reason while a newer coordinator has claimed the
-        warehouse was stopped by that one too: Spark's own checkpoint log refuses a batch
-        the newer one already planned or committed (CONCURRENT_STREAM_LOG_UPDATE) before
-        our fence is asked. Either way the answer is the same: this one must not come back.
+        Besides our own fence (the writer's WriterFencedError), one cause means the same:
+        Spark's checkpoint log refusing a batch the newer coordinator already planned or
+        committed (CONCURRENT_STREAM_LOG_UPDATE), which can come before our fence is asked.
+        Then, if a newer claim exists, this one must not come back. A query stopped by
+        anything else is not fenced, newer claim or not: it was, before, which let a test
+        of the fence pass on a coordinator that had failed for another reason.
         """
         writer = self.writer
         if writer is None or writer.fenced is not None or writer.fence is None:
             return writer.fenced if writer is not None else None
-        if self.coordinator is not None and not self.coordinator.isActive:
+        query = self.coordinator
+        if query is not None and not query.isActive and _taken_over(query.exception()):
             try:
                 writer.fence.notice()
             except WriterFencedError as exc:
@@ -248,3 +292,13 @@ def stop_quietly(
             announced = True
         time.sleep(STOP_POLL_SECONDS)
     query.stop()
+
+
+#: What Spark's checkpoint log says when another query on the same checkpoint wrote the batch
+#: this one planned (a newer coordinator on this checkpoint), and what our fence says.
+TAKEN_OVER = re.compile(r"CONCURRENT_STREAM_LOG_UPDATE|Multiple streaming jobs|is fenced")
+
+
+def _taken_over(error: object) -> bool:
+    """Return whether a query's `error` says another coordinator took its place."""
+    return error is not None and TAKEN_OVER.search(str(error)) is not None

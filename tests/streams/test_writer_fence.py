@@ -20,10 +20,12 @@ from deltalake import write_deltalake
 from pyspark.sql import SparkSession
 
 from coordinator.core.errors import WriterFencedError
+from coordinator.runtime.engine import TAKEN_OVER
 from delta_tables import queue_offsets, writers
 from delta_tables.registry import create_system_tables
 from delta_tables.table import delta_rs_uri
 from streams.arrow_rows import arrow_schema
+from streams.coordinator_job import QUERY_NAME
 from streams.delta_writes import BatchLedger
 from streams.writer_fence import (
     CLAIM_BACKOFF_S,
@@ -33,6 +35,8 @@ from streams.writer_fence import (
     claim_of,
     epoch_of,
 )
+from tests.conftest import ConfigFactory
+from tests.harness import Engine, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -169,3 +173,22 @@ def test_a_ledger_without_a_fence_writes_as_before(spark: SparkSession, warehous
     assert ledger.append(offsets(0), location, 0, spark)
     assert table(location).transaction_version(FENCE_APP_ID) is None
     assert rows_of(location) == [0]
+
+
+@pytest.mark.kafka
+def test_a_coordinator_stopped_for_another_reason_is_not_fenced(
+    spark: SparkSession, make_config: ConfigFactory
+) -> None:
+    """`Engine.fenced()` said "fenced" of any stopped query once a newer claim existed, so a
+    test of the fence passed on a coordinator that had stopped for any other reason."""
+    config = make_config()
+    engine = Engine(spark, config)
+    try:
+        wait_for(lambda: engine.progress.batches[QUERY_NAME] >= 1, 240, "the first batch")
+        claim_epoch(spark, config.warehouse, APP, "ckpt-newer")  # a newer coordinator's start
+        assert engine.coordinator is not None
+        engine.coordinator.stop()  # stopped, not by the fence
+        assert engine.fenced() is None
+        assert TAKEN_OVER.search("[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update")
+    finally:
+        engine.stop()

@@ -18,13 +18,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.core.config import Config
-from coordinator.kafka_clients.admin import admin_client, delete_topic
+from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
 from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.receipts import ReceiptCodec
 from coordinator.sdk.consumer import Receipt
-from coordinator.sdk.consumer.membership import kafka_group_id
 from streams.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
@@ -33,7 +32,7 @@ from tests.coordinator.rest.conftest import (
     bearer,
 )
 from tests.coordinator.sdk.http_server import serving
-from tests.harness import Engine, Producer, wait_for
+from tests.harness import Engine, Producer, kafka_members, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -152,16 +151,6 @@ def no_group_lag_left(http: httpx.Client, c: Any) -> None:
             return False
 
     wait_for(no_lag_left, 90, "the group's lag reported as 0")
-
-
-def kafka_members(config: Config, group: str) -> set[str]:
-    """Return the client ids of `group`'s members as Kafka's group coordinator knows them,
-    once the group is stable (empty while it rebalances)."""
-    with admin_client(config.kafka.bootstrap_servers) as admin:
-        info = admin.describe_groups([kafka_group_id(group)]).get(kafka_group_id(group)) or {}
-    if str(info.get("group_state", info.get("state", ""))).lower() != "stable":
-        return set()
-    return {str(m.get("client_id")) for m in info.get("members") or []}
 
 
 # -- against the engine ------------------------------------------------------------------

@@ -31,7 +31,7 @@ from kafka import KafkaConsumer
 
 from coordinator.core.config import Config
 from coordinator.sdk.consumer.queue_reader import QueueReader
-from tests.harness import Engine, Producer, wait_for
+from tests.harness import Engine, Producer, kafka_members, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -146,7 +146,10 @@ def test_a_member_killed_and_one_added_under_load(
         os.kill(members[1].process.pid, signal.SIGKILL)
         members[1].process.wait()
         killed = members[1]
-        time.sleep(10)  # its queues go to the others after the session timeout (6 s)
+        # Its queues go to the others once Kafka counts it out (the session timeout, 6 s).
+        survivors = {members[0].name, members[2].name}
+        wait_for(lambda: kafka_members(config, GROUP) == survivors, 120,
+                 "the killed member out of its group")  # fmt: skip
         members.append(Member(config, tmp_path / "member-3.log"))
         loader.join(timeout=LOAD_SECONDS + 120)
         assert not loader.is_alive() and len(sent) == TRANSACTIONS
