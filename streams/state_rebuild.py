@@ -28,8 +28,10 @@ with batches is unfinished) and running the command again finishes the same rebu
 first batch replays, with the same initial state and offsets) or, when it never started
 a batch, redoes it.
 
-The coordinator must be stopped while a rebuild runs: the rebuild checks, before it
-switches, that the old generation did not move meanwhile.
+The coordinator should be stopped while a rebuild runs. One still running is fenced before
+the rebuild reads anything (a writer epoch claimed and put on every table first:
+streams/writer_fence.py): it stops at its next batch without writing, and the rebuild's
+check that the old generation did not move meanwhile tells the operator.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from coordinator.core.errors import ConfigurationError, TxcoordError
 from coordinator.core.failpoints import failpoint
 from coordinator.kafka_clients.admin import admin_client
 from delta_tables import queue_offsets
+from delta_tables.registry import warehouse_tables
+from delta_tables.table import table_path
 from streams.arrow_rows import arrow_schema
 from streams.checkpoint_files import Files, files_of
 from streams.coordinator_checkpoint import (
@@ -69,7 +73,7 @@ from streams.delta_writes import BatchLedger
 from streams.ingress_topics import subscribed_topics
 from streams.ticker import Ticker
 from streams.warehouse_state import derived_state, landed_offsets, queue_offsets_behind
-from streams.writer_fence import claim_epoch
+from streams.writer_fence import WriterFence, claim_epoch
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -223,7 +227,13 @@ def _start_from_checkpoint(
 
 
 def _start_from_warehouse(
-    spark: SparkSession, config: Config, files: Files, partitions: int, progress: Progress
+    spark: SparkSession,
+    config: Config,
+    files: Files,
+    partitions: int,
+    *,
+    progress: Progress,
+    fence: WriterFence,
 ) -> tuple[int, Plan]:
     """Derive the state and the Kafka offsets from the warehouse, keep the state in a new
     generation and record its plan; return the generation and the plan."""
@@ -242,9 +252,7 @@ def _start_from_warehouse(
             ],
             schema=arrow_schema(queue_offsets.SCHEMA),
         )
-        writer = f"txcoord-rebuild-{name}-{now_ms}"
-        fence = claim_epoch(spark, config.warehouse, writer, f"{files.root}/{name}")
-        ledger = BatchLedger(writer, fence)
+        ledger = BatchLedger(f"txcoord-rebuild-{name}-{now_ms}", fence)
         ledger.append(rows, queue_offsets.TABLE.path(config.warehouse), 0, spark)
     landed = landed_offsets(spark, config)
     plan = Plan(
@@ -256,6 +264,17 @@ def _start_from_warehouse(
     files.write_new(f"{name}/{REBUILD_FILE}", plan.to_json())
     files.write_new(f"{name}/{STATE_LAYOUT_FILE}", STATE_LAYOUT)
     return generation, plan
+
+
+def fence_the_warehouse(
+    spark: SparkSession, config: Config, writer: str, checkpoint: str
+) -> WriterFence:
+    """Claim a writer epoch for `writer` and put it on every table of the warehouse: from
+    now on no coordinator started before can commit there."""
+    fence = claim_epoch(spark, config.warehouse, writer, checkpoint)
+    warehouse = config.warehouse
+    fence.fence_tables([table_path(warehouse, name) for name in warehouse_tables(warehouse)])
+    return fence
 
 
 def _first_batch(
@@ -331,6 +350,10 @@ def rebuild(
         raise ConfigurationError(f"--partitions must be 1 or more, not {partitions}")
     started = time.monotonic()
     files = files_of(config.streams.checkpoint_dir, spark)
+    # First, before anything is read: a coordinator still running is fenced now, at its next
+    # batch or commit, and cannot write behind what the rebuild reads (contract 7.10).
+    fence = fence_the_warehouse(spark, config, f"txcoord-rebuild-{int(time.time() * 1000)}",
+                                files.root)  # fmt: skip
     old_generation = active_generation(files)
     old_name = generation_name(old_generation)
     finished = None
@@ -347,7 +370,9 @@ def rebuild(
             return Plan(source, partitions, offsets, from_generation=name, from_batch=batch)
 
         if source == "warehouse":
-            generation, plan = _start_from_warehouse(spark, config, files, partitions, progress)
+            generation, plan = _start_from_warehouse(
+                spark, config, files, partitions, progress=progress, fence=fence
+            )
         else:
             generation, plan, finished = _start_from_checkpoint(
                 spark, config, files, plan_of, progress

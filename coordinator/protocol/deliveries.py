@@ -30,6 +30,7 @@ __all__ = [
     "encode_notices",
     "table_location",
     "topic_table",
+    "whole",
 ]
 
 #: The warehouse table holding every queue's next free offset (delta_tables/queue_offsets.py).
@@ -95,6 +96,23 @@ def encode_notices(batch_id: int, at_ms: int, queues: Sequence[QueueEnd]) -> Ite
         ).encode()
 
 
+#: The largest offset or id a record may carry: a Delta long (and a Kafka offset).
+MAX_WHOLE = 2**63 - 1
+
+
+def whole(value: object) -> int:
+    """Return `value` if it is a JSON integer 0..MAX_WHOLE; ValueError otherwise.
+
+    `int()` of what `json.loads` gives is no check: it takes 1.5 and true, and raised
+    OverflowError (not ValueError) on Infinity, which a reader that skips bad records did not
+    catch: one hostile record on the consumer offsets topic turned every receive of its
+    partition into a 500.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WHOLE:
+        raise ValueError(f"not a whole number 0..2^63-1: {value!r}")
+    return value
+
+
 def decode_notice(value: bytes | None) -> Notice | None:
     """Return the notice in `value`, or None if it is not one this code reads.
 
@@ -105,8 +123,9 @@ def decode_notice(value: bytes | None) -> Notice | None:
         if not isinstance(doc, dict) or doc.get("v") != NOTICE_VERSION:
             return None
         queues = tuple(
-            QueueEnd(str(topic), int(queue), int(offset)) for topic, queue, offset in doc["queues"]
+            QueueEnd(str(topic), whole(queue), whole(offset))
+            for topic, queue, offset in doc["queues"]
         )
-        return Notice(int(doc["batch"]), int(doc["at"]), queues)
+        return Notice(whole(doc["batch"]), whole(doc["at"]), queues)
     except (ValueError, TypeError, KeyError):
         return None

@@ -24,6 +24,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.protocol.deliveries import whole
 
 __all__ = ["OffsetStore", "Stored"]
 
@@ -140,8 +141,8 @@ def _decode(key: bytes | None, value: bytes | None) -> Stored | None:
         group, topic, queue = json.loads(key or b"")
         doc: Any = json.loads(value or b"")
         return Stored(
-            str(group), str(topic), int(queue), int(doc["offset"]),
-            str(doc.get("member", "")), int(doc.get("at", 0)),
+            str(group), str(topic), whole(queue), whole(doc["offset"]),
+            str(doc.get("member", "")), whole(doc.get("at", 0)),
         )  # fmt: skip
     except (ValueError, TypeError, KeyError):
         return None
