@@ -405,8 +405,14 @@ def test_the_engine_topics_check_finds_broad_grants(secured_kafka: SecuredKafka)
     with admin_client(secured_kafka.bootstrap_servers, security=secured_kafka.security_of()) as a:
         a.create_acls(broad)
         try:
-            time.sleep(1)  # ACLs reach the authorizer through the metadata log
-            found = sorted(findings(config))
+            # ACLs reach the authorizer through the metadata log: wait until both are seen.
+            found: list[str] = []
+
+            def both_seen() -> bool:
+                found[:] = sorted(findings(config))
+                return len(found) >= 2
+
+            wait_until(both_seen, 30, "the two broad grants in the broker's ACLs")
         finally:
             a.delete_acls(broad)
     own = layout.operator_topic(config.kafka.principal)
