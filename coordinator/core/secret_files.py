@@ -9,6 +9,7 @@ that lets them write one lets them replace it. Such a file is refused at start w
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -29,3 +30,18 @@ def private_file_problem(path: Path, what: str) -> str | None:
             f"{stat.S_IMODE(mode):o}): its secret would be theirs; run chmod 600 {path}"
         )
     return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable by its owner only from the first byte on.
+
+    Written first and `chmod`ed after, a file holds its secret under the umask's mode for a
+    moment (0644 by default: anyone's to read); an existing file is made private before its
+    new content goes in.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a file that existed keeps its mode through os.open
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.core.secret_files import private_file_problem
+from coordinator.core.secret_files import private_file_problem, write_private
 from coordinator.core.topics import TopicLayout, grants, group_topic_problem
 
 if TYPE_CHECKING:
@@ -177,8 +177,7 @@ class BrokerAuth:
 def _combined_pem(tls: BrokerTls) -> Path:
     """Return a PEM keystore file: key then chain (Kafka's PEM keystore location format)."""
     combined = tls.keyfile.with_name(tls.keyfile.name + ".keystore.pem")
-    combined.write_text(tls.keyfile.read_text() + tls.certfile.read_text())
-    combined.chmod(0o600)
+    write_private(combined, tls.keyfile.read_text() + tls.certfile.read_text())
     return combined
 
 

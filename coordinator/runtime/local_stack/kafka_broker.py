@@ -51,6 +51,7 @@ from kafka.admin import KafkaAdminClient
 
 from coordinator.core.errors import BrokerError
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.secret_files import write_private
 from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.runtime import class_archives
 from coordinator.runtime.artifacts import jars
@@ -355,9 +356,9 @@ class KafkaBroker:
             )
         path = self.data_dir / "server.properties"
         if auth is not None:  # the engine's password is in it: private before it is written
-            path.touch(mode=0o600)
-            path.chmod(0o600)
-        path.write_text(properties)
+            write_private(path, properties)
+        else:
+            path.write_text(properties)
         log4j = resources.files(__package__).joinpath("log4j2.properties").read_text()
         (self.data_dir / "log4j2.properties").write_text(log4j)
 
@@ -414,8 +415,7 @@ class KafkaBroker:
             # java launcher reads the main class and its arguments from a private @argfile.
             start = command.index("kafka.tools.StorageTool")
             arguments = [*command[start:], *self.settings.auth.scram_arguments()]
-            argfile.touch(mode=0o600)
-            argfile.write_text("".join(f'"{a}"\n' for a in arguments))
+            write_private(argfile, "".join(f'"{a}"\n' for a in arguments))
             command = [*command[:start], f"@{argfile}"]
         try:
             result = subprocess.run(
