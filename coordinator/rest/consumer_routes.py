@@ -18,6 +18,7 @@ build_consumer_router makes from the configuration.)
 """
 
 import base64
+import logging
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -34,7 +35,7 @@ from coordinator.rest.consumers import (
     Subscription,
     SubscriptionConflictError,
 )
-from coordinator.rest.errors import ApiError
+from coordinator.rest.errors import CONSUMER_UNAVAILABLE_TEXT, ApiError
 from coordinator.rest.models import (
     AckItem,
     AckRequest,
@@ -52,6 +53,8 @@ from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.routes import Caller, Svc
 from coordinator.rest.services import Services
 from coordinator.sdk.consumer import MessageView
+
+log = logging.getLogger(__name__)
 
 PREFIX = "/v1/consumer-groups/{group}"
 
@@ -138,7 +141,10 @@ def _receive(svc: Services, group: str, body: ReceiveRequest) -> ReceiveResult:
     except SubscriptionConflictError as exc:
         raise ApiError(409, "subscription_conflict", str(exc)) from exc
     except ConsumerUnavailableError as exc:
-        raise ApiError(503, "consumer_unavailable", str(exc), {"Retry-After": "1"}) from exc
+        log.warning("consumer group %s unavailable: %s", group, exc)
+        raise ApiError(
+            503, "consumer_unavailable", CONSUMER_UNAVAILABLE_TEXT, {"Retry-After": "1"}
+        ) from exc
     svc.metrics.messages_delivered.inc(len(received.messages))
     return ReceiveResult(
         member=received.member,

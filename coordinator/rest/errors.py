@@ -124,6 +124,16 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, code, message, exc.headers)
 
 
+#: What a 503 says: nothing of the ingress's insides (addresses, exception texts).
+UNAVAILABLE_TEXT = (
+    "Kafka is not reachable from the ingress right now: nothing was acknowledged; retry"
+)
+#: What a consumer's 503 says.
+CONSUMER_UNAVAILABLE_TEXT = (
+    "the consumer cannot read Kafka or the warehouse right now: nothing was handed out; retry"
+)
+
+
 def write_failure(exc: KafkaUnavailableError | RecordTooLargeError) -> tuple[int, str]:
     """Return the (status, code) of a record Kafka did not acknowledge."""
     if isinstance(exc, RecordTooLargeError):
@@ -135,8 +145,10 @@ async def _write_failed(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, KafkaUnavailableError | RecordTooLargeError)
     status, code = write_failure(exc)
     if status == 503:
+        # The detail (broker addresses, the client's exception) is the operator's, in the log:
+        # a client is told what to do, not where the brokers are.
         log.warning("kafka unavailable during %s %s: %s", request.method, request.url.path, exc)
-        return error_response(status, code, str(exc), {"Retry-After": "1"})
+        return error_response(status, code, UNAVAILABLE_TEXT, {"Retry-After": "1"})
     return error_response(status, code, str(exc))
 
 

@@ -281,6 +281,9 @@ def test_kafka_unreachable_is_a_503(rest_config: Config, free_port: int) -> None
         assert answer.status_code == 503
         assert answer.json()["error"] == "kafka_unavailable"
         assert answer.headers["retry-after"] == "1"
+        # Nothing of the ingress's insides: not the broker's address, not the client's error.
+        assert str(free_port) not in answer.text and "127.0.0.1" not in answer.text
+        assert "Error" not in answer.json()["message"]
         answer = test_client.get("/v1/check-requests?producer_group=g&wait_seconds=0")
         assert answer.status_code == 503
         assert answer.json()["error"] == "kafka_unavailable"
