@@ -17,10 +17,10 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from coordinator.admin.consumer_groups import describe, live_members, reset
 from coordinator.commands.options import local_config, where_options
+from coordinator.commands.terminal_text import cell, printable
 
 _where = where_options(
     "Kafka holding the groups' offsets and members (default: the broker `txcoord up` runs "
@@ -59,7 +59,7 @@ def list_(*, group: str | None, as_json: bool, **where: Any) -> None:
         summary.add_column(column)
     for (name, topic), total in sorted(lag.items()):
         live = members.get(name, [])
-        summary.add_row(Text(name), Text(topic), str(total), Text(", ".join(live) or "none"))
+        summary.add_row(cell(name), cell(topic), str(total), cell(", ".join(live) or "none"))
     console.print(summary)
     detail = Table(title="queues", title_justify="left")
     for column in ("group", "topic/queue", "committed", "end", "lag", "reader", "committed by"):
@@ -74,7 +74,7 @@ def list_(*, group: str | None, as_json: bool, **where: Any) -> None:
             row.reader or "",
             row.committed_by,
         )
-        detail.add_row(*(Text(cell) for cell in cells))  # Text: names are never markup
+        detail.add_row(*(cell(text) for text in cells))  # escaped, never markup
     console.print(detail)
 
 
@@ -107,4 +107,4 @@ def reset_(*, group: str, topic: str, to: str, **where: Any) -> None:
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     for queue_id, offset in offsets.items():
-        click.echo(f"{group} {topic}/{queue_id} -> {offset}")
+        click.echo(printable(f"{group} {topic}/{queue_id} -> {offset}"))
