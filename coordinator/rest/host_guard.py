@@ -10,9 +10,18 @@ and read every check's body. The Host header is what the page cannot forge, so i
 a request naming another host is refused with 421 Misdirected Request before anything else
 runs. With tokens the page has none to send, and any Host is served (a proxy in front may
 rewrite it).
+
+A page on another site needs no rebinding to *send* a request: a cross-site GET (an image,
+a no-cors fetch) reaches the ingress with the right Host, and `GET /v1/check-requests` hands
+checks out, so a page could drain them. The browser names such a request's origin
+(`Sec-Fetch-Site: cross-site`, or an `Origin` header), which the page cannot forge either:
+in open mode it is refused with 403 too. Pages of this machine (`Origin: http://localhost:...`,
+the ingress's own /docs) are served.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -28,6 +37,17 @@ def host_name(host_header: str) -> str:
         return host[1 : host.find("]")] if "]" in host else host
     name, _, _port = host.partition(":")
     return name.rstrip(".")  # `localhost.` is the same name, fully qualified
+
+
+def cross_site(headers: Headers, listen_host: str) -> bool:
+    """Return True if a browser says the request comes from a page of another site."""
+    if headers.get("sec-fetch-site", "").lower() == "cross-site":
+        return True
+    origin = headers.get("origin")
+    if origin is None:
+        return False
+    _scheme, _, rest = origin.partition("://")
+    return not rest or not allowed_host(rest.split("/", 1)[0], listen_host)  # "null": refused
 
 
 def allowed_host(host_header: str | None, listen_host: str) -> bool:
@@ -51,15 +71,27 @@ class HostGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        host = Headers(scope=scope).get("host")
-        if allowed_host(host, self.listen_host):
+        headers = Headers(scope=scope)
+        host = headers.get("host")
+        if not allowed_host(host, self.listen_host):
+            await self._misdirected(host)(scope, receive, send)
+        elif cross_site(headers, self.listen_host):
+            response = error_response(
+                403,
+                "cross_site_request",
+                "the ingress runs in open mode (no rest.auth_file) and serves no page of "
+                "another site (its requests could commit, roll back or take checks)",
+            )
+            await response(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
-            return
-        response = error_response(
+
+    @staticmethod
+    def _misdirected(host: str | None) -> Any:
+        return error_response(
             421,
             "misdirected_request",
             f"the ingress runs in open mode (no rest.auth_file) and answers requests to "
             f"localhost or a loopback address only, not to host {(host or '')[:100]!r} "
             f"(a page in a browser could otherwise act through it)",
         )
-        await response(scope, receive, send)

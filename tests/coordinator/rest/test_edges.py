@@ -111,6 +111,28 @@ def test_open_mode_serves_the_listen_address_by_name(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [{"sec-fetch-site": "cross-site"}, {"origin": "https://evil.example"},
+     {"origin": "null"}, {"origin": "http://127.0.0.1.evil.example:8080"}],
+)  # fmt: skip
+def test_open_mode_refuses_a_page_of_another_site(tmp_path: Path, headers: dict[str, str]) -> None:
+    """A cross-site GET needs no preflight: it drained check requests (security finding 12)."""
+    app = open_app(tmp_path)
+    where = {"host": "localhost:8080", **headers}
+    assert call(app, "GET", "/v1/check-requests?producer_group=g&wait_seconds=0", where)[0] == 403
+    assert call(app, "POST", "/v1/transactions/x/commit", where, body_size=30) == (403, 0)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"sec-fetch-site": "same-origin"}, {"origin": "http://localhost:5173"},
+     {"origin": "http://127.0.0.1:8080", "sec-fetch-site": "same-site"}],
+)  # fmt: skip
+def test_open_mode_serves_pages_of_this_machine(tmp_path: Path, headers: dict[str, str]) -> None:
+    assert call(open_app(tmp_path), "GET", "/healthz", {"host": "localhost", **headers})[0] == 200
+
+
 def test_a_request_without_host_comes_from_no_browser(tmp_path: Path) -> None:
     assert call(open_app(tmp_path), "GET", "/healthz", {})[0] == 200
 
