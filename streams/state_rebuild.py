@@ -61,6 +61,7 @@ from streams.coordinator_checkpoint import (
     PARTITIONS_CONF,
     REBUILD_FILE,
     STATE_LAYOUT_FILE,
+    active_facts,
     active_generation,
     facts,
     generation_name,
@@ -333,6 +334,13 @@ def _first_batch(
     count = int(applied.value()) if loaded_before is None else initial.count()
     progress(f"{name} started from {count} transactions of {origin}")
     return count
+
+
+def holds_no_state(spark: SparkSession, config: Config) -> bool:
+    """Return True if the coordinator checkpoint holds no state to resume (missing, empty, or
+    never past its first batch) and no rebuild is under way in it."""
+    files = files_of(config.streams.checkpoint_dir, spark)
+    return not active_facts(files).has_batches and interrupted_rebuild(files) is None
 
 
 def rebuild(

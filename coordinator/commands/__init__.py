@@ -1,5 +1,6 @@
 """Subcommands of the `txcoord` command line (coordinator/cli.py), one module each; options.py
-holds the options several of them share (the configuration file, overrides of its keys)."""
+holds the options several of them share (the configuration file, overrides of its keys),
+terminal_text.py the escaping of client-supplied names they print."""
 
 __all__ = [
     "bench",

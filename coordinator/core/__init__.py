@@ -3,6 +3,7 @@
 Pure Python (the standard library only; tests/test_layers.py checks it), so the SDK, the
 protocol, the engine and the applications all build on it without pulling Spark or Kafka.
 
+    backoff.py        exponential backoff with jitter (clients and starts that retry together)
     config.py         the configuration of contract 4 (TOML, TXCOORD_* variables, --set)
     errors.py         txcoord's exceptions
     state_machine.py  a transaction's states, the events that move it, and the legal moves
@@ -14,6 +15,6 @@ protocol, the engine and the applications all build on it without pulling Spark 
 """
 
 __all__ = [
-    "config", "errors", "failpoints", "kafka_security", "library_logs", "secret_files",
+    "backoff", "config", "errors", "failpoints", "kafka_security", "library_logs", "secret_files",
     "state_machine", "topics",
 ]  # fmt: skip

@@ -6,6 +6,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+__all__ = ["Backoff"]
+
 
 @dataclass
 class Backoff:

@@ -39,9 +39,7 @@ from coordinator.runtime.table_counts import table_counts
 from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
 from streams.batch_gate import BatchGate
-from streams.checkpoint_files import files_of
 from streams.compactor import Compactor
-from streams.coordinator_checkpoint import active_facts, interrupted_rebuild
 from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.delivery_notices import ensure_consumer_topics
@@ -49,7 +47,7 @@ from streams.ingress_topics import ensure_ingress_topics, subscribed_topics
 from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
 from streams.progress import ProgressLog
 from streams.progress_listener import listen
-from streams.state_rebuild import rebuild
+from streams.state_rebuild import holds_no_state, rebuild
 from streams.step_timer import StepTimer
 from streams.tally import Tally
 from streams.ticker import Ticker
@@ -142,14 +140,13 @@ class Engine:
         under new offsets. So the start does what `txcoord state rebuild --from warehouse`
         does, once: the next start finds the checkpoint it made.
         """
-        files = files_of(self.config.streams.checkpoint_dir, self.spark)
-        if active_facts(files).has_batches or interrupted_rebuild(files) is not None:
+        if not holds_no_state(self.spark, self.config):
             return False  # a state to resume, or a rebuild the query refuses to start beside
         log.warning(
             "the coordinator checkpoint %s holds no state, and the warehouse %s holds an "
             "earlier coordinator's work: deriving the state from the warehouse (as `txcoord "
             "state rebuild --from warehouse` does), not reading Kafka again from its start",
-            files.root,
+            self.config.streams.checkpoint_dir,
             self.config.warehouse,
         )
         rebuilt = rebuild(

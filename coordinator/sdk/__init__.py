@@ -17,8 +17,8 @@ only core and protocol (no Spark: tests/test_layers.py).
                          PushConsumer (loaded on demand: the `consumer` extra's delta-rs)
     check_answerer.py    the background check loop; inside it, ledger.py (requests in flight
                          or answered lately: a duplicate is skipped), offsets.py (which
-                         check-topic offsets may be committed) and backoff.py (retries with
-                         jitter, so failing producers do not retry in lockstep)
+                         check-topic offsets may be committed); retries back off with
+                         jitter (coordinator/core/backoff.py)
     check_routing.py     checks go first to the instance that sent the half: the partition
                          owner's hold of another instance's checks, released by its claim
 """
