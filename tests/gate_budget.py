@@ -19,6 +19,8 @@ import pytest
 BUDGET_FILE = Path(__file__).with_name("budget.toml")
 #: A module over this many times its budget is reported.
 OVER = 1.5
+#: The budget of a module not marked `long` (seconds, not minutes).
+UNLISTED = 0.5
 #: Slowest tests listed at the end of the run.
 SLOWEST = 25
 
@@ -76,7 +78,7 @@ class GateClock:
             budget = self.budget.minutes(module)
             lines.append(f"{seconds / 60:6.1f} min  (budget {budget:4.1f})  {module}")
         for module, seconds in sorted(self.seconds.items()):
-            budget = self.budget.minutes(module) or 0.25  # an unlisted module: seconds
+            budget = self.budget.minutes(module) or UNLISTED  # not a long module: seconds
             if seconds / 60 > OVER * budget:
                 lines.append(
                     f"WARNING gate: {module} took {seconds / 60:.1f} min, over {OVER} x its "

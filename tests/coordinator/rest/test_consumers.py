@@ -7,6 +7,7 @@ only Kafka (the consumer topics, an empty warehouse) and the app in-process.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -112,14 +113,39 @@ class RestConsumer:
             self.got += messages
 
 
-def pump(consumers: list[RestConsumer], count: int, timeout: float) -> None:
-    """Receive and ack with every consumer in turn until they got `count` messages in all."""
+def pump(
+    consumers: list[RestConsumer],
+    count: int,
+    timeout: float,
+    members: ConsumerMembers | None = None,
+) -> None:
+    """Receive and ack with every consumer in turn until they got `count` messages in all;
+    a timeout reports what each member of `members` held (queues, generation, hand-over)."""
     deadline = time.monotonic() + timeout
     while sum(len(c.got) for c in consumers) < count:
         got = sum(len(c.got) for c in consumers)
-        assert time.monotonic() < deadline, f"{got} of {count} in {timeout} s"
+        assert time.monotonic() < deadline, (
+            f"{got} of {count} in {timeout} s; got by queue "
+            f"{[sorted(in_queue_order(c.got)) for c in consumers]}; {held_by(members)}"
+        )
         for c in consumers:
             c.take_and_ack()
+
+
+def held_by(members: ConsumerMembers | None) -> str:
+    """Return what each SDK consumer behind the REST members knows (for a failure report)."""
+    if members is None:
+        return ""
+    found = []
+    for (group, name), entry in sorted(members._members.items()):
+        c = entry.consumer
+        joins = c._membership.assignments if c._membership is not None else None
+        found.append(
+            f"{group}/{name}: members {c.members}, owns {c.assigned()}, knows "
+            f"{sorted(c._ends.items())}, lag {c.lag()}, joins {joins}, divided at "
+            f"{c._assignment}, handing over {c._handing_over} (since join {c._hand_over_at})"
+        )
+    return "; ".join(found)
 
 
 def in_queue_order(messages: list[dict[str, Any]]) -> dict[int, list[int]]:
@@ -222,10 +248,12 @@ def test_receive_then_ack_each_message_once_in_queue_order_and_redelivery(
 
 
 def test_two_members_split_the_queues_and_an_idle_one_hands_them_over(
-    config: Config, engine: Engine
+    config: Config, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     idle = 10.0
-    app = create_app(config, consumers=ConsumerMembers(config, idle_timeout=idle))
+    caplog.set_level(logging.INFO, logger="coordinator.sdk.consumer")  # its moves, on failure
+    members = ConsumerMembers(config, idle_timeout=idle)
+    app = create_app(config, consumers=members)
     with serving(app) as url, httpx.Client(base_url=url, timeout=90) as http:
         a = RestConsumer(http, "ledger", member="member-a", start_from="first")
         b = RestConsumer(http, "ledger", member="member-b", start_from="first")
@@ -239,7 +267,7 @@ def test_two_members_split_the_queues_and_an_idle_one_hands_them_over(
         assert metric(http, "txcoord_rest_consumer_members ") == 2
         first = [f"a-{i}" for i in range(32)]
         commit(config, first)
-        pump([a, b], len(first), 180)
+        pump([a, b], len(first), 180, members)
         assert sorted(m["transaction_id"] for m in a.got + b.got) == sorted(first)
         queues_a, queues_b = set(in_queue_order(a.got)), set(in_queue_order(b.got))
         assert queues_a and queues_b and queues_a.isdisjoint(queues_b)
@@ -266,7 +294,7 @@ def test_two_members_split_the_queues_and_an_idle_one_hands_them_over(
         later = [f"b-{i}" for i in range(16)]
         b.got = []
         commit(config, later)
-        pump([b], len(later), 180)
+        pump([b], len(later), 180, members)
         assert sorted(m["transaction_id"] for m in b.got) == sorted(later)
         assert set(in_queue_order(b.got)) == set(range(QUEUES))  # every queue, a's too
         assert all(m["delivery_attempt"] == 1 for m in b.got)  # nothing a acked came again

@@ -30,7 +30,7 @@ from coordinator.rest.app import create_app
 from streams.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import LOCAL, drop_topics, make_rest_config
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.long]
 
 EXAMPLES_PER_OPERATION = 60
 
