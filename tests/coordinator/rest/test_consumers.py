@@ -25,6 +25,7 @@ from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.receipts import ReceiptCodec
 from coordinator.sdk.consumer import Receipt
+from coordinator.sdk.consumer.queue_reader import QueueReader
 from streams.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
@@ -136,9 +137,18 @@ def held_by(members: ConsumerMembers | None) -> str:
     """Return what each SDK consumer behind the REST members knows (for a failure report)."""
     if members is None:
         return ""
+    try:
+        return _held_by(members)
+    except Exception as exc:  # the report must never hide the failure it explains
+        return f"(members not described: {exc!r})"
+
+
+def _held_by(members: ConsumerMembers) -> str:
     found = []
     for (group, name), entry in sorted(members._members.items()):
         c = entry.consumer
+        if not found:  # what the warehouse holds, read afresh: delivered or not
+            found.append(f"delivered {QueueReader(c.reader.warehouse).ends(c.subscriptions)}")
         joins = c._membership.assignments if c._membership is not None else None
         found.append(
             f"{group}/{name}: members {c.members}, owns {c.assigned()}, knows "
