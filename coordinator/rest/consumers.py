@@ -63,6 +63,8 @@ __all__ = [
     "SubscriptionConflictError",
 ]
 
+#: The Kafka session of a REST member (the SDK's default is 6 s).
+REST_SESSION_TIMEOUT_MS = 20_000
 #: Members of one REST process (each holds three Kafka clients and their threads).
 DEFAULT_MAX_MEMBERS = 64
 #: The share is sized so that at least this many groups can each have a full share.
@@ -448,4 +450,8 @@ class ConsumerMembers:
             deliveries_topic=kafka.deliveries_topic,
             offsets_topic=kafka.consumer_offsets_topic,
             security=kafka.security,
+            # Polled only while its client calls: a session long enough that a busy host's
+            # pauses between calls and slow joins do not expel it (its queues move 20 s after
+            # an ingress dies uncleanly; a closed member leaves at once).
+            session_timeout_ms=REST_SESSION_TIMEOUT_MS,
         )
