@@ -214,22 +214,29 @@ class Engine:
     def fenced(self) -> WriterFencedError | None:
         """Return the error that stopped the coordinator because a newer one took over.
 
-        Besides our own fence (the writer's WriterFencedError), one cause means the same:
-        Spark's checkpoint log refusing a batch the newer coordinator already planned or
-        committed (CONCURRENT_STREAM_LOG_UPDATE), which can come before our fence is asked.
-        Then, if a newer claim exists, this one must not come back. A query stopped by
-        anything else is not fenced, newer claim or not: it was, before, which let a test
-        of the fence pass on a coordinator that had failed for another reason.
+        Our own fence (the writer's WriterFencedError) says so; so does Spark's checkpoint log
+        refusing a batch the newer coordinator already planned or committed
+        (CONCURRENT_STREAM_LOG_UPDATE). A query stopped by anything else while a newer claim
+        exists (a coordinator frozen for minutes wakes to a stale S3 connection) is not
+        fenced, but superseded: it must not come back either (a restart would fence the newer
+        one), so it is reported the same way, and its message says what stopped it first.
+        Before, that message read as a fence, and a test of the fence could not tell.
         """
         writer = self.writer
         if writer is None or writer.fenced is not None or writer.fence is None:
             return writer.fenced if writer is not None else None
         query = self.coordinator
-        if query is not None and not query.isActive and _taken_over(query.exception()):
+        if query is not None and not query.isActive:
             try:
                 writer.fence.notice()
             except WriterFencedError as exc:
+                error = query.exception()
                 writer.fenced = exc
+                if not _taken_over(error):
+                    writer.fenced = WriterFencedError(
+                        f"{exc} It had stopped for another reason first, not by the fence "
+                        f"(superseded): {str(error)[:300]}"
+                    )
         return writer.fenced
 
     def problems(self) -> list[str]:

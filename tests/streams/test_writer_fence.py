@@ -176,11 +176,12 @@ def test_a_ledger_without_a_fence_writes_as_before(spark: SparkSession, warehous
 
 
 @pytest.mark.kafka
-def test_a_coordinator_stopped_for_another_reason_is_not_fenced(
+def test_a_coordinator_stopped_for_another_reason_is_superseded_not_fenced(
     spark: SparkSession, make_config: ConfigFactory
 ) -> None:
-    """`Engine.fenced()` said "fenced" of any stopped query once a newer claim existed, so a
-    test of the fence passed on a coordinator that had stopped for any other reason."""
+    """`Engine.fenced()` said "fenced" of any stopped query once a newer claim existed, so the
+    report of a coordinator that had stopped for another reason read as the fence's work. It
+    still must not come back (exit code 3), and now says what stopped it."""
     config = make_config()
     engine = Engine(spark, config)
     try:
@@ -188,7 +189,8 @@ def test_a_coordinator_stopped_for_another_reason_is_not_fenced(
         claim_epoch(spark, config.warehouse, APP, "ckpt-newer")  # a newer coordinator's start
         assert engine.coordinator is not None
         engine.coordinator.stop()  # stopped, not by the fence
-        assert engine.fenced() is None
+        superseded = engine.fenced()
+        assert superseded is not None and "stopped for another reason first" in str(superseded)
         assert TAKEN_OVER.search("[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update")
     finally:
         engine.stop()
