@@ -48,7 +48,7 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-@dataclass
+@dataclass(eq=False)  # a plugin: pytest keeps its plugins in sets
 class GateClock:
     """Sums each module's test time as reports arrive (from every xdist worker), and says
     at the end what ran over its budget."""

@@ -32,12 +32,14 @@ RECOVERY: Mapping[str, int] = {"reconnect_backoff_ms": 50, "reconnect_backoff_ma
 def kafka_python_options(security: KafkaSecurity | None = None) -> dict[str, Any]:
     """Return the keyword arguments every kafka-python client of the product is built with.
 
-    The client about to be built gets kafka-python's metadata refresh mended first
-    (coordinator/kafka_clients/metadata_refresh.py); imported here, when kafka-python is.
+    The client about to be built gets kafka-python's metadata refresh and group join mended
+    first (coordinator/kafka_clients/metadata_refresh.py, join_group.py); imported here, when
+    kafka-python is.
     """
-    from coordinator.kafka_clients import metadata_refresh  # noqa: PLC0415 - see above
+    from coordinator.kafka_clients import join_group, metadata_refresh  # noqa: PLC0415
 
     metadata_refresh.install()
+    join_group.install()
     return {**RECOVERY, **(security or KafkaSecurity()).client_options()}
 
 

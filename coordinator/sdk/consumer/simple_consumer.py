@@ -70,8 +70,6 @@ _DEFAULTS = KafkaConfig()
 Queue = tuple[str, int]
 #: Rows read from a table per queue and call, at most.
 READ_CHUNK = 256
-#: How long a poll lasts at least while this member's join is under way (`_maintain`).
-JOIN_POLL_SECONDS = 1.0
 
 
 class SimpleConsumer:
@@ -284,16 +282,12 @@ class SimpleConsumer:
     def _maintain(self, wait_seconds: float) -> None:
         """Take part in the group, learn of new rows, store offsets when due.
 
-        While a join is under way (offsets stored for a rebalance, the next division not
-        come), the poll lasts at least JOIN_POLL_SECONDS: kafka-python drives the join only
-        inside a poll, and a member polled only in short slices (a REST member, between its
-        client's calls) answered each step of the join late. On a loaded host the group
-        then rebalanced for ever (135 generations in 180 s, the late member never done
-        joining, its share never handed out: tests/coordinator/rest/test_consumers.py).
+        A join runs on the Kafka client's own thread and is collected by the next poll, even
+        one that comes after the join ended (coordinator/kafka_clients/join_group.py): a
+        member polled in short slices, as a REST member is between its client's calls,
+        joins as one polled without pause.
         """
         assert self._membership is not None
-        if self._handing_over:
-            wait_seconds = max(wait_seconds, JOIN_POLL_SECONDS)
         notices = self._membership.poll(wait_seconds)
         with self._lock:
             grew = False
