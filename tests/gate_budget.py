@@ -56,11 +56,25 @@ class GateClock:
     budget: Budget
     started: float = field(default_factory=time.monotonic)
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    #: The guarantee tests' application starts (seconds, master) and unplanned exits.
+    starts: list[tuple[float, str, str]] = field(default_factory=list)
+    unplanned: list[tuple[str, str]] = field(default_factory=list)
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Count a phase's time (setup, call, teardown) to its module."""
+        """Count a phase's time (setup, call, teardown) to its module; keep the application
+        runs a test recorded (tests/guarantees/conftest.py: on its teardown's report)."""
         self.seconds[module_of(report.nodeid)] += report.duration
+        if report.when != "teardown":
+            return
+        for name, entries in report.user_properties:
+            if name != "app_runs":
+                continue
+            for entry in entries:
+                if "start_seconds" in entry:
+                    self.starts.append((entry["start_seconds"], entry["master"], report.nodeid))
+                else:
+                    self.unplanned.append((str(entry["unplanned"]), report.nodeid))
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -84,9 +98,25 @@ class GateClock:
                     f"WARNING gate: {module} took {seconds / 60:.1f} min, over {OVER} x its "
                     f"budget of {budget} min (tests/budget.toml)"
                 )
+        lines += self.app_runs()
         if wall_seconds / 60 > self.budget.whole_minutes:
             lines.append(
                 f"WARNING gate: the tests took {wall_seconds / 60:.1f} min, over the whole "
                 f"gate's budget of {self.budget.whole_minutes} min (install and lint not counted)"
             )
+        return lines
+
+    def app_runs(self) -> list[str]:
+        """Return the application starts' longest per master, and every unplanned exit: the
+        figures the start bound (tests/guarantees/app_runs.py START_BOUND) and the accepted
+        exit causes are set from."""
+        lines = []
+        for master in sorted({m for _, m, _ in self.starts}):
+            times = sorted(s for s, m, _ in self.starts if m == master)
+            longest = max((s, n) for s, m, n in self.starts if m == master)
+            lines.append(
+                f"application starts on {master}: {len(times)}, median {times[len(times) // 2]} s,"
+                f" longest {longest[0]} s ({longest[1]})"
+            )
+        lines += [f"unplanned exit in {nodeid}: {entry}" for entry, nodeid in self.unplanned]
         return lines

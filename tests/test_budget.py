@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from tests.gate_budget import Budget, GateClock
 
@@ -32,3 +33,24 @@ def test_a_module_over_its_budget_and_a_long_run_are_warned_of() -> None:
     assert "tests/c.py took 0.8 min" in warnings[1]  # not a long module: half a minute
     assert "took 36.0 min" in warnings[2]
     assert [line for line in clock.report(34 * 60) if "the tests took" in line] == []
+
+
+def test_the_application_starts_and_unplanned_exits_a_test_recorded_are_reported() -> None:
+    clock = GateClock(Budget({}, whole_minutes=35))
+    runs = [
+        {"start_seconds": 31.5, "master": "local[2]"},
+        {"unplanned": "while starting: exit code 1: error: the broker went away"},
+        {"start_seconds": 40.0, "master": "local[2]"},
+    ]
+    for when in ("setup", "call", "teardown"):  # only the teardown's report counts them
+        report = SimpleNamespace(
+            nodeid="tests/guarantees/test_x.py::test_y", duration=1.0, when=when,
+            user_properties=[("app_runs", runs)],
+        )  # fmt: skip
+        clock.pytest_runtest_logreport(report)  # type: ignore[arg-type]
+    lines = clock.report(60)
+    assert "application starts on local[2]: 2, median 40.0 s, longest 40.0 s" in lines[-2]
+    assert lines[-1] == (
+        "unplanned exit in tests/guarantees/test_x.py::test_y: "
+        "while starting: exit code 1: error: the broker went away"
+    )

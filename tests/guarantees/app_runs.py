@@ -31,6 +31,10 @@ START_BOUND = 480
 #: Seconds to wait for a start's failpoints, after it runs.
 FAILPOINT_BOUND = 600
 MAX_UNPLANNED = 3
+#: What this worker's application starts took, and the exits they did not plan, for the
+#: gate's report (tests/guarantees/conftest.py hands each test's to its report; the gate's
+#: summary prints them: tests/gate_budget.py). The start bound is set from these figures.
+JOURNAL: list[dict[str, object]] = []
 SPARK_WORKER_TIMEOUT = re.compile(r"Python worker failed to connect back")
 BROKER_LOSS = re.compile(r"kafka|broker|TimeoutException|Connection refused", re.IGNORECASE)
 
@@ -70,6 +74,7 @@ class AppRuns:
         """Start the application (with `failpoints` armed) and wait until it runs."""
         while True:
             self.starts += 1
+            began = time.monotonic()
             app = AppProcess(
                 self.settings,
                 *[a for spec in failpoints for a in (OPTION, spec)],
@@ -77,6 +82,8 @@ class AppRuns:
                 spark_conf=self.spark_conf,
             )
             if app.wait_for_line("txcoord coordinator running", START_BOUND):
+                seconds = round(time.monotonic() - began, 1)
+                JOURNAL.append({"start_seconds": seconds, "master": self.master})
                 return app
             if app.process.poll() is None:  # neither running nor exited: a hung start
                 app.kill9()
@@ -91,6 +98,7 @@ class AppRuns:
         reason = exit_reason(app)
         entry = f"{when}: exit code {app.process.returncode}: {reason}"
         self.unplanned.append(entry)
+        JOURNAL.append({"unplanned": entry})
         print(f"crash test: unplanned restart {len(self.unplanned)}: {entry}", flush=True)
         known = [SPARK_WORKER_TIMEOUT, *self.acceptable]
         known += [BROKER_LOSS] if self.broker_killed else []

@@ -10,6 +10,7 @@ import pytest
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.local_stack.ports import free_port
 from tests.conftest import unavailable
+from tests.guarantees import app_runs
 
 
 @pytest.fixture
@@ -27,3 +28,14 @@ def broker(tmp_path: Path) -> Iterator[KafkaBroker]:
         yield own
     finally:
         own.stop()
+
+
+@pytest.fixture(autouse=True)
+def app_runs_journal(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hand this test's application starts and unplanned exits to its report (the gate's
+    summary prints them: tests/gate_budget.py)."""
+    app_runs.JOURNAL.clear()
+    yield
+    if app_runs.JOURNAL:
+        request.node.user_properties.append(("app_runs", list(app_runs.JOURNAL)))
+        app_runs.JOURNAL.clear()

@@ -97,12 +97,18 @@ def read_records(
         consumer.close()
 
 
-def publish(bootstrap_servers: str, topic: str, records: list[tuple[bytes, bytes, Any]]) -> None:
-    """Write (key, value, headers) records and wait for the broker's acknowledgement."""
+def publish(
+    bootstrap_servers: str,
+    topic: str,
+    records: list[tuple[bytes, bytes, Any]],
+    partition: int | None = None,
+) -> None:
+    """Write (key, value, headers) records (to `partition`, or by key) and wait for the
+    broker's acknowledgement."""
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
     try:
         for key, value, headers in records:
-            producer.send(topic, key=key, value=value, headers=headers)
+            producer.send(topic, key=key, value=value, headers=headers, partition=partition)
         producer.flush(30)
     finally:
         producer.close()

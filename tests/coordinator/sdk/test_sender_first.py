@@ -83,8 +83,17 @@ def test_each_check_is_answered_by_the_instance_that_sent_its_half(
     # Within the delay: each sender answered its own, wherever they were.
     assert asked(a_listener) >= set(sent["a"])
     assert asked(b_listener) >= set(sent["b"])
-    # And after it: the owners let the claimed checks go, nobody answered twice.
-    time.sleep(SENDER_FIRST_SECONDS + 2)
+    # And after it: the owners let the claimed checks go, nobody answered twice. The marker
+    # that the delay is over: a check for an instance that does not exist, published now on
+    # each partition, is answered by the partition's owner once its own delay is over; a
+    # holder lets its checks go oldest first, so by then every earlier one was let go (or,
+    # wrongly, answered).
+    ghosts = {partition: f"ghost-{partition}" for partition in (0, 1)}
+    for partition, tx in ghosts.items():
+        publish(sdk_topics.bootstrap_servers, sdk_topics.check,
+                [addressed_check(tx, group, "ghost")], partition=partition)  # fmt: skip
+    wait_until(lambda: asked(a_listener) | asked(b_listener) >= set(ghosts.values()), 60,
+               "the checks for a missing instance, after the delay")  # fmt: skip
     assert not asked(a_listener) & set(sent["b"])
     assert not asked(b_listener) & set(sent["a"])
     assert not asked(a_listener) & asked(b_listener) & set(anyone)
@@ -93,7 +102,9 @@ def test_each_check_is_answered_by_the_instance_that_sent_its_half(
     # The claims are on the check topic, one per check answered on the other's partition.
     claims = [
         CheckClaim.decode(r.value)
-        for r in read_records(sdk_topics.bootstrap_servers, sdk_topics.check, len(records) + 4)
+        for r in read_records(
+            sdk_topics.bootstrap_servers, sdk_topics.check, len(records) + 4 + len(ghosts)
+        )
         if is_claim(r.headers)
     ]
     assert {claim.producer_instance for claim in claims} == {"a", "b"}
@@ -135,7 +146,7 @@ def test_the_sender_reads_partitions_added_to_the_check_topic(
     listener = RecordingListener()
     make_producer(listener, instance_id="a", check_sender_first_seconds=SENDER_FIRST_SECONDS)
     group, bootstrap = sdk_topics.group, sdk_topics.bootstrap_servers
-    publish(bootstrap, sdk_topics.check, [addressed_check("before", group, "a")])
+    publish(bootstrap, sdk_topics.check, [addressed_check("before", group, "a")], partition=0)
     wait_until(lambda: "before" in asked(listener), 30, "the check on an old partition")
     with admin_client(bootstrap) as admin:
         admin.create_partitions({sdk_topics.check: NewPartitions(3)})
@@ -149,6 +160,8 @@ def test_the_sender_reads_partitions_added_to_the_check_topic(
     finally:
         producer.close()
     wait_until(lambda: "on-the-new-one" in asked(listener), 30, "the check on the new partition")
-    time.sleep(2)  # a rewound old partition would show here
+    # A rewound old partition would hand "before" again ahead of a check published after it.
+    publish(bootstrap, sdk_topics.check, [addressed_check("after", group, "a")], partition=0)
+    wait_until(lambda: "after" in asked(listener), 30, "a later check on the old partition")
     assert listener.check_counts()[("before", 1)] == 1
     assert listener.check_counts()[("on-the-new-one", 1)] == 1
