@@ -11,6 +11,8 @@ the configuration: coordinator/core/kafka_security.py. What is built from them:
     admin.py     create and delete topics: the few admin calls the product needs
     metadata_refresh.py  kafka-python's metadata refresh loop kept alive when a request
                  meets a closing connection (installed by `kafka_python_options`)
+    join_group.py  kafka-python's group join collected when it ended between two polls,
+                 not sent again (installed by `kafka_python_options`)
 
 The clients that belong to one component stay with it and are built from these:
 coordinator/sdk/kafka_transport.py (the SDK straight to Kafka), coordinator/rest/kafka_writer.py
@@ -18,4 +20,4 @@ and check_poll.py (the REST ingress), streams/ticker.py and check_publisher.py (
 Importing this package imports none of them (the SDK never loads confluent-kafka).
 """
 
-__all__ = ["admin", "metadata_refresh", "options", "producer"]
+__all__ = ["admin", "join_group", "metadata_refresh", "options", "producer"]
