@@ -80,7 +80,12 @@ def _state(client: httpx.Client, tx: str) -> dict[str, Any]:
     show_default=True,
     help="REST ingress of a running `txcoord up`.",
 )
-@click.option("--token", envvar="TXCOORD_DEMO_TOKEN", help="Bearer token of the group, if any.")
+@click.option(
+    "--token",
+    envvar="TXCOORD_DEMO_TOKEN",
+    help="Bearer token of the group, if any; reading back also needs it to consume as "
+    "consumer group <group>-readers on the topic ([[token.consume]]).",
+)
 @click.option("--group", default="demo", show_default=True, help="Producer group.")
 @click.option("--topic", default="DemoOrders", show_default=True, help="Real topic.")
 @click.option(

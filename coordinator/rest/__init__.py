@@ -5,7 +5,7 @@ One module per job:
 
     models.py       request and response bodies; strict types and the ingest's rules
     records.py      a validated request -> the Kafka record the ingest parses (pure)
-    auth.py         the token file and who may act for which producer group
+    auth.py         the token file: who may produce, consume (group, topic) or administer
     kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
     check_poll.py   long polls on the check topic, one consumer per producer group
     poll_slots.py   long-poll slots shared fairly between groups (429 past a group's share)

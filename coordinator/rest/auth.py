@@ -1,22 +1,35 @@
-"""Who is calling: bearer tokens from the auth file, each bound to one group or admin.
+"""Who is calling: bearer tokens from the auth file, and what each may do.
 
-The file (config key `rest.auth_file`) is TOML::
+The file (config key `rest.auth_file`) is TOML. Each token names its rights, as RocketMQ's
+ACL grants Pub and Sub per topic and group; producer and consumer groups are two namespaces::
 
     [[token]]
-    group = "orders"
+    group = "orders"                         # produce: act for producer group orders
     sha256 = "<hex sha256 of the token>"     # or: token = "<plaintext>" (discouraged)
 
     [[token]]
-    admin = true
-    name = "ops-oncall"                      # optional: how logs call this caller
+    name = "ledger"                          # optional: how logs call this caller
+    sha256 = "..."
+    [[token.consume]]                        # consume: as consumer group ledger ...
+    group = "ledger"
+    topics = ["OrderPaid", "Refunds"]        # ... on these topics only ("*": every topic)
+
+    [[token]]
+    admin = true                             # every group, every topic, operator ops
+    name = "ops-oncall"
     sha256 = "..."
 
 A token may act only for its own producer group (contract 5.1): 401 without a valid token, 403
-for another group's transactions and check requests. An admin token may act for every group
-and is the only one that may send an operator's op. Without a file the API is in open mode:
-every caller acts as admin, so it must listen on loopback only (`require_safe_listen`).
-Only digests are kept; a presented token is hashed and compared with every digest with
-hmac.compare_digest, so neither timing nor logs reveal tokens.
+for another group's transactions and check requests. It consumes only as the consumer groups
+its `[[token.consume]]` entries name, on their topics: a producer token consumes nothing,
+and is not the consumer group of its own name (else one producer reads every other
+producer's messages, and joins any consumer group named like it). A token may hold both
+rights; the 403 of a right not held names the grant to add. An admin token
+may act for every group, consume as every group, and is the only one that may send an
+operator's op. Without a file the API is in open mode: every caller acts as admin, so it must
+listen on loopback only (`require_safe_listen`). Only digests are kept; a presented token is
+hashed and compared with every digest with hmac.compare_digest, so neither timing nor logs
+reveal tokens.
 
 Hygiene, refused at start with a message that says how to fix it:
 
@@ -45,29 +58,59 @@ from coordinator.core.config import RestConfig
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.secret_files import private_file_problem
 from coordinator.protocol import ingress as fmt
+from coordinator.protocol.names import topic_name_problem
 from coordinator.rest.errors import ApiError
 
 log = logging.getLogger("txcoord.rest.auth")
 
 #: Shortest token accepted (a plaintext entry of the file; digests cannot be measured).
 MIN_TOKEN_LENGTH = 16
+#: In a consume grant's topics: every topic, those made later included.
+EVERY_TOPIC = "*"
 _GROUP = re.compile(fmt.GROUP_PATTERN)
 _HEX_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
-_ENTRY_KEYS = frozenset({"group", "admin", "sha256", "token", "name"})
+_ENTRY_KEYS = frozenset({"group", "admin", "sha256", "token", "name", "consume"})
+_CONSUME_KEYS = frozenset({"group", "topics"})
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="txcoord"'}
 
 
 @dataclass(frozen=True)
+class ConsumeGrant:
+    """The right to consume as consumer group `group` on `topics` (EVERY_TOPIC: all)."""
+
+    group: str
+    topics: frozenset[str]
+
+    def covers(self, topic: str) -> bool:
+        """Return True if this grant lets its group consume `topic`."""
+        return EVERY_TOPIC in self.topics or topic in self.topics
+
+
+@dataclass(frozen=True)
 class Principal:
-    """An authenticated caller: one producer group, or an admin (every group)."""
+    """An authenticated caller: the producer group it acts for (if any), the consumer groups
+    and topics it may consume, or an admin (every group, every topic)."""
 
     group: str | None
     admin: bool
     name: str
+    consume: tuple[ConsumeGrant, ...] = ()
 
     def may_act_for(self, group: str) -> bool:
         """Return True if this caller may act for producer group `group`."""
         return self.admin or self.group == group
+
+    def consume_grant(self, group: str) -> ConsumeGrant | None:
+        """Return this caller's grant for consumer group `group`, or None."""
+        return next((grant for grant in self.consume if grant.group == group), None)
+
+    def may_consume(self, group: str, topic: str | None = None) -> bool:
+        """Return True if this caller may consume as consumer group `group` on `topic`
+        (None: on some topic; an ack names no topic)."""
+        if self.admin:
+            return True
+        grant = self.consume_grant(group)
+        return grant is not None and (topic is None or grant.covers(topic))
 
 
 OPEN_MODE = Principal(group=None, admin=True, name="open mode")
@@ -86,6 +129,48 @@ def sha256_hex(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def _grant(raw: Any, label: str) -> ConsumeGrant:
+    """Return one [[token.consume]] entry, or raise ConfigurationError naming it."""
+    if not isinstance(raw, Mapping):
+        raise ConfigurationError(f"{label} must be a table ([[token.consume]])")
+    unknown = sorted(set(raw) - _CONSUME_KEYS)
+    if unknown:
+        raise ConfigurationError(
+            f"{label} has unknown key(s) {', '.join(unknown)}; known: group, topics"
+        )
+    group, topics = raw.get("group"), raw.get("topics")
+    if not (isinstance(group, str) and _GROUP.fullmatch(group)):
+        raise ConfigurationError(
+            f"{label}: group (a consumer group) must match {fmt.GROUP_PATTERN}"
+        )
+    if not (isinstance(topics, list) and topics):
+        raise ConfigurationError(
+            f'{label}: topics must be a non-empty list of topic names (["*"]: every topic)'
+        )
+    for topic in topics:
+        if topic != EVERY_TOPIC and (problem := topic_name_problem(topic)):
+            raise ConfigurationError(f"{label}: topics: {problem}")
+    return ConsumeGrant(group, frozenset(topics))
+
+
+def _grants(raw: Any, label: str) -> tuple[ConsumeGrant, ...]:
+    """Return the consume grants of one token, each consumer group once."""
+    if not isinstance(raw, list) or not raw:
+        raise ConfigurationError(
+            f"{label}: consume must be [[token.consume]] tables, each a group and its topics"
+        )
+    grants = tuple(_grant(item, f"{label}: consume #{i + 1}") for i, item in enumerate(raw))
+    seen: set[str] = set()
+    for grant in grants:
+        if grant.group in seen:  # one place per group, so a reader sees all its topics at once
+            raise ConfigurationError(
+                f"{label}: consumer group {grant.group!r} is granted twice; list its topics "
+                "in one [[token.consume]]"
+            )
+        seen.add(grant.group)
+    return grants
+
+
 def _entry(raw: Any, index: int, where: str) -> TokenEntry:
     """Return one [[token]] entry, or raise ConfigurationError naming it."""
     label = f"{where}: token #{index + 1}"
@@ -99,10 +184,19 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
     group = raw.get("group")
     if not isinstance(admin, bool):
         raise ConfigurationError(f"{label}: admin must be true or false")
-    if admin == (group is not None):
-        raise ConfigurationError(f"{label} needs exactly one of group and admin = true")
+    if admin and (group is not None or "consume" in raw):
+        raise ConfigurationError(
+            f"{label}: an admin token acts for every group and consumes every topic; "
+            "drop its group and consume"
+        )
+    if not admin and group is None and "consume" not in raw:
+        raise ConfigurationError(
+            f"{label} needs a right: group (the producer group it acts for), "
+            "[[token.consume]] (consumer groups and their topics), or admin = true"
+        )
     if group is not None and not (isinstance(group, str) and _GROUP.fullmatch(group)):
         raise ConfigurationError(f"{label}: group must match {fmt.GROUP_PATTERN}")
+    consume = _grants(raw["consume"], label) if "consume" in raw else ()
     if ("sha256" in raw) == ("token" in raw):
         raise ConfigurationError(f"{label} needs exactly one of sha256 and token (discouraged)")
     if "sha256" in raw:
@@ -120,10 +214,19 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
             )
         log.warning("%s keeps a plaintext token; store its sha256 instead", label)
         digest = sha256_hex(token)
-    name = raw.get("name", "admin" if admin else f"group {group}")
+    name = raw.get("name", _default_name(admin, group, consume))
     if not isinstance(name, str):
         raise ConfigurationError(f"{label}: name must be a string")
-    return TokenEntry(bytes.fromhex(digest), Principal(group=group, admin=admin, name=name))
+    principal = Principal(group=group, admin=admin, name=name, consume=consume)
+    return TokenEntry(bytes.fromhex(digest), principal)
+
+
+def _default_name(admin: bool, group: str | None, consume: tuple[ConsumeGrant, ...]) -> str:
+    if admin:
+        return "admin"
+    if group is not None:
+        return f"group {group}"
+    return f"consumer group {', '.join(grant.group for grant in consume)}"
 
 
 def _require_private(path: Path) -> None:
@@ -158,6 +261,14 @@ def load_token_file(path: Path) -> list[TokenEntry]:
     entries = [_entry(item, i, str(path)) for i, item in enumerate(tokens)]
     if len({e.digest for e in entries}) < len(entries):
         raise ConfigurationError(f"rest.auth_file {path}: two entries have the same token")
+    if not any(e.principal.admin or e.principal.consume for e in entries):
+        # A file written before consume grants: its producer tokens no longer consume.
+        log.info(
+            "rest.auth_file %s grants no consumer group: only admin tokens may receive "
+            "(a producer group's token is not the consumer group of its name; grant one "
+            "with [[token.consume]])",
+            path,
+        )
     return entries
 
 
@@ -229,11 +340,51 @@ def require_safe_listen(auth: Authenticator, rest: RestConfig) -> None:
 def require_group(principal: Principal, group: str, what: str) -> None:
     """Raise a 403 ApiError unless `principal` may act for producer group `group`."""
     if not principal.may_act_for(group):
-        raise ApiError(
-            403,
-            "forbidden",
-            f"{what}: this token acts for producer group {principal.group!r}, not {group!r}",
+        acts_for = (
+            f"acts for producer group {principal.group!r}"
+            if principal.group is not None
+            else "acts for no producer group"
         )
+        raise ApiError(403, "forbidden", f"{what}: this token {acts_for}, not {group!r}")
+
+
+def require_consume(
+    principal: Principal,
+    group: str,
+    topic: str | None,
+    fields: tuple[str, str] = ("group", "topic"),
+) -> None:
+    """Raise a 403 ApiError unless `principal` may consume as consumer group `group` on
+    `topic` (None: on some topic); `fields` name the group and the topic in the request.
+
+    The message names the grant the auth file lacks, so an operator whose consumer worked
+    before consume grants existed knows what to add."""
+    if principal.may_consume(group, topic):
+        return
+    group_field, topic_field = fields
+    token = f"token {principal.name!r}"
+    grant = principal.consume_grant(group)
+    if grant is None or topic is None:
+        on = f" on topic {topic!r}" if topic is not None else ""
+        topics = f'"{topic}"' if topic is not None else '"<topic>", ...'
+        message = (
+            f"{group_field}: {token} may not consume as consumer group {group!r}{on}; to "
+            f'allow it, add to that token in the auth file: [[token.consume]] group = "{group}" '
+            f"topics = [{topics}]"
+        )
+        if principal.group == group:
+            message += (
+                " (a producer group's token is not the consumer group of the same name: "
+                "the two are granted apart)"
+            )
+    else:
+        granted = ", ".join(repr(t) for t in sorted(grant.topics))
+        message = (
+            f"{topic_field}: {token} may consume as consumer group {group!r} on {granted} "
+            f'only, not {topic!r}; to allow it, add "{topic}" to the topics of its '
+            f'[[token.consume]] group = "{group}" in the auth file'
+        )
+    raise ApiError(403, "forbidden", message)
 
 
 def require_admin(principal: Principal, what: str) -> None:

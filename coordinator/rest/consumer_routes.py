@@ -6,12 +6,18 @@ The same receive/ack as the SDK's SimpleConsumer, for clients that are not Pytho
     POST /v1/consumer-groups/{group}/ack                        AckRequest -> AckResult
     POST /v1/consumer-groups/{group}/change-invisible-duration  -> ChangeInvisibleResult
 
-Who may: the ingress's token rules (auth.py). A group token consumes as its own group only
-(the group it sends for), an admin token (and open mode) as any group: 401 without a valid
-token, 403 for another group. Each client keeps one member (consumers.py) by sending back
-the `member` of its first answer; its receipts are good for that member only. A receive
-waits on the long-poll pool and its slots (poll_slots.py), shared with the check polls, so
-waiting consumers never starve sends; acks are quick and run on FastAPI's own pool.
+Who may: the ingress's token rules (auth.py). A token consumes only as the consumer groups its
+`[[token.consume]]` grants name, on their topics; an admin token (and open mode) as any group
+on any topic: 401 without a valid token, 403 for a group or topic not granted, with the grant
+to add. Consumer groups are not producer groups: a producer token consumes nothing unless
+granted (RocketMQ grants Sub per topic and group apart from Pub). An ack names no topic: it
+needs the group's grant, and the topic of the member it settles for, if that member is alive
+(a grant of the group on other topics does not settle another token's member).
+
+Each client keeps one member (consumers.py) by sending back the `member` of its first
+answer; its receipts are good for that member only. A receive waits on the long-poll pool
+and its slots (poll_slots.py), shared with the check polls, so waiting consumers never
+starve sends; acks are quick and run on FastAPI's own pool.
 
 (No `from __future__ import annotations` here: FastAPI must see the body type that
 build_consumer_router makes from the configuration.)
@@ -28,7 +34,7 @@ from pydantic import AfterValidator
 
 from coordinator.core.config import Config
 from coordinator.protocol import ingress as fmt
-from coordinator.rest.auth import Principal
+from coordinator.rest.auth import Principal, require_consume
 from coordinator.rest.consumers import (
     ConsumersFullError,
     ConsumerUnavailableError,
@@ -61,22 +67,24 @@ PREFIX = "/v1/consumer-groups/{group}"
 ConsumerGroupPath = Annotated[
     str,
     Path(
-        description="the consumer group (GROUP_PATTERN, as a producer group)",
+        description="the consumer group (GROUP_PATTERN; a namespace apart from producer groups)",
         json_schema_extra={"pattern": fmt.GROUP_PATTERN},
     ),
     AfterValidator(matching(fmt.GROUP_PATTERN, "a consumer group")),
 ]
 
 
-def require_consumer_group(who: Principal, group: str) -> None:
-    """Raise a 403 ApiError unless `who` may consume as `group` (its own group, or admin)."""
-    if not who.may_act_for(group):
-        raise ApiError(
-            403,
-            "forbidden",
-            f"group (path): this token is bound to group {who.group!r}, not {group!r}; a "
-            "token consumes as its own group only (an admin token as any)",
-        )
+def require_consumer_group(who: Principal, group: str, topic: str | None) -> None:
+    """Raise a 403 ApiError unless `who` may consume as `group` on `topic` (None: some)."""
+    require_consume(who, group, topic, ("group (path)", "topic"))
+
+
+def _require_member_topic(svc: Services, who: Principal, group: str, member: str) -> None:
+    """Raise a 403 ApiError unless `who` may consume the topic `member` of `group` reads."""
+    require_consumer_group(who, group, None)
+    topic = svc.consumers.topic_of(group, member)
+    if topic is not None:
+        require_consume(who, group, topic, ("group (path)", f"member {member!r} (its topic)"))
 
 
 def _slot_key(group: str) -> str:
@@ -160,7 +168,7 @@ def ack(group: ConsumerGroupPath, body: AckRequest, svc: Svc, who: Caller) -> Ac
     member was closed after being idle; `invalid_receipt`: not issued by this ingress
     process to this member of this group). A message not acknowledged is delivered again.
     """
-    require_consumer_group(who, group)
+    _require_member_topic(svc, who, group, body.member)
     outcomes = svc.consumers.ack(group, body.member, body.receipts)
     svc.metrics.messages_acked.inc(sum(o.done for o in outcomes))
     return AckResult(
@@ -176,7 +184,7 @@ def change_invisible_duration(
 ) -> ChangeInvisibleResult:
     """Hand messages out again `invisible_seconds` from now unless acknowledged before
     (0: at once); each receipt's outcome as for an ack (`changed`, `reason`)."""
-    require_consumer_group(who, group)
+    _require_member_topic(svc, who, group, body.member)
     outcomes = svc.consumers.change_invisible_duration(
         group, body.member, body.receipts, body.invisible_seconds
     )
@@ -211,7 +219,8 @@ def build_consumer_router(config: Config) -> APIRouter:
         members in this ingress (or all are taken). 503: Kafka or the warehouse failed (the
         member is made anew at the next call).
         """
-        require_consumer_group(who, group)
+        request: ReceiveRequest = body  # ReceiveBody is a ReceiveRequest
+        require_consumer_group(who, group, request.topic)
         try:
             slot = svc.poll_slots.take(_slot_key(group))
         except PollSlotsFullError as exc:

@@ -235,6 +235,12 @@ class ConsumerMembers:
             found[m.group, m.subscription.topic] += sum(m.consumer.lag().values())
         return dict(found)
 
+    def topic_of(self, group: str, member: str) -> str | None:
+        """Return the topic `member` of `group` reads, or None if no such member is alive."""
+        with self._lock:
+            entry = self._members.get((group, member))
+            return None if entry is None or entry.closing else entry.subscription.topic
+
     def members(self) -> list[tuple[str, str]]:
         """Return the (group, member) of every member alive, sorted."""
         with self._lock:

@@ -17,8 +17,8 @@ from coordinator.rest.models import ErrorBody
 _DESCRIPTIONS = {
     400: "Bad input: bad_json, invalid_request or invalid_topic; the message names the field",
     401: "No valid bearer token",
-    403: "The token may not act for this producer (or consumer) group, or the call needs an "
-    "admin token",
+    403: "The token may not act for this producer group, may not consume as this consumer "
+    "group on this topic (the message names the grant to add), or the call needs an admin token",
     404: "Unknown transaction",
     409: "subscription_conflict: this member reads another subscription (topic, tag "
     "expression, orderly), fixed by its first receive; use another member id",

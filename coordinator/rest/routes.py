@@ -312,6 +312,10 @@ def get_transaction(
     group = producer_group if producer_group is not None else who.group
     if group is not None:
         require_group(who, group, "producer_group")
+    elif not who.admin:  # a consume-only token: no group of its own to read
+        raise ApiError(
+            403, "forbidden", "producer_group (query): this token acts for no producer group"
+        )
     try:
         if group is None:  # an admin who named no group: fine while the id has one owner
             owners = svc.lookup.producer_groups(transaction_id)

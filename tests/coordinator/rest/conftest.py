@@ -23,6 +23,8 @@ LOCAL = "http://127.0.0.1"
 ORDERS_TOKEN = "orders-secret-token"
 BILLING_TOKEN = "billing-secret-token"
 ADMIN_TOKEN = "admin-secret-token"
+#: Consumes only: consumer group `ledger` on Billing and OrderPaid, `audit` on every topic.
+LEDGER_TOKEN = "ledger-secret-token"
 
 
 def make_rest_config(bootstrap_servers: str, folder: Path, **overrides: str) -> Config:
@@ -70,15 +72,21 @@ def client(rest_config: Config) -> Iterator[TestClient]:
 
 
 def write_auth_file(path: Path) -> Path:
-    """Write an auth file (owner-only, as required): orders (sha256), billing (plaintext,
-    discouraged) and an admin."""
+    """Write an auth file (owner-only, as required): orders (sha256, produces only), billing
+    (plaintext, discouraged; produces, and consumes as `billing-readers` on Billing), ledger
+    (consumes only) and an admin."""
     path.touch(mode=0o600)
     path.chmod(0o600)
     digest = hashlib.sha256(ORDERS_TOKEN.encode()).hexdigest()
+    ledger = hashlib.sha256(LEDGER_TOKEN.encode()).hexdigest()
     admin = hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest()
     path.write_text(
         f'[[token]]\ngroup = "orders"\nsha256 = "{digest}"\n\n'
-        f'[[token]]\ngroup = "billing"\ntoken = "{BILLING_TOKEN}"\n\n'
+        f'[[token]]\ngroup = "billing"\ntoken = "{BILLING_TOKEN}"\n'
+        '[[token.consume]]\ngroup = "billing-readers"\ntopics = ["Billing"]\n\n'
+        f'[[token]]\nname = "ledger"\nsha256 = "{ledger}"\n'
+        'consume = [\n  { group = "ledger", topics = ["Billing", "OrderPaid"] },\n'
+        '  { group = "audit", topics = ["*"] },\n]\n\n'
         f'[[token]]\nadmin = true\nname = "oncall"\nsha256 = "{admin.upper()}"\n'
     )
     return path
@@ -86,7 +94,7 @@ def write_auth_file(path: Path) -> Path:
 
 @pytest.fixture
 def auth_config(rest_config: Config, tmp_path: Path) -> Config:
-    """Return `rest_config` with an auth file of three tokens."""
+    """Return `rest_config` with the auth file of `write_auth_file`."""
     auth_file = write_auth_file(tmp_path / "tokens.toml")
     return load_config(
         overrides={
@@ -103,7 +111,7 @@ def auth_config(rest_config: Config, tmp_path: Path) -> Config:
 
 @pytest.fixture
 def auth_client(auth_config: Config) -> Iterator[TestClient]:
-    """Return a client of the real app with the three tokens of `write_auth_file`."""
+    """Return a client of the real app with the tokens of `write_auth_file`."""
     with TestClient(
         create_app(auth_config), base_url=LOCAL, raise_server_exceptions=False
     ) as test_client:

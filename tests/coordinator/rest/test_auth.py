@@ -1,4 +1,5 @@
-"""contract 5.1 auth: 401 without a valid token, 403 for another group's work, admin everywhere."""
+"""contract 5.1 auth: 401 without a valid token, 403 for another group's work or a consumer
+group and topic not granted, admin everywhere."""
 
 from __future__ import annotations
 
@@ -13,11 +14,20 @@ from fastapi.testclient import TestClient
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
 from coordinator.protocol import ingress as fmt
-from coordinator.rest.auth import Authenticator, load_token_file, sha256_hex
+from coordinator.rest.auth import (
+    OPEN_MODE,
+    Authenticator,
+    ConsumeGrant,
+    Principal,
+    load_token_file,
+    require_consume,
+    sha256_hex,
+)
 from coordinator.rest.errors import ApiError
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
     BILLING_TOKEN,
+    LEDGER_TOKEN,
     ORDERS_TOKEN,
     bearer,
     write_auth_file,
@@ -38,11 +48,107 @@ def test_the_token_file_binds_tokens_to_groups_and_admins(tmp_path: Path) -> Non
     assert not orders.may_act_for("billing")
     billing = auth.authenticate(BILLING_TOKEN)
     assert (billing.group, billing.admin) == ("billing", False)
+    assert billing.consume == (ConsumeGrant("billing-readers", frozenset({"Billing"})),)
+    ledger = auth.authenticate(LEDGER_TOKEN)
+    assert (ledger.group, ledger.admin, ledger.name) == (None, False, "ledger")
+    assert not ledger.may_act_for("ledger")
+    assert [grant.group for grant in ledger.consume] == ["ledger", "audit"]
     admin = auth.authenticate(ADMIN_TOKEN)
     assert admin.admin
     assert admin.name == "oncall"
     assert admin.may_act_for("anything")
     assert not auth.open_mode
+
+
+# -- consume grants: consumer groups apart from producer groups (issue 61, finding 1) ------
+
+ORDERS = Principal(group="orders", admin=False, name="group orders")
+BOTH = Principal(
+    group="billing",
+    admin=False,
+    name="group billing",
+    consume=(ConsumeGrant("billing-readers", frozenset({"Billing"})),),
+)
+LEDGER = Principal(
+    group=None,
+    admin=False,
+    name="ledger",
+    consume=(
+        ConsumeGrant("ledger", frozenset({"Billing", "OrderPaid"})),
+        ConsumeGrant("audit", frozenset({"*"})),
+    ),
+)
+ADMIN = Principal(group=None, admin=True, name="oncall")
+
+
+@pytest.mark.parametrize(
+    ("who", "group", "topic", "allowed"),
+    [
+        # A producer token consumes nothing, not even as the consumer group of its name.
+        (ORDERS, "orders", "OrderPaid", False),
+        (ORDERS, "orders", None, False),
+        (ORDERS, "billing-readers", "Billing", False),
+        # Exact topics: the granted ones, as the granted group only.
+        (BOTH, "billing-readers", "Billing", True),
+        (BOTH, "billing-readers", None, True),
+        (BOTH, "billing-readers", "billing", False),  # topics are case-sensitive
+        (BOTH, "billing-readers", "OrderPaid", False),
+        (BOTH, "billing", "Billing", False),  # its producer group is no consumer group
+        (LEDGER, "ledger", "OrderPaid", True),
+        (LEDGER, "ledger", "Refunds", False),
+        (LEDGER, "Ledger", "Billing", False),
+        # "*": every topic, those made later too, for that group only.
+        (LEDGER, "audit", "Anything-made-later", True),
+        (LEDGER, "audit2", "Billing", False),
+        # Admins and open mode: every group, every topic.
+        (ADMIN, "orders", "Payments", True),
+        (OPEN_MODE, "anyone", "Anything", True),
+    ],
+)
+def test_a_token_consumes_only_as_granted(
+    who: Principal, group: str, topic: str | None, allowed: bool
+) -> None:
+    assert who.may_consume(group, topic) is allowed
+    if allowed:
+        require_consume(who, group, topic)
+    else:
+        with pytest.raises(ApiError) as refused:
+            require_consume(who, group, topic)
+        assert (refused.value.status, refused.value.code) == (403, "forbidden")
+
+
+def test_a_refusal_names_the_grant_to_add() -> None:
+    """Who upgrades from producer tokens that consumed as their own group learns what to add."""
+    with pytest.raises(ApiError) as refused:
+        require_consume(ORDERS, "orders", "OrderPaid", ("group (path)", "topic"))
+    message = refused.value.message
+    assert message.startswith("group (path): token 'group orders' may not consume as consumer")
+    assert '[[token.consume]] group = "orders" topics = ["OrderPaid"]' in message
+    assert "not the consumer group of the same name" in message
+    with pytest.raises(ApiError) as refused:
+        require_consume(LEDGER, "ledger", "Refunds", ("group (path)", "topic"))
+    message = refused.value.message
+    assert message.startswith("topic: token 'ledger' may consume as consumer group 'ledger' on")
+    assert "'Billing', 'OrderPaid' only, not 'Refunds'" in message
+    assert 'add "Refunds" to the topics of its [[token.consume]] group = "ledger"' in message
+    with pytest.raises(ApiError) as refused:
+        require_consume(LEDGER, "orders", None)
+    assert "same name" not in refused.value.message  # ledger produces for no group
+
+
+def test_a_file_of_producer_tokens_only_still_loads_and_says_none_consumes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An auth file written before consume grants: producer rights unchanged, no consumer."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(f'[[token]]\ngroup = "orders"\nsha256 = "{DIGEST}"\n')
+    path.chmod(0o600)
+    caplog.set_level(logging.INFO, "txcoord.rest.auth")
+    (entry,) = load_token_file(path)
+    assert entry.principal == Principal(group="orders", admin=False, name="group orders")
+    assert not entry.principal.may_consume("orders")
+    assert "grants no consumer group" in caplog.text
+    assert "[[token.consume]]" in caplog.text
 
 
 @pytest.mark.parametrize("token", [None, "", "nope", ORDERS_TOKEN + " ", ORDERS_TOKEN.upper()])
@@ -62,6 +168,9 @@ def test_without_a_file_every_caller_is_trusted() -> None:
 
 LONG = "s" * 16
 DIGEST = sha256_hex(LONG)
+CONSUME = '[[token.consume]]\ngroup = "g"\ntopics = ["T"]\n'
+NO_RIGHT = f'[[token]]\nsha256 = "{DIGEST}"\n'  # a token before its rights
+GRANT_G = f'{NO_RIGHT}[[token.consume]]\ngroup = "g"\n'  # a grant before its topics
 
 
 @pytest.mark.parametrize(
@@ -71,8 +180,23 @@ DIGEST = sha256_hex(LONG)
         ("token = 5\n", "defines no"),
         ("users = []\n", "unknown key"),
         (f'[[token]]\ngroup = "g"\nsha256 = "{DIGEST}"\nexpires = 1\n', "unknown key.*expires"),
-        (f'[[token]]\nsha256 = "{DIGEST}"\n', "exactly one of group and admin"),
-        (f'[[token]]\ngroup = "g"\nadmin = true\nsha256 = "{DIGEST}"\n', "exactly one of group"),
+        (f'[[token]]\nsha256 = "{DIGEST}"\n', "needs a right: group .* or admin = true"),
+        (f'[[token]]\ngroup = "g"\nadmin = true\nsha256 = "{DIGEST}"\n', "admin token acts"),
+        (f'[[token]]\nadmin = true\nsha256 = "{DIGEST}"\n{CONSUME}', "drop its group and consume"),
+        (f"{NO_RIGHT}consume = []\n", "consume must be"),
+        (f'{NO_RIGHT}consume = "g"\n', "consume must be"),
+        (f'{NO_RIGHT}consume = ["g"]\n', "consume #1 must be a table"),
+        (f'{NO_RIGHT}{CONSUME}topic = "T"\n', "unknown key.*topic;"),
+        (f'{NO_RIGHT}[[token.consume]]\ntopics = ["T"]\n', r"consume #1: group \(a consumer"),
+        (f'{NO_RIGHT}[[token.consume]]\ngroup = "a b"\ntopics = ["T"]\n', "must match"),
+        (f"{GRANT_G}", "non-empty list"),
+        (f"{GRANT_G}topics = []\n", "non-empty list"),
+        (f'{GRANT_G}topics = "T"\n', "non-empty list"),
+        (f'{GRANT_G}topics = ["a/b"]\n', "topics: topic must be"),
+        (f'{GRANT_G}topics = ["T*"]\n', "topics: topic must be"),  # no patterns but "*"
+        (f'{GRANT_G}topics = ["system"]\n', "system topic"),
+        (f"{GRANT_G}topics = [5]\n", "topic must be a string"),
+        (f"{NO_RIGHT}{CONSUME}{CONSUME}", "'g' is granted twice"),
         (f'[[token]]\nadmin = "yes"\nsha256 = "{DIGEST}"\n', "admin must be true or false"),
         (f'[[token]]\ngroup = "a b"\nsha256 = "{DIGEST}"\n', "group must match"),
         ('[[token]]\ngroup = "g"\nsha256 = "abc"\n', "64 hex digits"),
@@ -221,6 +345,26 @@ def test_a_group_token_acts_for_its_own_group_only(
     )
     assert answer.status_code == 200
     assert len(read_all(auth_config.kafka.bootstrap_servers, auth_config.kafka.half_topic)) == 2
+
+
+@pytest.mark.kafka
+def test_a_consume_only_token_acts_for_no_producer_group(
+    auth_client: TestClient, watch: OffsetWatch
+) -> None:
+    ledger = bearer(LEDGER_TOKEN)
+    before = watch.snapshot()
+    calls = [
+        ("POST", "/v1/transactions", {**HALF, "producer_group": "ledger"}),
+        ("POST", "/v1/transactions/t/commit", {"producer_group": "ledger"}),
+        ("GET", "/v1/transactions/t", None),  # no group of its own to imply
+        ("GET", "/v1/transactions/t?producer_group=ledger", None),
+        ("GET", "/v1/check-requests?producer_group=ledger&wait_seconds=0", None),
+    ]
+    for method, path, body in calls:
+        answer = auth_client.request(method, path, json=body, headers=ledger)
+        assert answer.status_code == 403, (path, answer.text)
+        assert "acts for no producer group" in answer.json()["message"], path
+    assert unchanged(watch, before)
 
 
 @pytest.mark.kafka

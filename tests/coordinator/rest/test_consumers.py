@@ -12,6 +12,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from fastapi.testclient import TestClient
 from coordinator.core.config import Config
 from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
+from coordinator.rest.auth import Authenticator, load_token_file
 from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.receipts import ReceiptCodec
@@ -29,9 +31,12 @@ from coordinator.sdk.consumer.queue_reader import QueueReader
 from streams.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
+    BILLING_TOKEN,
+    LEDGER_TOKEN,
     LOCAL,
     ORDERS_TOKEN,
     bearer,
+    write_auth_file,
 )
 from tests.coordinator.sdk.http_server import serving
 from tests.harness import Engine, Producer, kafka_members, wait_for
@@ -382,22 +387,81 @@ AUTH_PATHS = [
 
 
 @pytest.mark.parametrize(("action", "body"), AUTH_PATHS)
-def test_tokens_consume_as_their_own_group_only(
+def test_tokens_consume_only_as_their_grants(
     auth_client: TestClient, action: str, body: dict[str, Any]
 ) -> None:
+    """A token consumes as the consumer groups it is granted, never as its producer group."""
     path = f"/v1/consumer-groups/{{}}/{action}"
-    missing = auth_client.post(path.format("orders"), json=body)
+    missing = auth_client.post(path.format("billing-readers"), json=body)
     assert missing.status_code == 401 and missing.json()["error"] == "unauthorized"
-    wrong = auth_client.post(path.format("orders"), json=body, headers=bearer("not-a-token"))
+    wrong = auth_client.post(path.format("billing-readers"), json=body, headers=bearer("nope"))
     assert wrong.status_code == 401
-    other = auth_client.post(path.format("billing"), json=body, headers=bearer(ORDERS_TOKEN))
-    assert other.status_code == 403, other.text
-    assert other.json()["error"] == "forbidden" and "'billing'" in other.json()["message"]
-    if action != "receive":  # acks touch no Kafka: the allowed calls answer in full
-        for token, group in ((ORDERS_TOKEN, "orders"), (ADMIN_TOKEN, "anything")):
+    refused = [
+        (ORDERS_TOKEN, "orders", "not the consumer group of the same name"),  # its producer group
+        (ORDERS_TOKEN, "billing-readers", '[[token.consume]] group = "billing-readers"'),
+        (BILLING_TOKEN, "billing", "may not consume as consumer group 'billing'"),
+        (LEDGER_TOKEN, "billing-readers", "token 'ledger' may not consume"),
+    ]
+    for token, group, says in refused:
+        other = auth_client.post(path.format(group), json=body, headers=bearer(token))
+        assert other.status_code == 403, other.text
+        assert other.json()["error"] == "forbidden", other.text
+        assert other.json()["message"].startswith("group (path): "), other.text
+        assert says in other.json()["message"], other.text
+    if action == "receive":  # a granted group, a topic not granted
+        for token, group in ((BILLING_TOKEN, "billing-readers"), (LEDGER_TOKEN, "ledger")):
+            answer = auth_client.post(
+                path.format(group), json={"topic": "Refunds"}, headers=bearer(token)
+            )
+            assert answer.status_code == 403, answer.text
+            assert answer.json()["message"].startswith("topic: "), answer.text
+            assert "not 'Refunds'" in answer.json()["message"], answer.text
+    else:  # acks touch no Kafka: the allowed calls answer in full
+        allowed = [
+            (BILLING_TOKEN, "billing-readers"),
+            (LEDGER_TOKEN, "ledger"),
+            (LEDGER_TOKEN, "audit"),
+            (ADMIN_TOKEN, "anything"),
+        ]
+        for token, group in allowed:
             ok = auth_client.post(path.format(group), json=body, headers=bearer(token))
             assert ok.status_code == 200, ok.text
             assert ok.json()["results"][0]["reason"] == "invalid_receipt"
+
+
+def test_an_ack_needs_the_topic_its_member_reads(consumer_topics: Config, tmp_path: Path) -> None:
+    """A grant of the group on other topics does not settle a member that reads this one."""
+    config = consumer_topics
+    auth = Authenticator(load_token_file(write_auth_file(tmp_path / "tokens.toml")))
+    with TestClient(create_app(config, auth=auth), base_url=LOCAL) as client:
+        admin = client.post(
+            "/v1/consumer-groups/ledger/receive",
+            json={"topic": "Refunds", "member": "m1", "wait_seconds": 0},
+            headers=bearer(ADMIN_TOKEN),
+        )
+        assert admin.status_code == 200, admin.text
+        for action, extra in (("ack", {}), ("change-invisible-duration", {"invisible_seconds": 0})):
+            answer = client.post(
+                f"/v1/consumer-groups/ledger/{action}",
+                json={"member": "m1", "receipts": ["r"], **extra},
+                headers=bearer(LEDGER_TOKEN),
+            )
+            assert answer.status_code == 403, answer.text
+            assert answer.json()["message"].startswith("member 'm1' (its topic): token 'ledger'")
+            assert "not 'Refunds'" in answer.json()["message"]
+        # Its own member of the group, on a granted topic: settled as usual.
+        own = client.post(
+            "/v1/consumer-groups/ledger/receive",
+            json={"topic": TOPIC, "member": "m2", "wait_seconds": 0},
+            headers=bearer(LEDGER_TOKEN),
+        )
+        assert own.status_code == 200, own.text
+        answer = client.post(
+            "/v1/consumer-groups/ledger/ack",
+            json={"member": "m2", "receipts": ["r"]},
+            headers=bearer(LEDGER_TOKEN),
+        )
+        assert answer.status_code == 200, answer.text
 
 
 RECEIVE_400 = [

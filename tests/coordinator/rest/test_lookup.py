@@ -205,7 +205,7 @@ def final_of(tx: str, group: str, state: str, resolved: datetime) -> dict[str, A
 
 @pytest.fixture
 def secured(config: Config, tmp_path: Path) -> Iterator[TestClient]:
-    """The app with the tokens of write_auth_file (orders, billing, admin)."""
+    """The app with the tokens of write_auth_file (orders, billing, ledger, admin)."""
     with_tokens = load_config(
         overrides={
             "warehouse": config.warehouse,
