@@ -8,6 +8,7 @@ slower host comes often), but a module that has grown is seen the day it grew.
 
 from __future__ import annotations
 
+import json
 import time
 import tomllib
 from collections import defaultdict
@@ -17,6 +18,9 @@ from pathlib import Path
 import pytest
 
 BUDGET_FILE = Path(__file__).with_name("budget.toml")
+#: Every module's time in the last run (seconds, longest first), where the budget file's
+#: numbers and the next cut come from: the summary prints only the ten longest.
+TIMES_FILE = Path(__file__).parents[1] / ".cache" / "gate-times.json"
 #: A module over this many times its budget is reported.
 OVER = 1.5
 #: The budget of a module not marked `long` (seconds, not minutes).
@@ -79,10 +83,20 @@ class GateClock:
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Print the longest modules against their budgets, and the warnings."""
-        lines = self.report(time.monotonic() - self.started)
+        wall = time.monotonic() - self.started
+        lines = self.report(wall)
         terminalreporter.section("gate time (tests/budget.toml)")
         for line in lines:
             terminalreporter.write_line(line)
+        self.save(wall)
+        terminalreporter.write_line(f"every module's time: {TIMES_FILE}")
+
+    def save(self, wall_seconds: float, path: Path = TIMES_FILE) -> None:
+        """Write every module's time, longest first, and the run's wall time."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        modules = dict(sorted(self.seconds.items(), key=lambda item: -item[1]))
+        rounded = {module: round(seconds, 1) for module, seconds in modules.items()}
+        path.write_text(json.dumps({"wall_seconds": round(wall_seconds), "modules": rounded}))
 
     def report(self, wall_seconds: float) -> list[str]:
         """Return the summary's lines: the ten longest modules, then every warning."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,3 +55,16 @@ def test_the_application_starts_and_unplanned_exits_a_test_recorded_are_reported
         "unplanned exit in tests/guarantees/test_x.py::test_y: "
         "while starting: exit code 1: error: the broker went away"
     )
+
+
+def test_every_modules_time_is_saved_longest_first(tmp_path: Path) -> None:
+    clock = GateClock(Budget({}, whole_minutes=35))
+    for module, seconds in (("tests/a.py", 2.04), ("tests/b.py", 30.0), ("tests/a.py", 1.0)):
+        report = SimpleNamespace(
+            nodeid=f"{module}::test_z", duration=seconds, when="call", user_properties=[]
+        )
+        clock.pytest_runtest_logreport(report)  # type: ignore[arg-type]
+    clock.save(95.4, tmp_path / "times.json")
+    saved = json.loads((tmp_path / "times.json").read_text())
+    assert saved == {"wall_seconds": 95, "modules": {"tests/b.py": 30.0, "tests/a.py": 3.0}}
+    assert list(saved["modules"]) == ["tests/b.py", "tests/a.py"]

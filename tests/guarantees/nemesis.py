@@ -47,7 +47,7 @@ from deltalake import DeltaTable
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from streams.state_rebuild import SOURCES
 from tests.app_process import AppProcess
-from tests.guarantees.app_runs import SPARK_WORKER_TIMEOUT, exit_reason
+from tests.guarantees.app_runs import SPARK_WORKER_TIMEOUT, exit_cause
 from tests.guarantees.mixed_load import Scenario
 from tests.guarantees.test_crash_recovery import CRASH_STARTS
 from tests.guarantees.test_overlapping_drivers import wait_fenced
@@ -296,11 +296,11 @@ class Nemesis:
                 break
             # Spark's fixed 10 s for a Python worker, missed on a loaded host, is the one
             # acceptable cause (as for the application): the same command finishes it.
-            reason = exit_reason(process)
-            assert attempt == 1 and SPARK_WORKER_TIMEOUT.search(reason), (
-                f"the rebuild exited {code}: {reason}\n{process.tail(60)}"
+            cause = exit_cause(process)
+            assert attempt == 1 and SPARK_WORKER_TIMEOUT.search(cause), (
+                f"the rebuild exited {code}: {cause[:500]}\n{process.tail(60)}"
             )
-            self.history.note(f"rebuild exited {code}, run again: {reason}")
+            self.history.note(f"rebuild exited {code}, run again: {cause[:500]}")
         self.rebuilds += 1
         # The coordinator now starts with the configuration the new checkpoint was made for.
         settings["spark.shuffle_partitions"] = str(step.partitions)
