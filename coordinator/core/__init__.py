@@ -4,6 +4,7 @@ Pure Python (the standard library only; tests/test_layers.py checks it), so the 
 protocol, the engine and the applications all build on it without pulling Spark or Kafka.
 
     backoff.py        exponential backoff with jitter (clients and starts that retry together)
+    certificate_subject.py  a TLS client certificate's subject: Kafka's principal for it
     config.py         the configuration of contract 4 (TOML, TXCOORD_* variables, --set)
     errors.py         txcoord's exceptions
     state_machine.py  a transaction's states, the events that move it, and the legal moves
@@ -15,6 +16,6 @@ protocol, the engine and the applications all build on it without pulling Spark 
 """
 
 __all__ = [
-    "backoff", "config", "errors", "failpoints", "kafka_security", "library_logs", "secret_files",
-    "state_machine", "topics",
+    "backoff", "certificate_subject", "config", "errors", "failpoints", "kafka_security",
+    "library_logs", "secret_files", "state_machine", "topics",
 ]  # fmt: skip

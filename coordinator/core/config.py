@@ -28,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from coordinator.core.certificate_subject import subject_of
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity, security_problems
 from coordinator.core.secret_files import private_file_problem
@@ -121,6 +122,10 @@ class KafkaConfig:
     ssl_cafile: str = ""
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
+    # The principal the broker gives this configuration's clients, when it is not the SASL
+    # user nor a client certificate's whole subject: with mutual TLS, what the broker's
+    # ssl.principal.mapping.rules make of the subject (its operator topic and ACLs follow).
+    client_principal: str = ""
 
     @property
     def security(self) -> KafkaSecurity:
@@ -129,9 +134,32 @@ class KafkaConfig:
 
     @property
     def principal(self) -> str:
-        """Return the Kafka principal name this configuration's clients act as: the SASL
-        user, else Kafka's unauthenticated one (its operator topic: coordinator/core/topics.py)."""
-        return self.sasl_username or UNAUTHENTICATED_PRINCIPAL
+        """Return the Kafka principal name this configuration's clients act as (its operator
+        topic and ACLs: coordinator/core/topics.py): `client_principal` if set, else the SASL
+        user, else a TLS client certificate's subject (Kafka's default for mutual TLS,
+        coordinator/core/certificate_subject.py), else Kafka's unauthenticated one."""
+        if self.client_principal:
+            return self.client_principal
+        if self.sasl_username:
+            return self.sasl_username
+        if self.ssl_certfile and self.security_protocol == "SSL":
+            return subject_of(self.ssl_certfile)
+        return UNAUTHENTICATED_PRINCIPAL
+
+    @property
+    def principal_source(self) -> str:
+        """Return the setting `principal` comes from, for error messages."""
+        if self.client_principal:
+            return "kafka.client_principal"
+        if self.sasl_username:
+            return "kafka.sasl_username"
+        if self.ssl_certfile and self.security_protocol == "SSL":
+            return (
+                "the subject of kafka.ssl_certfile (Kafka's principal for mutual TLS; set "
+                "kafka.client_principal to what the broker's ssl.principal.mapping.rules "
+                "make of it)"
+            )
+        return "Kafka's unauthenticated principal"
 
     @property
     def layout(self) -> TopicLayout:
@@ -204,6 +232,18 @@ class RestConfig:
     # How long a check waits for a poll of the producer instance that sent its half before
     # any poller of the group gets it (contract 5.3); 0 hands every check to any poller.
     check_sender_first: timedelta = timedelta(seconds=2)
+    # Largest JSON answer of a receive or a check poll: JSON spends up to six bytes on one
+    # byte of a body (`\u0000`), so answers are bounded in bytes, not only in count. One
+    # message or check alone may pass it (it would be stuck otherwise).
+    max_answer_size: int = 8 * 1024 * 1024
+    # Check requests a producer group's mailbox holds at most (collected from the check
+    # topic, waiting for a poll), in bytes of their JSON; the rest stays in Kafka.
+    check_mailbox_size: int = 8 * 1024 * 1024
+    # What one REST consumer member may hold unacknowledged (each is kept for its
+    # redelivery): messages, and bytes of their bodies, keys, tags and properties. A receive
+    # past either is 429 until acknowledgements free room.
+    max_unacked_messages: int = 1000
+    max_unacked_size: int = 16 * 1024 * 1024
     # TLS of the ingress itself (PEM files; the key unencrypted and readable by its owner
     # only). Beyond loopback the ingress serves TLS, or says it sits behind a proxy that does:
     # bearer tokens must not cross a network in clear (coordinator/rest/auth.py).
@@ -346,11 +386,7 @@ def _problems(c: Config) -> list[str]:
             "with kafka.topics_per_group, no topic name may start with another's name and a "
             f"dot (the groups' topics would mix): {sorted(topics.values())}"
         )
-    if c.kafka.topics_per_group and (problem := principal_problem(c.kafka.principal)):
-        found.append(
-            f"kafka.sasl_username names this principal's operator topic with "
-            f"kafka.topics_per_group (the REST ingress sends admin ops there): {problem}"
-        )
+    found += _principal_problems(c.kafka)
     if c.file_reserved_time <= c.transaction_timeout:
         found.append(
             f"file_reserved_time ({c.file_reserved_time}) must exceed transaction_timeout "
@@ -377,6 +413,20 @@ def _problems(c: Config) -> list[str]:
             f"transaction_timeout ({c.transaction_timeout}) for checks to be on time"
         )
     return found
+
+
+def _principal_problems(kafka: KafkaConfig) -> list[str]:
+    """Return why the engine's principal cannot name its operator topic, if it cannot."""
+    try:
+        principal = kafka.principal
+    except ConfigurationError:  # a certificate file missing or unreadable: said already
+        return []
+    if kafka.topics_per_group and (problem := principal_problem(principal)):
+        return [
+            f"{kafka.principal_source} names this principal's operator topic with "
+            f"kafka.topics_per_group (the REST ingress sends admin ops there): {problem}"
+        ]
+    return []
 
 
 def group_isolation_problem(kafka: KafkaConfig) -> str | None:
@@ -435,6 +485,14 @@ def _rest_problems(c: Config) -> list[str]:
         found.append(
             f"rest.check_sender_first must be between 0 and 1m, not {rest.check_sender_first}"
         )
+    for name in ("max_answer_size", "check_mailbox_size", "max_unacked_size"):
+        size = getattr(rest, name)
+        if not 64 * 1024 <= size <= 1024**3:
+            found.append(f"rest.{name} must be between 64KiB and 1GiB, not {size} bytes")
+    if not 1 <= rest.max_unacked_messages <= 100_000:
+        found.append(
+            f"rest.max_unacked_messages must be 1..100000, not {rest.max_unacked_messages}"
+        )
     if not timedelta(0) < rest.check_poll_max_wait <= timedelta(minutes=5):
         found.append(
             f"rest.check_poll_max_wait must be positive and at most 5m, "
@@ -449,7 +507,12 @@ _SECTIONS: dict[str, type] = {
 }  # fmt: skip
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 #: Keys whose values are sizes ("4MiB") rather than plain integers.
-_SIZE_KEYS = frozenset({"max_message_size", "rest.max_request_size"})
+_SIZE_KEYS = frozenset(
+    {
+        "max_message_size", "rest.max_request_size", "rest.max_answer_size",
+        "rest.check_mailbox_size", "rest.max_unacked_size",
+    }
+)  # fmt: skip
 
 
 def _convert(cls: type, key: str, value: Any, where: str) -> Any:
