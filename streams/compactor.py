@@ -15,6 +15,14 @@ left alone it gained a file per batch for ever, and a delta-rs append costs ~0.8
 1,000 files a table holds (bench/delta_append_cost.py --files): ~70 ms a batch after a day of
 steady load. A Delta stream reader of those tables (a notebook, a downstream job) skips the
 compaction's commits (dataChange = false) and reads every row once.
+
+A fenced coordinator compacts nothing (contract 7.10): before each table the compactor asks
+the writer fence whether a newer coordinator has claimed the warehouse, and whether the
+table carries a newer epoch; once fenced, it stops. Its commits do not carry the fence's app
+transaction themselves: they would then conflict with the batch appends of the same epoch
+(Delta fails a commit whose app transaction a concurrent one also set), and a batch would
+fail for a compaction. So one window remains, a newer claim between that check and the
+OPTIMIZE's commit: a commit that changes no data (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -26,8 +34,10 @@ from datetime import timedelta
 from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 
+from coordinator.core.errors import WriterFencedError
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import delta_rs_uri, table_path
+from streams.writer_fence import FENCE_APP_ID, WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +53,16 @@ class Compactor:
     """Compact the warehouse's output tables now and then, in a thread of its own."""
 
     def __init__(
-        self, spark: SparkSession, warehouse: str, interval: timedelta, min_files: int = MIN_FILES
+        self,
+        spark: SparkSession,
+        warehouse: str,
+        interval: timedelta,
+        min_files: int = MIN_FILES,
+        fence: WriterFence | None = None,
     ) -> None:
         self.spark, self.warehouse = spark, warehouse
         self.interval, self.min_files = interval, min_files
+        self.fence = fence  # the coordinator's writer epoch: fenced, it compacts nothing
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -69,8 +85,13 @@ class Compactor:
         PUT and Spark's is not), else with Spark's OPTIMIZE."""
         location = table_path(self.warehouse, name)
         directory = delta_rs_uri(location)
+        if self.fence is not None:
+            self.fence.notice()  # a newer claim: stop before this table
         if directory is not None:
-            RustDeltaTable(directory).optimize.compact()
+            table = RustDeltaTable(directory)
+            if self.fence is not None:  # the snapshot this OPTIMIZE commits against
+                self.fence.refuse_newer(table.transaction_version(FENCE_APP_ID), location)
+            table.optimize.compact()
         else:
             self.spark.sql(f"OPTIMIZE delta.`{location}`").collect()
 
@@ -99,6 +120,9 @@ class Compactor:
         while not self._stop.wait(self.interval.total_seconds()):
             try:
                 self.compact_once()
+            except WriterFencedError as exc:  # a newer coordinator writes now: never again
+                log.warning("compaction stops: %s", exc)
+                return
             except Exception as exc:  # the next round tries again; nothing was changed
                 if not self._stop.is_set():
                     log.warning("compaction failed, tried again in %s: %s", self.interval, exc)

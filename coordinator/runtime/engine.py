@@ -120,7 +120,10 @@ class Engine:
         with timer.step("first batch"):
             self._await_first_batch()
         self.compactor = Compactor(
-            self.spark, self.config.warehouse, self.config.streams.compact_interval
+            self.spark,
+            self.config.warehouse,
+            self.config.streams.compact_interval,
+            fence=self.writer.fence if self.writer is not None else None,
         ).start()
         log.info(
             "engine running: coordinator query %s; started in %s",

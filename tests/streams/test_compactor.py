@@ -11,11 +11,13 @@ from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from coordinator.core.errors import WriterFencedError
 from delta_tables import half_messages, topics, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
 from streams.compactor import Compactor
 from streams.delta_writes import BatchLedger
+from streams.writer_fence import claim_epoch
 
 pytestmark = pytest.mark.spark
 
@@ -148,3 +150,46 @@ def test_a_stream_of_the_landed_input_reads_every_row_once_across_a_compaction(
     assert compactor.files(half_messages.TABLE.name) == 1
     _append_files(spark, half_messages.TABLE, home, 2)
     assert drain() == FILES + 2
+
+
+def test_a_fenced_coordinator_compacts_nothing(spark: SparkSession, warehouse: Path) -> None:
+    """Issue 60, item 5: the compactor of a coordinator a newer one fenced made commits in
+    the newer one's tables (OPTIMIZE, every compact_interval) until its process ended. Now it
+    asks the fence first (the newest claim, the table's epoch) and stops for good."""
+    home = str(warehouse)
+    create_system_tables(spark, home)
+    _append_files(spark, transactions.TABLE, home, FILES)
+    older = claim_epoch(spark, home, "app-older", "ckpt-older")
+    claim_epoch(spark, home, "app-newer", "ckpt-newer")
+    versions = RustDeltaTable(transactions.TABLE.path(home)).version()
+    compactor = Compactor(spark, home, timedelta(seconds=0.1), min_files=FILES, fence=older)
+    with pytest.raises(WriterFencedError, match="is fenced"):
+        compactor.compact_once()
+    compactor.start()
+    try:
+        deadline = time.monotonic() + 30
+        while compactor._thread is not None and compactor._thread.is_alive():
+            assert time.monotonic() < deadline, "the fenced compactor's thread went on"
+            time.sleep(0.1)
+    finally:
+        compactor.stop()
+    assert RustDeltaTable(transactions.TABLE.path(home)).version() == versions
+    assert compactor.files(transactions.TABLE.name) == FILES
+
+
+def test_a_table_a_newer_coordinator_fenced_is_not_compacted_by_the_older(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    home = str(warehouse)
+    create_system_tables(spark, home)
+    _append_files(spark, transactions.TABLE, home, FILES)
+    older = claim_epoch(spark, home, "app-older", "ckpt-older")
+    newer = claim_epoch(spark, home, "app-newer", "ckpt-newer")
+    newer.fence_table(transactions.TABLE.path(home))
+    # The notice alone would stop it; the table's own epoch is asked too (a claim the
+    # notice has not seen yet, on a warehouse whose claims table it read before).
+    older.notice = lambda: None  # type: ignore[method-assign]
+    compactor = Compactor(spark, home, timedelta(0), min_files=FILES, fence=older)
+    with pytest.raises(WriterFencedError, match="is fenced"):
+        compactor.compact_once()
+    assert compactor.files(transactions.TABLE.name) == FILES
