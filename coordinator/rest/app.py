@@ -89,6 +89,7 @@ def create_app(
             config.kafka.layout,
             security=config.kafka.security,
             sender_first=config.rest.check_sender_first,
+            mailbox_bytes=config.rest.check_mailbox_size,
         ),
         consumers=consumers or ConsumerMembers(config),
         metrics=Metrics(),

@@ -17,6 +17,12 @@ all the time, so its checks reach it within one poll; a stopped sender's reach a
 producer after the delay (RocketMQ's behaviour). Pollers of the group take turns on the
 consumer in short slices, so one poll waiting for its own checks never blocks another.
 
+A mailbox holds at most MAX_WAITING checks and `mailbox_bytes` of their JSON
+(`rest.check_mailbox_size`): a check may carry a body of megabytes. Past either the group's
+consumer reads nothing more, and a poll slice that meets a check that does not fit leaves it
+in Kafka (its partition is sought back to it) for a later slice. A poll's answer holds at
+most `max_bytes` of checks (`rest.max_answer_size`), the first however large.
+
 Offsets are committed once the records are collected into the mailbox. A crash between the
 commit and the answer loses those requests for this round only: the coordinator checks an
 unresolved transaction again every transaction_check_interval (RocketMQ does the same).
@@ -52,6 +58,8 @@ _SLICE_SECONDS = 0.5
 #: Checks of one group collected and not handed out yet, at most: past it the group's
 #: consumer reads nothing more until pollers take some (they stay in Kafka meanwhile).
 MAX_WAITING = 1000
+#: Bytes of JSON of one group's collected checks, at most (rest.check_mailbox_size).
+DEFAULT_MAILBOX_BYTES = 8 * 1024 * 1024
 
 ConsumerFactory = Callable[[str], Any]
 
@@ -69,6 +77,11 @@ class _Waiting:
     addressee: str | None
     request: CheckRequest
 
+    @property
+    def size(self) -> int:
+        """Return the bytes of the check's JSON (rendered once)."""
+        return len(self.request.json_bytes())
+
 
 class _Slot:
     """One producer group's consumer, used by one poller at a time, and its mailbox."""
@@ -79,21 +92,40 @@ class _Slot:
         self.last_used = time.monotonic()
         self.mail_lock = threading.Lock()
         self.waiting: list[_Waiting] = []
+        self.waiting_bytes = 0  # of `waiting`'s JSON
+        #: A check did not fit at the last read: read no more until one is handed out
+        #: (reading it again each slice would fetch the same megabytes for nothing).
+        self.stalled = False
 
-    def hand_out(self, instance: str | None, max_records: int) -> list[CheckRequest]:
-        """Take up to `max_records` checks for `instance` (or for anyone by now), in order."""
+    def hand_out(
+        self, instance: str | None, max_records: int, max_bytes: int | None = None
+    ) -> list[CheckRequest]:
+        """Take up to `max_records` checks for `instance` (or for anyone by now), in order,
+        of at most `max_bytes` of JSON together (None: any) but for a first one larger."""
         now = time.monotonic()
         taken: list[CheckRequest] = []
+        spent = 0
         with self.mail_lock:
             kept: list[_Waiting] = []
             for item in self.waiting:
                 mine = item.addressee is None or item.addressee == instance or item.due <= now
-                if mine and len(taken) < max_records:
+                fits = len(taken) < max_records and (
+                    not taken or max_bytes is None or spent + item.size <= max_bytes
+                )
+                if mine and fits:
                     taken.append(item.request)
+                    spent += item.size
                 else:
                     kept.append(item)
             self.waiting = kept
+            self.waiting_bytes -= spent
+            self.stalled = self.stalled and not taken
         return taken
+
+    def room(self, max_bytes: int) -> tuple[int, int]:
+        """Return how many more checks, and bytes of them, the mailbox takes."""
+        with self.mail_lock:
+            return MAX_WAITING - len(self.waiting), max_bytes - self.waiting_bytes
 
 
 class CheckPoller:
@@ -109,6 +141,7 @@ class CheckPoller:
         *,
         security: KafkaSecurity | None = None,
         sender_first: timedelta = timedelta(seconds=2),
+        mailbox_bytes: int = DEFAULT_MAILBOX_BYTES,
     ) -> None:
         #: How long a check waits for a poll of the instance that sent its half.
         self.sender_first = sender_first.total_seconds()
@@ -118,6 +151,7 @@ class CheckPoller:
         self.layout = layout
         self.idle_timeout = idle_timeout
         self.max_groups = max_groups
+        self.mailbox_bytes = mailbox_bytes
         self._make_consumer = consumer_factory or self._kafka_consumer
         self._slots: dict[str, _Slot] = {}
         self._guard = threading.Lock()
@@ -129,12 +163,14 @@ class CheckPoller:
         max_records: int,
         wait_seconds: float,
         producer_instance: str | None = None,
+        max_bytes: int | None = None,
     ) -> list[CheckRequest]:
         """Return up to `max_records` check requests of `producer_group`; [] if none came.
 
         Waits at most `wait_seconds` for the first one, then answers at once. A poll naming
         `producer_instance` gets the checks addressed to that instance at once; others get
-        them after `sender_first`.
+        them after `sender_first`. With `max_bytes`, the checks' JSON takes at most that
+        (a first check larger alone comes on its own).
         """
         deadline = time.monotonic() + wait_seconds
         self._close_idle(keep=producer_group)
@@ -142,7 +178,7 @@ class CheckPoller:
             slot = self._slots.setdefault(producer_group, _Slot())
         looked = False  # a poll without a wait still reads once
         while True:
-            found = slot.hand_out(producer_instance, max_records)
+            found = slot.hand_out(producer_instance, max_records, max_bytes)
             remaining = max(0.0, deadline - time.monotonic())
             if found or (looked and remaining <= 0) or self._stop.is_set():
                 return found
@@ -159,13 +195,21 @@ class CheckPoller:
     def _fill(self, slot: _Slot, producer_group: str, max_records: int, wait: float) -> None:
         """Collect the group's checks of one poll slice into its mailbox (slot lock held)."""
         slot.last_used = time.monotonic()
-        if len(slot.waiting) >= MAX_WAITING:
+        room, room_bytes = slot.room(self.mailbox_bytes)
+        if room <= 0 or room_bytes <= 0 or slot.stalled:
             self._stop.wait(wait)  # the pollers take what waits first
             return
         if slot.consumer is None:
             slot.consumer = self._make_consumer(producer_group)
         try:
-            found = self._collect(slot.consumer, producer_group, max_records, wait)
+            found, slot.stalled = self._collect(
+                slot.consumer,
+                producer_group,
+                min(max_records, room),
+                wait,
+                room_bytes,
+                empty=room == MAX_WAITING,
+            )
             if found:
                 slot.consumer.commit()
         except kafka_errors.CommitFailedError as exc:
@@ -177,10 +221,12 @@ class CheckPoller:
         now = time.monotonic()
         slot.last_used = now
         with slot.mail_lock:
-            slot.waiting += [
+            arrived = [
                 _Waiting(now + self.sender_first if addressee else now, addressee, request)
                 for addressee, request in found
             ]
+            slot.waiting += arrived
+            slot.waiting_bytes += sum(item.size for item in arrived)
 
     def close(self) -> None:
         """Stop every poll and close every consumer."""
@@ -195,14 +241,29 @@ class CheckPoller:
                     slot.lock.release()
 
     def _collect(
-        self, consumer: Any, producer_group: str, max_records: int, wait: float
-    ) -> list[tuple[str | None, CheckRequest]]:
-        """Return the group's checks of one poll, each with the instance it is for first."""
+        self,
+        consumer: Any,
+        producer_group: str,
+        max_records: int,
+        wait: float,
+        max_bytes: int,
+        *,
+        empty: bool,
+    ) -> tuple[list[tuple[str | None, CheckRequest]], bool]:
+        """Return the group's checks of one poll, each with the instance it is for first,
+        and whether one did not fit: at most `max_bytes` of JSON, but for one check larger
+        alone into an `empty` mailbox. A partition whose next check does not fit is sought
+        back to it, to be read again."""
         wanted = producer_group.encode()
         found: list[tuple[str | None, CheckRequest]] = []
+        spent = 0
+        full = False
         batches = consumer.poll(timeout_ms=int(max(0.0, wait) * 1000), max_records=max_records)
-        for records in batches.values():
+        for partition, records in batches.items():
             for record in records:
+                if full:
+                    consumer.seek(partition, record.offset)  # left in Kafka for later
+                    break
                 headers = dict(record.headers or [])
                 if headers.get(fmt.PRODUCER_GROUP) != wanted:
                     continue  # another group's check, or a claim (coordinator/sdk/check_routing.py)
@@ -217,9 +278,15 @@ class CheckPoller:
                         record.offset,
                     )
                     continue
+                size = len(request.json_bytes())
+                if spent + size > max_bytes and (found or not empty):
+                    full = True
+                    consumer.seek(partition, record.offset)
+                    break
                 addressee = check.producer_instance if self.sender_first > 0 else None
                 found.append((addressee, request))
-        return found
+                spent += size
+        return found, full
 
     def _close_idle(self, keep: str) -> None:
         """Close the consumers of groups nobody polled lately (their partitions go to others).

@@ -15,31 +15,42 @@ needs the group's grant, and the topic of the member it settles for, if that mem
 (a grant of the group on other topics does not settle another token's member).
 
 Each client keeps one member (consumers.py) by sending back the `member` of its first
-answer; its receipts are good for that member only. A receive waits on the long-poll pool
-and its slots (poll_slots.py), shared with the check polls, so waiting consumers never
-starve sends; acks are quick and run on FastAPI's own pool.
+answer; its receipts are good for that member, and that delivery, only. A receive waits on
+the long-poll pool and its slots (poll_slots.py), shared with the check polls, so waiting
+consumers never starve sends; acks are quick and run on FastAPI's own pool.
+
+Answers are bounded in bytes (`rest.max_answer_size`; a body comes once, as `body_encoding`
+asks) and rendered as JSON bytes on the thread that made them (answers.py), never on the
+event loop.
 
 (No `from __future__ import annotations` here: FastAPI must see the body type that
 build_consumer_router makes from the configuration.)
 """
 
-import base64
 import logging
-from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 from pydantic import AfterValidator
 
 from coordinator.core.config import Config
 from coordinator.protocol import ingress as fmt
+from coordinator.rest.answers import (
+    item_budget,
+    json_response,
+    message_json,
+    model_response,
+    receive_answer,
+)
 from coordinator.rest.auth import Principal, require_consume
 from coordinator.rest.consumers import (
     ConsumersFullError,
     ConsumerUnavailableError,
     Subscription,
     SubscriptionConflictError,
+    UnackedLimitError,
 )
 from coordinator.rest.errors import CONSUMER_UNAVAILABLE_TEXT, ApiError
 from coordinator.rest.models import (
@@ -49,7 +60,6 @@ from coordinator.rest.models import (
     ChangeInvisibleItem,
     ChangeInvisibleRequest,
     ChangeInvisibleResult,
-    DeliveredMessage,
     ReceiveRequest,
     ReceiveResult,
     matching,
@@ -58,7 +68,6 @@ from coordinator.rest.models import (
 from coordinator.rest.poll_slots import PollSlotsFullError
 from coordinator.rest.routes import Caller, Svc
 from coordinator.rest.services import Services
-from coordinator.sdk.consumer import MessageView
 
 log = logging.getLogger(__name__)
 
@@ -93,46 +102,10 @@ def _slot_key(group: str) -> str:
     return f"consumer-group:{group}"
 
 
-def _rfc3339(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:  # the tables' timestamps are UTC
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _text(body: bytes) -> str | None:
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def delivered(message: MessageView, receipt: str) -> DeliveredMessage:
-    """Return the JSON view of one message handed out with `receipt`."""
-    return DeliveredMessage(
-        topic=message.topic,
-        queue_id=message.queue_id,
-        queue_offset=message.queue_offset,
-        msg_id=message.msg_id,
-        transaction_id=message.transaction_id,
-        producer_group=message.producer_group,
-        body=_text(message.body),
-        body_base64=base64.b64encode(message.body).decode("ascii"),
-        keys=list(message.keys),
-        tags=message.tag,
-        properties=dict(message.properties),
-        prepared_at=_rfc3339(message.prepared_at),
-        committed_at=_rfc3339(message.committed_at) or "",
-        delivered_at=_rfc3339(message.delivered_at) or "",
-        delivery_attempt=message.delivery_attempt,
-        receipt=receipt,
-    )
-
-
-def _receive(svc: Services, group: str, body: ReceiveRequest) -> ReceiveResult:
-    """Receive on the calling (long-poll) thread and build the answer there too: bodies
-    may be megabytes to encode, which the event loop must not do."""
+def _receive(svc: Services, group: str, body: ReceiveRequest) -> Response:
+    """Receive on the calling (long-poll) thread and render the answer there too: bodies
+    may be megabytes to encode, which the event loop must not do. Each message is rendered
+    as it is taken, and taken only if it fits the answer's bytes."""
     subscription = Subscription(body.topic, body.tag_expression, body.orderly)
     try:
         received = svc.consumers.receive(
@@ -143,9 +116,13 @@ def _receive(svc: Services, group: str, body: ReceiveRequest) -> ReceiveResult:
             wait_seconds=body.wait_seconds,
             invisible_seconds=body.invisible_seconds,
             start_from=body.start_from,
+            max_bytes=item_budget(svc.config.rest.max_answer_size, body.max_messages),
+            render=partial(message_json, encoding=body.body_encoding),
         )
     except ConsumersFullError as exc:
         raise ApiError(429, "too_many_consumers", str(exc), {"Retry-After": "5"}) from exc
+    except UnackedLimitError as exc:
+        raise ApiError(429, "too_many_unacked", str(exc), {"Retry-After": "1"}) from exc
     except SubscriptionConflictError as exc:
         raise ApiError(409, "subscription_conflict", str(exc)) from exc
     except ConsumerUnavailableError as exc:
@@ -154,45 +131,58 @@ def _receive(svc: Services, group: str, body: ReceiveRequest) -> ReceiveResult:
             503, "consumer_unavailable", CONSUMER_UNAVAILABLE_TEXT, {"Retry-After": "1"}
         ) from exc
     svc.metrics.messages_delivered.inc(len(received.messages))
-    return ReceiveResult(
-        member=received.member,
-        messages=[delivered(message, receipt) for message, receipt in received.messages],
+    return json_response(
+        receive_answer(
+            received.member,
+            (
+                d.rendered
+                if d.rendered is not None
+                else message_json(d.message, d.receipt, body.body_encoding)
+                for d in received.messages
+            ),
+        )
     )
 
 
-def ack(group: ConsumerGroupPath, body: AckRequest, svc: Svc, who: Caller) -> AckResult:
+def ack(group: ConsumerGroupPath, body: AckRequest, svc: Svc, who: Caller) -> Response:
     """Acknowledge messages by their receipts; answer each receipt's outcome, in order.
 
     A receipt that does not count is `acked: false` with its reason, never an error of the
-    whole call (`stale`: acknowledged already, or its queue moved on; `unknown_member`: the
+    whole call (`stale`: acknowledged already, or its queue moved on; `superseded`: handed
+    out again since: only its latest delivery's receipt counts; `unknown_member`: the
     member was closed after being idle; `invalid_receipt`: not issued by this ingress
     process to this member of this group). A message not acknowledged is delivered again.
     """
     _require_member_topic(svc, who, group, body.member)
     outcomes = svc.consumers.ack(group, body.member, body.receipts)
     svc.metrics.messages_acked.inc(sum(o.done for o in outcomes))
-    return AckResult(
-        results=[
-            AckItem(receipt=receipt, acked=o.done, reason=o.reason)
-            for receipt, o in zip(body.receipts, outcomes, strict=True)
-        ]
+    # Rendered on this (pool) thread: a thousand receipts echoed are megabytes.
+    return model_response(
+        AckResult(
+            results=[
+                AckItem(receipt=receipt, acked=o.done, reason=o.reason)
+                for receipt, o in zip(body.receipts, outcomes, strict=True)
+            ]
+        )
     )
 
 
 def change_invisible_duration(
     group: ConsumerGroupPath, body: ChangeInvisibleRequest, svc: Svc, who: Caller
-) -> ChangeInvisibleResult:
+) -> Response:
     """Hand messages out again `invisible_seconds` from now unless acknowledged before
     (0: at once); each receipt's outcome as for an ack (`changed`, `reason`)."""
     _require_member_topic(svc, who, group, body.member)
     outcomes = svc.consumers.change_invisible_duration(
         group, body.member, body.receipts, body.invisible_seconds
     )
-    return ChangeInvisibleResult(
-        results=[
-            ChangeInvisibleItem(receipt=receipt, changed=o.done, reason=o.reason)
-            for receipt, o in zip(body.receipts, outcomes, strict=True)
-        ]
+    return model_response(
+        ChangeInvisibleResult(
+            results=[
+                ChangeInvisibleItem(receipt=receipt, changed=o.done, reason=o.reason)
+                for receipt, o in zip(body.receipts, outcomes, strict=True)
+            ]
+        )
     )
 
 
@@ -206,7 +196,7 @@ def build_consumer_router(config: Config) -> APIRouter:
         body: ReceiveBody,  # type: ignore[valid-type]  # a class made from the configuration
         svc: Svc,
         who: Caller,
-    ) -> ReceiveResult:
+    ) -> Response:
         """Receive up to `max_messages` committed messages of `topic`, waiting up to
         `wait_seconds` for the first; each is handed out again after `invisible_seconds`
         unless acknowledged (POST .../ack with its `receipt`).
@@ -214,10 +204,13 @@ def build_consumer_router(config: Config) -> APIRouter:
         The first receive of a `member` (absent: one is made, and answered) joins the group
         with this subscription; the group's members divide the topic's queues, and each
         queue's messages come in queue-offset order. Keep calling with the same `member`: one
-        not called for a while is closed and its queues go to the others. 409: the member
-        reads another subscription. 429: the group holds its share of receives waiting or of
-        members in this ingress (or all are taken). 503: Kafka or the warehouse failed (the
-        member is made anew at the next call).
+        not called for a while is closed and its queues go to the others. The answer is at
+        most `rest.max_answer_size` bytes (one message alone may pass it); each body comes
+        once, as `body_encoding` asks. 409: the member reads another subscription. 429: the
+        group holds its share of receives waiting or of members in this ingress (or all are
+        taken), or the member holds as many unacknowledged messages as it may
+        (`too_many_unacked`: ack some). 503: Kafka or the warehouse failed (the member is
+        made anew at the next call).
         """
         request: ReceiveRequest = body  # ReceiveBody is a ReceiveRequest
         require_consumer_group(who, group, request.topic)
@@ -239,9 +232,15 @@ def build_consumer_router(config: Config) -> APIRouter:
         finally:
             slot.release()
 
-    router.add_api_route(f"{PREFIX}/receive", receive, methods=["POST"])
-    router.add_api_route(f"{PREFIX}/ack", ack, methods=["POST"])
+    # The answers are rendered by the routes (answers.py); the models document them.
     router.add_api_route(
-        f"{PREFIX}/change-invisible-duration", change_invisible_duration, methods=["POST"]
+        f"{PREFIX}/receive", receive, methods=["POST"], response_model=ReceiveResult
+    )
+    router.add_api_route(f"{PREFIX}/ack", ack, methods=["POST"], response_model=AckResult)
+    router.add_api_route(
+        f"{PREFIX}/change-invisible-duration",
+        change_invisible_duration,
+        methods=["POST"],
+        response_model=ChangeInvisibleResult,
     )
     return router

@@ -16,12 +16,17 @@ remembers what it handed out until it is acknowledged.
                  and it leaves the group, so its queues go to the group's other members.
     limits       at most `max_members` members in this process and `per_group` per group:
                  each is three Kafka clients and a warehouse reader. One more is refused at
-                 once (ConsumersFullError, 429), never queued.
+                 once (ConsumersFullError, 429), never queued. A member holds at most
+                 `rest.max_unacked_messages` messages and `rest.max_unacked_size` bytes
+                 handed out and not acknowledged (each is kept for its redelivery): a
+                 receive that can hand out nothing for that is refused at once
+                 (UnackedLimitError, 429) until acknowledgements free room.
     failures     a member whose start or receive failed (Kafka, the warehouse) is closed in
                  the background and made anew by the next call
                  (ConsumerUnavailableError, 503).
-    receipts     signed strings bound to the member's incarnation (receipts.py): a client
-                 cannot ack another member's messages, nor an offset never handed out.
+    receipts     signed strings bound to the member's incarnation and to the delivery
+                 attempt (receipts.py): a client cannot ack another member's messages, an
+                 offset never handed out, nor a later delivery with an earlier receipt.
 
 Members live in this process: behind a load balancer a client's calls must reach the same
 process (a receipt another process issued answers `invalid_receipt`, and the message is
@@ -57,10 +62,12 @@ __all__ = [
     "ConsumerMembers",
     "ConsumerUnavailableError",
     "ConsumersFullError",
+    "Delivery",
     "Outcome",
     "Received",
     "Subscription",
     "SubscriptionConflictError",
+    "UnackedLimitError",
 ]
 
 #: The Kafka session of a REST member (the SDK's default is 6 s).
@@ -87,6 +94,11 @@ class ConsumerUnavailableError(Exception):
     """The member cannot serve now (Kafka or the warehouse failed, or it is closing)."""
 
 
+class UnackedLimitError(Exception):
+    """The member holds as many unacknowledged messages (or bytes) as it may, and nothing is
+    due for redelivery."""
+
+
 @dataclass(frozen=True)
 class Subscription:
     """What one member reads: one topic, a tag expression (normalised), in order or not."""
@@ -102,11 +114,25 @@ class Subscription:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One message handed out: its receipt string, and its JSON as the caller rendered it
+    (None without a renderer)."""
+
+    message: MessageView
+    receipt: str
+    rendered: bytes | None = None
+
+
+@dataclass(frozen=True)
 class Received:
-    """What one receive handed out, and the receipt string of each message."""
+    """What one receive handed out."""
 
     member: str
-    messages: list[tuple[MessageView, str]]
+    messages: list[Delivery]
+
+
+#: Renders one message with its receipt string (the REST's JSON): measured for the budget.
+Renderer = Callable[[MessageView, str], bytes]
 
 
 @dataclass(frozen=True)
@@ -182,14 +208,38 @@ class ConsumerMembers:
         wait_seconds: float,
         invisible_seconds: float,
         start_from: str = "last",
+        max_bytes: int | None = None,
+        render: Renderer | None = None,
     ) -> Received:
         """Hand out up to `max_messages` messages to `member` of `group` (made and started if
-        new), waiting up to `wait_seconds` for the first; each invisible `invisible_seconds`."""
+        new), waiting up to `wait_seconds` for the first; each invisible `invisible_seconds`.
+
+        With `render`, each message is rendered as it is taken (Delivery.rendered), and
+        the rendered messages take at most `max_bytes` in all (None: any), but for a first
+        one larger alone. Raises UnackedLimitError if the member may take no new message
+        (rest.max_unacked_messages, rest.max_unacked_size) and none is due again.
+        """
         name = member or f"rest-{uuid.uuid4().hex[:16]}"
         with self._using_new(group, name, subscription, invisible_seconds, start_from) as entry:
             consumer = entry.consumer
+            rendered: dict[Receipt, tuple[str, bytes]] = {}
+
+            def size_of(message: MessageView) -> int:
+                # Rendered as it is taken, once: the budget measures the bytes that are sent.
+                receipt = self._codec.encode(group, name, entry.incarnation, message.receipt)
+                data = render(message, receipt) if render is not None else b""
+                rendered[message.receipt] = (receipt, data)
+                return len(data)
+
             try:
-                messages = consumer.receive(max_messages, wait_seconds)
+                # Full: only redeliveries may come, and only those due now (no waiting).
+                wait = 0.0 if consumer.unacked_full() else wait_seconds
+                if render is None:
+                    messages = consumer.receive(max_messages, wait)
+                else:
+                    messages = consumer.receive(
+                        max_messages, wait, max_bytes=max_bytes, size_of=size_of
+                    )
                 if invisible_seconds != consumer.invisible_duration:  # set at the first call
                     for message in messages:
                         consumer.change_invisible_duration(message, invisible_seconds)
@@ -202,9 +252,23 @@ class ConsumerMembers:
             except BaseException:
                 self._fail(entry)  # a bug: do not keep a member in an unknown state
                 raise
-            issued = [
-                (m, self._codec.encode(group, name, entry.incarnation, m.receipt)) for m in messages
-            ]
+            if not messages and consumer.unacked_full():
+                count, size = consumer.unacked()
+                raise UnackedLimitError(
+                    f"member {name!r} of consumer group {group!r} holds {count} messages "
+                    f"({size} bytes) handed out and not acknowledged: at most "
+                    f"rest.max_unacked_messages ({self.config.rest.max_unacked_messages}) and "
+                    f"rest.max_unacked_size ({self.config.rest.max_unacked_size} bytes) per "
+                    "member; ack what it received (what is not acknowledged is handed out "
+                    "again after its invisible duration), then receive again"
+                )
+            issued = []
+            for m in messages:
+                receipt, data = rendered.get(m.receipt) or (
+                    self._codec.encode(group, name, entry.incarnation, m.receipt),
+                    None,
+                )
+                issued.append(Delivery(m, receipt, data))
         return Received(name, issued)
 
     def ack(self, group: str, member: str, receipts: Sequence[str]) -> list[Outcome]:
@@ -401,13 +465,21 @@ class ConsumerMembers:
                     outcomes.append(Outcome(False, "unknown_member"))
                 elif issued.incarnation != entry.incarnation:
                     outcomes.append(Outcome(False, "stale"))
+                elif act(entry.consumer, issued.receipt):
+                    outcomes.append(Outcome(True))
                 else:
-                    done = act(entry.consumer, issued.receipt)
-                    outcomes.append(Outcome(done, None if done else "stale"))
+                    outcomes.append(Outcome(False, self._why_not(entry, issued.receipt)))
             return outcomes
         finally:
             if entry is not None:
                 self._release(entry)
+
+    @staticmethod
+    def _why_not(entry: _Member, receipt: Receipt) -> ReceiptReason:
+        """Return why `receipt` did not count: its message is out again as a later delivery
+        (`superseded`), or it is not in flight here any more (`stale`)."""
+        attempt = entry.consumer.attempt_in_flight(receipt)
+        return "superseded" if attempt is not None and attempt > receipt.attempt else "stale"
 
     def _close(self, entry: _Member) -> None:
         """Close `entry`'s consumer (offsets stored, group left), then forget it."""
@@ -460,4 +532,8 @@ class ConsumerMembers:
             # pauses between calls and slow joins do not expel it (its queues move 20 s after
             # an ingress dies uncleanly; a closed member leaves at once).
             session_timeout_ms=REST_SESSION_TIMEOUT_MS,
+            # Each message handed out is kept until acknowledged: a client that never acks
+            # must not pull its queues' backlog into the ingress's memory.
+            max_unacked_messages=self.config.rest.max_unacked_messages,
+            max_unacked_bytes=self.config.rest.max_unacked_size,
         )

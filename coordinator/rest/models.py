@@ -325,9 +325,19 @@ class CheckRequest(BaseModel):
     prepared_at_ms: int | None
     requested_at_ms: int | None
 
+    _json: bytes | None = PrivateAttr(default=None)
+
+    def json_bytes(self) -> bytes:
+        """Return this request as JSON, rendered once (its size counts against the mailbox
+        and the answer; a body may be megabytes)."""
+        if self._json is None:
+            self._json = self.model_dump_json().encode()
+        return self._json
+
 
 class CheckRequests(BaseModel):
-    """The answer of a long poll (GET /v1/check-requests)."""
+    """The answer of a long poll (GET /v1/check-requests): at most rest.max_answer_size
+    bytes of JSON (one check alone may pass it)."""
 
     check_requests: list[CheckRequest]
 
@@ -348,11 +358,15 @@ MIN_INVISIBLE_SECONDS = 1.0
 MAX_INVISIBLE_SECONDS = 43_200.0
 DEFAULT_RECEIVE_WAIT_SECONDS = 5.0
 #: Why a receipt's ack (or change of invisible duration) did not count.
-ReceiptReason = Literal["stale", "unknown_member", "invalid_receipt"]
+ReceiptReason = Literal["stale", "superseded", "unknown_member", "invalid_receipt"]
+#: How a receive sends each message's body (once): base64 always, or UTF-8 text when it is.
+BodyEncoding = Literal["base64", "text"]
 _REASONS = (
     "null when it counted; `stale`: the message was acknowledged already, or its queue "
     "moved to another member (or the member was made anew) since it was handed out: it may "
-    "be delivered again; `unknown_member`: this member is not (or no longer) in this "
+    "be delivered again; `superseded`: the message was handed out again since this receipt's "
+    "delivery (its invisible duration ended): only the receipt of its latest delivery "
+    "counts; `unknown_member`: this member is not (or no longer) in this "
     "ingress (closed after being idle): its messages are delivered again; "
     "`invalid_receipt`: not a receipt this ingress process issued to this member of this "
     "group (altered, another member's, or from before a restart of the ingress)"
@@ -415,6 +429,11 @@ class ReceiveRequest(BaseModel):
         description="this client's member id; absent: one is made and answered (send it "
         "with every later call, or each call makes a new member)",
     )
+    body_encoding: BodyEncoding = Field(
+        default="base64",
+        description="how each body is sent, once: `base64` in `body_base64`; `text` in "
+        "`body` as UTF-8 text, or in `body_base64` when the body is not UTF-8",
+    )
 
 
 def receive_request(max_wait: float) -> type[ReceiveRequest]:
@@ -442,8 +461,13 @@ class DeliveredMessage(BaseModel):
     msg_id: str
     transaction_id: str
     producer_group: str
-    body: str | None = Field(description="the body as UTF-8 text; null if it is not UTF-8")
-    body_base64: str = Field(description="the body, base64 (standard alphabet, padded)")
+    body: str | None = Field(
+        description="the body as UTF-8 text, with body_encoding `text` when it is UTF-8; else null"
+    )
+    body_base64: str | None = Field(
+        description="the body, base64 (standard alphabet, padded), unless `body` holds it; "
+        "exactly one of the two is set"
+    )
     keys: list[str]
     tags: str | None
     properties: dict[str, str]
@@ -456,7 +480,8 @@ class DeliveredMessage(BaseModel):
 
 class ReceiveResult(BaseModel):
     """The answer of a receive: the member's id and the messages, in queue-offset order
-    within each queue."""
+    within each queue; at most rest.max_answer_size bytes of JSON (one message alone may
+    pass it)."""
 
     member: str = Field(description="the member id: send it with every later call")
     messages: list[DeliveredMessage]

@@ -25,7 +25,9 @@ _DESCRIPTIONS = {
     413: "A body larger than max_message_size, or a request larger than rest.max_request_size",
     415: "The request body is not JSON",
     429: "The group holds its share of the long-poll slots (too_many_polls), or of the REST "
-    "consumer members (too_many_consumers), or all are taken; retry after Retry-After seconds",
+    "consumer members (too_many_consumers), or all are taken; or the member holds as many "
+    "unacknowledged messages as it may (too_many_unacked: ack some); retry after Retry-After "
+    "seconds",
     503: "Kafka (or the warehouse) cannot be reached; nothing was acknowledged, retry",
 }
 

@@ -5,10 +5,13 @@ SDK's Receipt (topic, queue, offset, lease) is enough for a Python caller holdin
 consumer; over HTTP it would let a client name any offset of any queue, and ack messages
 handed to someone else, or never handed out at all. So the string also carries who it was
 issued to (group, member, and the member's incarnation: a member closed and made anew under
-the same name does not honour the old one's receipts) and ends with an HMAC-SHA256 of all of
-it under a key of this process only::
+the same name does not honour the old one's receipts) and which delivery of the message it
+came with (RocketMQ makes a new receipt handle at every delivery: the receipt of attempt 1
+does not settle attempt 2), and ends with an HMAC-SHA256 of all of it under a key of this
+process only::
 
-    r1.<base64url(JSON [group, member, incarnation, topic, queue_id, queue_offset, lease])>.<mac>
+    r2.<base64url(JSON [group, member, incarnation, topic, queue_id, queue_offset, lease,
+                        attempt])>.<mac>
 
 A receipt another process issued (or this one before a restart) does not verify: the member
 it names is gone with that process anyway, and its message is delivered again. Pure: no I/O.
@@ -28,7 +31,8 @@ from coordinator.sdk.consumer import Receipt
 
 __all__ = ["MAX_RECEIPT_LENGTH", "IssuedReceipt", "ReceiptCodec"]
 
-_VERSION = "r1"
+#: r1 (no attempt) was signed with the key of a process gone since: no receipt to read.
+_VERSION = "r2"
 #: Bytes of the HMAC kept: 128 bits make a forgery hopeless, and receipts stay short.
 _MAC_BYTES = 16
 #: The longest receipt this codec makes (255-character group and member, 127-character topic,
@@ -70,6 +74,7 @@ class ReceiptCodec:
             receipt.queue_id,
             receipt.queue_offset,
             receipt.lease,
+            receipt.attempt,
         ]
         payload = _b64(json.dumps(fields, separators=(",", ":")).encode())
         return f"{_VERSION}.{payload}.{_b64(self._mac(payload))}"
@@ -90,14 +95,15 @@ class ReceiptCodec:
         except (binascii.Error, ValueError):  # ValueError: bad base64 text, bad JSON
             return None
         # Signed by this codec, so well formed; checked anyway (a key shared by mistake).
-        if not (isinstance(fields, list) and len(fields) == 7):
+        if not (isinstance(fields, list) and len(fields) == 8):
             return None
-        group, member, incarnation, topic, queue_id, offset, lease = fields
+        group, member, incarnation, topic, queue_id, offset, lease, attempt = fields
         if not all(isinstance(s, str) for s in (group, member, incarnation, topic)):
             return None
-        if not all(type(n) is int for n in (queue_id, offset, lease)):
+        if not all(type(n) is int for n in (queue_id, offset, lease, attempt)):
             return None
-        return IssuedReceipt(group, member, incarnation, Receipt(topic, queue_id, offset, lease))
+        receipt = Receipt(topic, queue_id, offset, lease, attempt)
+        return IssuedReceipt(group, member, incarnation, receipt)
 
     def _mac(self, payload: str) -> bytes:
         digest = hmac.new(self._key, f"{_VERSION}.{payload}".encode(), hashlib.sha256).digest()

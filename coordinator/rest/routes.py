@@ -8,7 +8,8 @@ every item is durable, 207 when some are not, each item with its own status and 
 result or its error, so a client resends exactly the items that failed. A batch none of
 whose items is durable gets the error a single call would get (503, 413). Sends, ops
 and lookups are plain functions (FastAPI runs them on its thread pool); the long poll runs
-on a pool of its own so waiting pollers never starve sends.
+on a pool of its own so waiting pollers never starve sends, and renders its answer (bounded
+in bytes, `rest.max_answer_size`) there, not on the event loop.
 
 (No `from __future__ import annotations` here: FastAPI must see the parameter types that
 build_router makes from the configuration.)
@@ -29,6 +30,7 @@ from coordinator.core.config import Config
 from coordinator.core.topics import group_topic_problem
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.records import operator_label
+from coordinator.rest.answers import check_answer, item_budget, json_response
 from coordinator.rest.auth import OPEN_MODE, Principal, require_admin, require_group
 from coordinator.rest.errors import ApiError, printable, write_failure
 from coordinator.rest.gate import principal_of
@@ -340,6 +342,25 @@ def get_transaction(
     return state
 
 
+def _poll_checks(
+    svc: Services,
+    producer_group: str,
+    max_records: int,
+    wait_seconds: float,
+    producer_instance: str | None,
+) -> tuple[int, bytes]:
+    """Long-poll on the calling (long-poll) thread, and render the answer there too: each
+    check carries its body, megabytes maybe, which the event loop must not encode."""
+    found = svc.poller.poll(
+        producer_group,
+        max_records,
+        wait_seconds,
+        producer_instance,
+        max_bytes=item_budget(svc.config.rest.max_answer_size, max_records),
+    )
+    return len(found), check_answer(found)
+
+
 def health() -> Health:
     """Answer that the process is up."""
     return Health()
@@ -366,13 +387,14 @@ def build_router(config: Config) -> APIRouter:
             DEFAULT_WAIT_SECONDS, max_wait
         ),
         producer_instance: ProducerInstanceQuery = None,
-    ) -> CheckRequests:
+    ) -> Response:
         """Long-poll the group's check requests: answer as soon as any, or after the wait.
 
         A group holds at most its share of the long-poll slots (poll_slots.py); past it, or
         with every slot taken, the answer is 429 at once, never a place in a queue. A check
         of a half that named its producer instance goes to that instance's polls first, to
-        any poll of the group after `rest.check_sender_first`.
+        any poll of the group after `rest.check_sender_first`. The answer is at most
+        `rest.max_answer_size` bytes (one check alone may pass it): the rest waits.
         """
         _may_act(svc, who, producer_group, "producer_group")
         try:
@@ -380,8 +402,9 @@ def build_router(config: Config) -> APIRouter:
         except PollSlotsFullError as exc:
             raise ApiError(429, "too_many_polls", str(exc), {"Retry-After": "1"}) from exc
         try:
-            found = await anyio.to_thread.run_sync(
-                svc.poller.poll,
+            count, answer = await anyio.to_thread.run_sync(
+                _poll_checks,
+                svc,
                 producer_group,
                 max_records,
                 wait_seconds,
@@ -390,8 +413,8 @@ def build_router(config: Config) -> APIRouter:
             )
         finally:
             slot.release()
-        svc.metrics.checks_delivered.inc(len(found))
-        return CheckRequests(check_requests=found)
+        svc.metrics.checks_delivered.inc(count)
+        return json_response(answer)
 
     router.add_api_route("/v1/transactions", send_half, methods=["POST"], status_code=201)
     router.add_api_route(
@@ -418,7 +441,12 @@ def build_router(config: Config) -> APIRouter:
     router.add_api_route(
         f"/v1/transactions/{{transaction_id:{ANY_PATH}}}", get_transaction, methods=["GET"]
     )
-    router.add_api_route("/v1/check-requests", check_requests, methods=["GET"])
+    router.add_api_route(
+        "/v1/check-requests",
+        check_requests,
+        methods=["GET"],
+        response_model=CheckRequests,  # rendered by _poll_checks (answers.py)
+    )
     router.add_api_route("/healthz", health, methods=["GET"])
     router.add_api_route(
         "/metrics",

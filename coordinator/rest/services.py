@@ -48,6 +48,7 @@ class Poller(Protocol):
         max_records: int,
         wait_seconds: float,
         producer_instance: str | None = None,
+        max_bytes: int | None = None,
     ) -> list[CheckRequest]: ...
     def close(self) -> None: ...
 

@@ -12,7 +12,8 @@ __all__ = ["MessageView", "Receipt"]
 
 @dataclass(frozen=True)
 class Receipt:
-    """What `ack` needs: the message's place, and the consumer's lease on its queue."""
+    """What `ack` needs: the message's place, the consumer's lease on its queue, and which
+    delivery of the message it came with."""
 
     topic: str
     queue_id: int
@@ -20,6 +21,9 @@ class Receipt:
     #: The queue's lease when the message was handed out: an ack from before the queue
     #: moved to another member (or came back) no longer counts.
     lease: int
+    #: The delivery attempt it came with: once the message is handed out again, this
+    #: receipt no longer counts (RocketMQ makes a new receipt handle at every delivery).
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -62,5 +66,7 @@ class MessageView:
             committed_at=row["committed_at"],
             delivered_at=row["delivered_at"],
             delivery_attempt=attempt,
-            receipt=Receipt(row["topic"], int(row["queue_id"]), int(row["queue_offset"]), lease),
+            receipt=Receipt(
+                row["topic"], int(row["queue_id"]), int(row["queue_offset"]), lease, attempt
+            ),
         )

@@ -28,7 +28,7 @@ class QueueProgress:
     in_flight: dict[int, float] = field(default_factory=dict)
     #: Acknowledged above `committed` (out of order).
     acked: set[int] = field(default_factory=set)
-    #: Delivery attempts of offsets redelivered at least once.
+    #: The delivery attempt of each offset handed out and not settled yet (1 = first).
     attempts: dict[int, int] = field(default_factory=dict)
     #: The committed offset last stored in the group's offsets.
     stored: int = -1
@@ -48,24 +48,33 @@ class QueueProgress:
         """Return the queue's lag for this group: messages not yet acknowledged."""
         return max(0, self.end - self.committed)
 
+    def next_attempt(self, offset: int) -> int:
+        """Return the delivery attempt `offset` would be handed out as now (1 = first)."""
+        return self.attempts.get(offset, 0) + 1
+
     def taken(self, offset: int, visible_again_at: float) -> int:
         """Record that `offset` was handed out; return its delivery attempt (1 = first)."""
         self.in_flight[offset] = visible_again_at
         self.fetched = max(self.fetched, offset + 1)
-        attempt = self.attempts.get(offset, 0) + 1
+        attempt = self.next_attempt(offset)
         self.attempts[offset] = attempt
         return attempt
+
+    def attempt_in_flight(self, offset: int) -> int | None:
+        """Return the delivery attempt `offset` is in flight as, or None if it is not."""
+        return self.attempts.get(offset) if offset in self.in_flight else None
 
     def skipped(self, offset: int) -> None:
         """Record that `offset` was read and not handed out (its tag is not subscribed)."""
         self.fetched = max(self.fetched, offset + 1)
         self._settle(offset)
 
-    def ack(self, offset: int) -> bool:
+    def ack(self, offset: int, attempt: int | None = None) -> bool:
         """Acknowledge `offset`; return False if it is not in flight here (acknowledged
-        already, never handed out, or the queue was read again from an older commit): only
-        what was handed out can move the committed offset."""
-        if offset not in self.in_flight:
+        already, never handed out, or the queue was read again from an older commit), or
+        it is in flight as another delivery than `attempt` (None: any): only what was
+        handed out, by the delivery that is out now, can move the committed offset."""
+        if not self._current(offset, attempt):
             return False
         del self.in_flight[offset]
         self._settle(offset)
@@ -79,12 +88,18 @@ class QueueProgress:
             self.acked.discard(self.committed)
             self.committed += 1
 
-    def postpone(self, offset: int, visible_again_at: float) -> bool:
-        """Move the moment `offset` in flight becomes visible again; False if not in flight."""
-        if offset not in self.in_flight:
+    def postpone(self, offset: int, visible_again_at: float, attempt: int | None = None) -> bool:
+        """Move the moment `offset` in flight becomes visible again; False if it is not in
+        flight, or in flight as another delivery than `attempt` (None: any)."""
+        if not self._current(offset, attempt):
             return False
         self.in_flight[offset] = visible_again_at
         return True
+
+    def _current(self, offset: int, attempt: int | None) -> bool:
+        """Return whether `offset` is in flight, as delivery `attempt` (None: any)."""
+        in_flight = self.attempt_in_flight(offset)
+        return in_flight is not None and attempt in (None, in_flight)
 
     def due_again(self, now: float) -> list[int]:
         """Return the offsets in flight whose invisible time is over, oldest first."""

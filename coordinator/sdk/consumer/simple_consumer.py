@@ -27,6 +27,15 @@ How it works (docs/consumers.md has the whole story):
   a queue is its first offset not yet acknowledged (coordinator/sdk/consumer/queue_progress.py),
   stored at most every `commit_interval` seconds while `receive` is called, on a rebalance
   and at `close`.
+- **Bounds.** A receive hands out at most `max_messages`, and at most `max_bytes` if given
+  (by `size_of`: the REST ingress measures each message's JSON); the first always comes.
+  A consumer holds each message it handed out until it is acknowledged (for its
+  redelivery): `max_unacked_messages` and `max_unacked_bytes` bound that, so a member that
+  never acknowledges stops taking new messages (coordinator/sdk/consumer/hand_out_limits.py)
+  instead of pulling its queues' backlog into memory.
+- **Receipts.** A message's receipt names its delivery attempt: once the message is handed
+  out again, an ack (or a change of invisible duration) with the earlier receipt does not
+  count (RocketMQ makes a new receipt handle at every delivery).
 - **Order.** With `orderly=True` a queue hands out its next message only once the previous
   one was acknowledged: per-queue order, at the price of one message in flight per queue.
 - **Where a new group starts.** At a group's very first start (no offset stored for it),
@@ -54,6 +63,7 @@ from coordinator.core.config import KafkaConfig
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.protocol.names import topic_name_problem
 from coordinator.sdk.consumer.allocation import allocate
+from coordinator.sdk.consumer.hand_out_limits import AnswerBudget, HeldMessages, row_size
 from coordinator.sdk.consumer.membership import GroupMembership
 from coordinator.sdk.consumer.message_view import MessageView, Receipt
 from coordinator.sdk.consumer.offset_store import OffsetStore
@@ -94,6 +104,8 @@ class SimpleConsumer:
         security: KafkaSecurity | None = None,
         storage_options: dict[str, str] | None = None,
         session_timeout_ms: int | None = None,
+        max_unacked_messages: int | None = None,
+        max_unacked_bytes: int | None = None,
     ) -> None:
         if not group or len(group) > 255:
             raise ValueError(f"consumer group must be 1-255 characters, not {group!r}")
@@ -134,7 +146,8 @@ class SimpleConsumer:
         self._ends: dict[Queue, int] = {}
         self._owned: dict[Queue, QueueProgress] = {}
         self._leases: dict[Queue, int] = {}
-        self._rows: dict[tuple[str, int, int], dict[str, Any]] = {}
+        # The rows of the messages in flight, kept for their redelivery, within the bounds.
+        self._held = HeldMessages(max_unacked_messages, max_unacked_bytes)
         self._lease_counter = itertools.count(1)
         # The group's joins counted when the queues were last divided (GroupMembership's
         # `assignments`), not its generation: a rejoin can end with the generation unchanged.
@@ -202,8 +215,19 @@ class SimpleConsumer:
         self.close()
 
     # -- the contract ----------------------------------------------------------------
-    def receive(self, max_messages: int = 16, wait_seconds: float = 5.0) -> list[MessageView]:
-        """Return up to `max_messages` messages, waiting up to `wait_seconds` for the first."""
+    def receive(
+        self,
+        max_messages: int = 16,
+        wait_seconds: float = 5.0,
+        *,
+        max_bytes: int | None = None,
+        size_of: Callable[[MessageView], int] | None = None,
+    ) -> list[MessageView]:
+        """Return up to `max_messages` messages, waiting up to `wait_seconds` for the first.
+
+        With `max_bytes`, the messages together measure at most that by `size_of` (default:
+        body, keys, tags and properties), except a first message larger on its own.
+        """
         if not 1 <= max_messages <= 10_000:
             raise ValueError("max_messages must be 1..10000")
         if self._membership is None or self._closed:
@@ -213,7 +237,7 @@ class SimpleConsumer:
             while True:
                 self._maintain(0.0)
                 with self._lock:
-                    taken = self._take(max_messages)
+                    taken = self._take(AnswerBudget(max_messages, max_bytes, size_of))
                 remaining = deadline - time.monotonic()
                 if taken or remaining <= 0:
                     return taken
@@ -221,27 +245,51 @@ class SimpleConsumer:
 
     def ack(self, message: MessageView | Receipt) -> bool:
         """Acknowledge `message` (or its receipt); return False if the ack does not count (its
-        queue moved to another member since, it was acknowledged already, or it was never
-        handed out here): a message not acknowledged is delivered again."""
+        queue moved to another member since, it was acknowledged already, it was handed out
+        again since this delivery, or it was never handed out here): a message not
+        acknowledged is delivered again."""
         receipt = message if isinstance(message, Receipt) else message.receipt
         queue = (receipt.topic, receipt.queue_id)
         with self._lock:
             if self._leases.get(queue) != receipt.lease:
                 return False
-            counted = self._owned[queue].ack(receipt.queue_offset)
+            counted = self._owned[queue].ack(receipt.queue_offset, receipt.attempt)
             if counted:
-                self._rows.pop((*queue, receipt.queue_offset), None)
+                self._held.forget((*queue, receipt.queue_offset))
             return counted
 
     def change_invisible_duration(self, message: MessageView | Receipt, seconds: float) -> bool:
         """Hand `message` (or its receipt's) out again `seconds` from now unless acknowledged
-        (0: at once); False if it is not in flight here."""
+        (0: at once); False if it is not in flight here as this delivery."""
         receipt = message if isinstance(message, Receipt) else message.receipt
         queue = (receipt.topic, receipt.queue_id)
         with self._lock:
             if self._leases.get(queue) != receipt.lease:
                 return False
-            return self._owned[queue].postpone(receipt.queue_offset, time.monotonic() + seconds)
+            return self._owned[queue].postpone(
+                receipt.queue_offset, time.monotonic() + seconds, receipt.attempt
+            )
+
+    def attempt_in_flight(self, receipt: Receipt) -> int | None:
+        """Return the delivery attempt `receipt`'s message is in flight as here (under the
+        receipt's lease), or None: says why an ack with an older receipt did not count."""
+        queue = (receipt.topic, receipt.queue_id)
+        with self._lock:
+            if self._leases.get(queue) != receipt.lease:
+                return None
+            return self._owned[queue].attempt_in_flight(receipt.queue_offset)
+
+    def unacked(self) -> tuple[int, int]:
+        """Return the messages handed out and not acknowledged yet, and their bytes."""
+        with self._lock:
+            return self._held.count, self._held.bytes
+
+    def unacked_full(self) -> bool:
+        """Return whether no new message fits under `max_unacked_messages` and
+        `max_unacked_bytes` now (one did not at the last receive, or a bound is reached);
+        messages due for redelivery are still handed out."""
+        with self._lock:
+            return self._held.full()
 
     def assigned(self) -> list[Queue]:
         """Return the queues this member reads now."""
@@ -390,7 +438,7 @@ class SimpleConsumer:
         progress = self._owned.pop(queue)
         self._leases.pop(queue, None)
         for offset in progress.in_flight:
-            self._rows.pop((*queue, offset), None)
+            self._held.forget((*queue, offset))
 
     def _commit(self, force: bool = False) -> None:
         """Store the queues' committed offsets that moved (every `commit_interval`)."""
@@ -408,39 +456,43 @@ class SimpleConsumer:
                 if queue in self._owned:
                     self._owned[queue].stored = offset
 
-    def _take(self, wanted: int) -> list[MessageView]:
-        """Hand out up to `wanted` messages: due redeliveries first, then new ones (lock held)."""
+    def _take(self, answer: AnswerBudget) -> list[MessageView]:
+        """Hand out what fits `answer` and the bounds on what is held: due redeliveries
+        first, then new messages (lock held)."""
         now = time.monotonic()
         visible_again = now + self.invisible_duration
-        out: list[MessageView] = []
+        self._held.begin()
         queues = sorted(self._owned)
         if not queues or self._handing_over:
-            return out
+            return answer.messages
         self._turn = (self._turn + 1) % len(queues)
         queues = queues[self._turn :] + queues[: self._turn]  # no queue starves the others
         for queue in queues:
             progress = self._owned[queue]
             for offset in progress.due_again(now):
-                if len(out) >= wanted:
-                    return out
-                row = self._rows.get((*queue, offset))
+                row = self._held.row((*queue, offset))
                 if row is None:  # not kept (cannot happen): read it again
                     rows = self.reader.read(queue[0], queue[1], offset, offset + 1)
                     if not rows:
                         continue
-                    row = self._rows[(*queue, offset)] = rows[0]
-                attempt = progress.taken(offset, visible_again)
+                    row = rows[0]
+                    self._held.keep((*queue, offset), row)
+                message = MessageView.of_row(
+                    row, progress.next_attempt(offset), self._leases[queue]
+                )
+                if not answer.add(message):  # held already: no bound on what is held stops it
+                    return answer.messages
+                progress.taken(offset, visible_again)
                 self.redelivered += 1
-                out.append(MessageView.of_row(row, attempt, self._leases[queue]))
         for queue in queues:
             progress = self._owned[queue]
             tags = self.subscriptions[queue[0]]
             while (
-                len(out) < wanted
+                not answer.spent()
                 and progress.behind()
                 and not (self.orderly and progress.blocked())
             ):
-                limit = 1 if self.orderly else min(READ_CHUNK, wanted - len(out))
+                limit = 1 if self.orderly else min(READ_CHUNK, answer.room())
                 rows = self.reader.read(
                     queue[0],
                     queue[1],
@@ -456,12 +508,18 @@ class SimpleConsumer:
                     if not tags.matches(row["tags"]):
                         progress.skipped(offset)
                         continue
-                    attempt = progress.taken(offset, visible_again)
-                    self._rows[(*queue, offset)] = row
-                    out.append(MessageView.of_row(row, attempt, self._leases[queue]))
-                    if len(out) >= wanted or self.orderly:
+                    # Past the bound on what is held, or on this answer: left unread, and
+                    # read again at a later receive.
+                    if not self._held.has_room(row_size(row)):
+                        return answer.messages
+                    attempt = progress.next_attempt(offset)
+                    if not answer.add(MessageView.of_row(row, attempt, self._leases[queue])):
+                        return answer.messages
+                    progress.taken(offset, visible_again)
+                    self._held.keep((*queue, offset), row)
+                    if answer.spent() or self.orderly:
                         break
-        return out
+        return answer.messages
 
 
 class _HandOver(ConsumerRebalanceListener):  # type: ignore[misc]

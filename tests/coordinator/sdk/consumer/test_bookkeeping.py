@@ -69,3 +69,14 @@ def test_what_is_not_acknowledged_comes_again() -> None:
     assert q.postpone(1, 40.0) and not q.postpone(2, 40.0)
     assert q.due_again(35.0) == [0]
     assert q.ack(0) and q.ack(1) and q.committed == 2 and not q.blocked()
+
+
+def test_only_the_latest_delivery_settles_a_message() -> None:
+    q = QueueProgress(committed=0, end=2)
+    assert q.next_attempt(0) == 1 and q.taken(0, visible_again_at=10.0) == 1
+    assert q.next_attempt(0) == 2 and q.taken(0, visible_again_at=20.0) == 2
+    assert q.attempt_in_flight(0) == 2 and q.attempt_in_flight(1) is None
+    assert not q.postpone(0, 30.0, attempt=1) and not q.ack(0, attempt=1)
+    assert q.postpone(0, 30.0, attempt=2)
+    assert q.ack(0, attempt=2) and q.committed == 1
+    assert q.attempt_in_flight(0) is None and not q.ack(0, attempt=2)
