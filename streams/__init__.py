@@ -15,11 +15,13 @@ Its checkpoint
     coordinator_checkpoint.py  its generations, and what each holds (Spark's own files)
     checkpoint_files.py    a checkpoint's small files, local or through Hadoop
     state_rebuild.py       a new generation with the state moved (rescale, rebuild, upgrade)
-    warehouse_state.py     the state and the Kafka offsets derived from the warehouse alone
+    warehouse_state.py     the state derived from the warehouse alone
+    landing_repair.py      a rebuild lands what a crash left unlanded; Kafka is read on after it
     state_derivation.py    one transaction's state from its rows of the tables (pure)
 Its writes (foreachBatch)
     coordinator_writer.py  the stage's rows -> Delta tables and the check topic
     ingest_job.py          landing: a batch's ingress records -> three Delta tables
+    landing_coverage.py    which ingress records are landed, recorded in every landing commit
     delta_writes.py        idempotent Delta appends: the exactly-once half of every write
     writer_fence.py        writer epochs: a newer coordinator fences every older one's writes
     batch_collect.py       a batch's rows brought into the driver as one Arrow table
@@ -50,6 +52,7 @@ __all__ = [
     "coordinator_writer",
     "delivery_notices",
     "ingress_topics",
+    "landing_repair",
     "outage",
     "progress",
     "progress_listener",

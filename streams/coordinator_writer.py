@@ -254,6 +254,14 @@ class CoordinatorBatchWriter:
         present = {kind for kind, _, _ in counts}
         census = landing_census(summary)
         steps: list[Step] = []
+        coverage = None
+        if self.lander is not None:
+            # Which ingress records the batch read, carried by each of its commits: its
+            # decisions may commit before its landing does, and a rebuild from the warehouse
+            # must know the batch to land the rest (streams/landing_repair.py).
+            records = landed_records(out)
+            coverage = self.lander.batch_coverage(spark, batch_id, records)
+            self.ledger.note(batch_id, coverage.moved().metadata())
         # Every record but a valid heartbeat is landed (heartbeats alone: nothing), in
         # this batch, beside its decisions: the batch ends only when both are written.
         if any(bad or not tick for _, bad, tick, _ in census):
@@ -263,7 +271,7 @@ class CoordinatorBatchWriter:
                 (
                     "land",
                     functools.partial(
-                        self.lander.land_rows, spark, landed_records(out), batch_id, census
+                        self.lander.land_rows, spark, records, batch_id, census, coverage
                     ),
                 )
             )

@@ -23,7 +23,9 @@ table's whole state with Spark jobs on every write (OptimisticTransaction.txnVer
 Snapshot.computedState; the copy Delta keeps in the .crc file is written, never read
 there): a tiny append with the options costs several times one without. So:
 
-- each write carries the mark in the commit's `userMetadata` (JSON: app id, batch id);
+- each write carries the mark in the commit's `userMetadata` (JSON: app id, batch id, and
+  whatever else the writer records there: a landing commit's coverage of the ingress,
+  streams/landing_coverage.py);
 - a `BatchLedger` remembers, per table, the last batch it wrote in this process: a write
   is skipped when its batch is not newer (batches of one query are written in order);
 - the first write to a table in a process reads the table's history once to learn the
@@ -51,6 +53,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -111,27 +114,39 @@ MARK_BATCH_ID = "txcoord_batch_id"
 HISTORY_PAGES = (100, 10_000, None)
 
 
-def batch_mark(app_id: str, batch_id: int) -> str:
-    """Return the `userMetadata` of a commit that writes `batch_id` for `app_id`."""
-    return json.dumps({MARK_APP_ID: app_id, MARK_BATCH_ID: batch_id}, separators=(",", ":"))
+def batch_mark(app_id: str, batch_id: int, extra: Mapping[str, Any] | None = None) -> str:
+    """Return the `userMetadata` of a commit that writes `batch_id` for `app_id`, with the
+    writer's `extra` keys beside the mark (a landing commit's coverage, say)."""
+    return json.dumps(
+        {**(extra or {}), MARK_APP_ID: app_id, MARK_BATCH_ID: batch_id}, separators=(",", ":")
+    )
 
 
-def read_mark(user_metadata: str | None) -> tuple[str, int] | None:
-    """Return (app id, batch id) of a txcoord commit's `userMetadata`, else None."""
+def _mark_of(user_metadata: str | None) -> dict[str, Any] | None:
+    """Return a txcoord commit's `userMetadata` as JSON, else None."""
     if not user_metadata or MARK_APP_ID not in user_metadata:
         return None
     try:
         raw = json.loads(user_metadata)
-        return str(raw[MARK_APP_ID]), int(raw[MARK_BATCH_ID])
+        str(raw[MARK_APP_ID])
+        int(raw[MARK_BATCH_ID])
     except (ValueError, TypeError, KeyError):
         return None  # someone else's metadata that merely mentions the key
+    return raw if isinstance(raw, dict) else None
 
 
-def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | None:
-    """Return the last batch `app_id` wrote to the table (-1: none since another app's), or
-    None when the table's history holds no txcoord mark at all (or there is no table yet).
+def read_mark(user_metadata: str | None) -> tuple[str, int] | None:
+    """Return (app id, batch id) of a txcoord commit's `userMetadata`, else None."""
+    raw = _mark_of(user_metadata)
+    return None if raw is None else (str(raw[MARK_APP_ID]), int(raw[MARK_BATCH_ID]))
 
-    The history is read with delta-rs (no JVM: nothing for Spark to load or compile before a
+
+def newest_mark(spark: SparkSession, location: str) -> dict[str, Any] | None:
+    """Return the `userMetadata` (as JSON) of the table's newest commit that carries a
+    txcoord mark, or None when its history holds none (or there is no table yet).
+
+    Commits without a mark (the compactor's, the writer fence's) are looked past. The
+    history is read with delta-rs (no JVM: nothing for Spark to load or compile before a
     stream's first batch), or with Spark where delta-rs cannot read the table.
     """
     try:
@@ -153,12 +168,25 @@ def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | 
     for page in HISTORY_PAGES:
         metadata = page_of(page)  # newest first
         for user_metadata in metadata:
-            mark = read_mark(user_metadata)
-            if mark is not None:
-                return mark[1] if mark[0] == app_id else -1
+            if (mark := _mark_of(user_metadata)) is not None:
+                return mark
         if page is None or len(metadata) < page:
             return None
     return None
+
+
+def _last_batch(mark: Mapping[str, Any] | None, app_id: str) -> int | None:
+    """Return the batch of `app_id` a table's newest mark says it wrote last (-1: none since
+    another app's), None without a mark."""
+    if mark is None:
+        return None
+    return int(mark[MARK_BATCH_ID]) if str(mark[MARK_APP_ID]) == app_id else -1
+
+
+def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | None:
+    """Return the last batch `app_id` wrote to the table (-1: none since another app's), or
+    None when the table's history holds no txcoord mark at all (or there is no table yet)."""
+    return _last_batch(newest_mark(spark, location), app_id)
 
 
 class BatchLedger:
@@ -174,6 +202,11 @@ class BatchLedger:
         self._last: dict[str, int | None] = {}  # location -> last batch written (None: unknown)
         self._local: dict[str, RustDeltaTable] = {}  # location -> the local table, kept open
         self._appends: dict[str, int] = {}  # location -> local appends by this ledger
+        self._noted: tuple[int, Mapping[str, Any]] | None = None  # `note`
+
+    def note(self, batch_id: int, metadata: Mapping[str, Any]) -> None:
+        """Carry `metadata` in every commit of batch `batch_id` (beside each write's own)."""
+        self._noted = (batch_id, metadata)
 
     def prime(self, spark: SparkSession, location: str) -> None:
         """Learn the last batch this app id wrote to `location` now, not in a batch.
@@ -181,8 +214,14 @@ class BatchLedger:
         The first write to a table in a process reads the table's history; a stream that
         primes its tables before it starts keeps that cost out of its first batches.
         """
-        if location not in self._last:
-            self._last[location] = last_marked_batch(spark, location, self.app_id)
+        self.learn_mark(spark, location)
+
+    def learn_mark(self, spark: SparkSession, location: str) -> dict[str, Any] | None:
+        """`prime` the ledger for `location`; return the table's newest mark (`newest_mark`),
+        which the history read found."""
+        mark = newest_mark(spark, location)
+        self._last[location] = _last_batch(mark, self.app_id)
+        return mark
 
     def append(
         self,
@@ -193,9 +232,11 @@ class BatchLedger:
         *,
         creating: TableSpec | None = None,
         log_retention: timedelta = StreamsConfig.log_retention,
+        metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append `frame` (Spark's, or Arrow rows of the table's schema with the session
-        `spark`) unless this batch already did; return True when it wrote.
+        `spark`) unless this batch already did; return True when it wrote. The commit's
+        `userMetadata` carries `metadata`'s keys beside the batch mark.
 
         With `creating`, a table that does not exist yet is created by this write, with that
         spec's properties (`log_retention`) and description, in the same commit as its first
@@ -212,6 +253,8 @@ class BatchLedger:
         if known is not None and batch_id <= known:
             log.info("batch %d is already in %s: not written again", batch_id, location)
             return False
+        if self._noted is not None and self._noted[0] == batch_id:
+            metadata = {**self._noted[1], **(metadata or {})}
         # Until the write is known to have landed (or not), the log is the only truth.
         del self._last[location]
         directory = delta_rs_uri(location)
@@ -225,13 +268,14 @@ class BatchLedger:
                 known is None,
                 creating=creating,
                 log_retention=log_retention,
+                metadata=metadata,
             )
         else:
             if creating is not None:
                 creating.create_at(spark, location, log_retention)
             if isinstance(frame, pa.Table):
                 frame = spark.createDataFrame(frame)
-            wrote = self._append_spark(frame, location, batch_id, known is None)
+            wrote = self._append_spark(frame, location, batch_id, known is None, metadata)
         self._last[location] = batch_id
         return wrote
 
@@ -245,6 +289,7 @@ class BatchLedger:
         *,
         creating: TableSpec | None = None,
         log_retention: timedelta = StreamsConfig.log_retention,
+        metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         """Append `rows` to the table at `directory` (a local folder or an s3:// URI) with
         delta-rs; False if Delta's own record of this app id (asked only for an `unmarked`
@@ -283,7 +328,7 @@ class BatchLedger:
                 configuration=None if creating is None else creating.configuration(log_retention),
                 description=None if creating is None else creating.description,
                 commit_properties=CommitProperties(
-                    custom_metadata={"userMetadata": batch_mark(self.app_id, batch_id)},
+                    custom_metadata={"userMetadata": batch_mark(self.app_id, batch_id, metadata)},
                     app_transactions=recorded,
                 ),
                 # delta-rs would clean the log up after every commit, listing the whole
@@ -305,12 +350,19 @@ class BatchLedger:
             raise
         return True
 
-    def _append_spark(self, frame: DataFrame, location: str, batch_id: int, unmarked: bool) -> bool:
+    def _append_spark(
+        self,
+        frame: DataFrame,
+        location: str,
+        batch_id: int,
+        unmarked: bool,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Append `frame` with Spark's Delta writer; False if Delta skipped it as written."""
         writer = (
             frame.write.format("delta")
             .mode("append")
-            .option("userMetadata", batch_mark(self.app_id, batch_id))
+            .option("userMetadata", batch_mark(self.app_id, batch_id, metadata))
         )
         if unmarked:  # no mark to go by: Delta checks (and records) the batch itself
             writer = writer.option("txnAppId", self.app_id).option("txnVersion", batch_id)

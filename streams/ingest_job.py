@@ -1,7 +1,9 @@
 """Landing: the ingress records of a micro-batch -> three Delta tables, exactly once.
 
-The coordinator query (streams/coordinator_job.py) lands each batch's records before it
-writes a single decision of that batch (`IngestBatchWriter.land_rows`), appending:
+The coordinator query (streams/coordinator_job.py) lands each batch's records beside that
+batch's decisions, side by side (`IngestBatchWriter.land_rows`; the batch ends only when
+both are written, and what a crash between them leaves is for streams/landing_repair.py),
+appending:
 
     valid halves + the half topic's newest heartbeat  -> system/half_messages   (one file)
     valid ops    + the op topic's newest heartbeat    -> system/op_records      (one file)
@@ -9,7 +11,10 @@ writes a single decision of that batch (`IngestBatchWriter.land_rows`), appendin
 
 Each append is idempotent (streams/delta_writes.py: marked with the query's app id and the
 batch id), so a batch replayed after a crash writes nothing twice; the three run side by
-side (streams/parallel_writes.py). A batch of heartbeats alone lands nothing.
+side (streams/parallel_writes.py). A batch of heartbeats alone lands nothing. Each commit
+also records which ingress records the writer had landed before the batch and after it
+(streams/landing_coverage.py): a crash between the three commits, and then a lost
+checkpoint, leaves the warehouse saying what may be missing (streams/landing_repair.py).
 
 `start_ingest` runs the same landing as a query of its own (`available_now` drains what
 Kafka holds and stops): a backfill of the tables without deciding anything, and the way the
@@ -21,8 +26,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +49,14 @@ from streams.ingest import (
     op_rows,
     parse,
     quarantine_rows,
+)
+from streams.landing_coverage import (
+    LANDING_TABLES,
+    Coverage,
+    CoverageKeeper,
+    Offsets,
+    landed_ends,
+    merged,
 )
 from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
@@ -82,6 +96,7 @@ class IngestBatchWriter:
         gate: BatchGate | None = None,
         *,
         fence: WriterFence | None = None,
+        landed_from: Offsets | None = None,
     ) -> None:
         self.config = config
         self.tally = tally or Tally()
@@ -89,6 +104,10 @@ class IngestBatchWriter:
         self.ledger = BatchLedger(app_id, fence)
         self.warehouse = config.warehouse
         self.gate = gate or BatchGate()
+        # Which ingress records are landed, recorded in every landing commit
+        # (streams/landing_coverage.py); `landed_from`: where the first batch begins, when
+        # the writer is told (a rebuild's repair, streams/landing_repair.py).
+        self.coverage = CoverageKeeper(app_id, landed_from)
 
     def __call__(self, records: DataFrame, batch_id: int) -> None:
         """Land one micro-batch of ingress records, unless the query is stopping."""
@@ -100,12 +119,26 @@ class IngestBatchWriter:
         parsed = parse(records, self.rules)
         self.land_rows(parsed.sparkSession, parsed.toArrow(), batch_id)
 
+    def batch_coverage(self, spark: SparkSession, batch_id: int, parsed: pa.Table) -> Coverage:
+        """Return the coverage of batch `batch_id`, whose ingress records are `parsed`
+        (streams/landing_coverage.py)."""
+        for spec in LANDING_TABLES:  # a writer not `prepare`d: at its first batch
+            if spec.name not in self.coverage.marks:
+                self._prime(spark, spec)
+        return self.coverage.of_batch(batch_id, parsed, functools.partial(self._landed, spark))
+
     def land_rows(
-        self, spark: SparkSession, parsed: pa.Table, batch_id: int, by_topic: Census | None = None
+        self,
+        spark: SparkSession,
+        parsed: pa.Table,
+        batch_id: int,
+        by_topic: Census | None = None,
+        coverage: Coverage | None = None,
     ) -> None:
         """Land one micro-batch of ingress records, `parse`d, as Arrow (streams/arrow_rows.py).
 
-        `by_topic` is the batch's `census`, when the caller has already counted it.
+        `by_topic` is the batch's `census`, and `coverage` its `batch_coverage`, when the
+        caller has them already.
         """
         timer = StepTimer()
         landed_at = datetime.now(UTC)
@@ -117,21 +150,26 @@ class IngestBatchWriter:
         counts: Counter[tuple[str, bool, bool]] = Counter()
         for (source, bad, tick, _), n in by_topic.items():
             counts[source, bad, tick] += n
-        # Each table its own commit, side by side (streams/parallel_writes.py). Heartbeats
-        # alone are not landed: the coordinator takes its event time from Kafka, and an
-        # idle stack then makes no Delta commit at all.
+        if coverage is None:
+            coverage = self.batch_coverage(spark, batch_id, parsed)
+        metadata = coverage.metadata()
+        # Each table its own commit, side by side (streams/parallel_writes.py), each with the
+        # batch's coverage: a crash between them leaves it said which records may be missing.
+        # Heartbeats alone are not landed: the coordinator takes its event time from Kafka,
+        # and an idle stack then makes no Delta commit at all.
         writes = {
             half_messages.TABLE.name: (counts.get((KIND_HALF, False, False)), self._land_halves),
             op_records.TABLE.name: (counts.get((KIND_OP, False, False)), self._land_ops),
             quarantine.TABLE.name: (any(bad for _, bad, _ in counts), self._quarantine),
         }
         steps: list[Step] = [
-            (name, functools.partial(write, spark, classified, batch_id))
+            (name, functools.partial(write, spark, classified, batch_id, metadata))
             for name, (wanted, write) in writes.items()
             if wanted
         ]
         if steps:
             run_steps(spark, steps, timer)
+        self.coverage.landed(coverage)
         failpoint("ingest.after_batch")
         self.tally.add(
             halves=counts.get((KIND_HALF, False, False), 0),
@@ -148,25 +186,44 @@ class IngestBatchWriter:
         log.info("ingest batch %d: %s", batch_id, timer.summary())
 
     def prepare_steps(self, spark: SparkSession) -> list[Step]:
-        """Return the steps that read each landing table's last batch ahead of the first."""
-        return [
-            (spec.name, functools.partial(self.ledger.prime, spark, spec.path(self.warehouse)))
-            for spec in (half_messages.TABLE, op_records.TABLE, quarantine.TABLE)
-        ]
+        """Return the steps that read each landing table's newest mark ahead of the first
+        batch: its last batch, and what its coverage says."""
+        return [(spec.name, functools.partial(self._prime, spark, spec)) for spec in LANDING_TABLES]
 
-    def _append(self, spark: SparkSession, rows: pa.Table, table: TableSpec, batch_id: int) -> None:
-        self.ledger.append(rows, table.path(self.warehouse), batch_id, spark)
+    def _prime(self, spark: SparkSession, table: TableSpec) -> None:
+        self.coverage.know(table.name, self.ledger.learn_mark(spark, table.path(self.warehouse)))
 
-    def _land_halves(self, spark: SparkSession, classified: pa.Table, batch_id: int) -> None:
-        self._append(spark, half_rows(classified), half_messages.TABLE, batch_id)
+    def _landed(self, spark: SparkSession) -> Offsets:
+        """Return what the tables' rows say is landed (no coverage to go by)."""
+        names = [spec.name for spec in LANDING_TABLES]
+        return merged(*landed_ends(spark, self.config, names).values())
+
+    def _append(
+        self,
+        spark: SparkSession,
+        rows: pa.Table,
+        table: TableSpec,
+        batch_id: int,
+        metadata: Mapping[str, Any],
+    ) -> None:
+        self.ledger.append(rows, table.path(self.warehouse), batch_id, spark, metadata=metadata)
+
+    def _land_halves(
+        self, spark: SparkSession, classified: pa.Table, batch_id: int, metadata: Mapping[str, Any]
+    ) -> None:
+        self._append(spark, half_rows(classified), half_messages.TABLE, batch_id, metadata)
         failpoint("ingest.after_half_messages")
 
-    def _land_ops(self, spark: SparkSession, classified: pa.Table, batch_id: int) -> None:
-        self._append(spark, op_rows(classified), op_records.TABLE, batch_id)
+    def _land_ops(
+        self, spark: SparkSession, classified: pa.Table, batch_id: int, metadata: Mapping[str, Any]
+    ) -> None:
+        self._append(spark, op_rows(classified), op_records.TABLE, batch_id, metadata)
         failpoint("ingest.after_op_records")
 
-    def _quarantine(self, spark: SparkSession, classified: pa.Table, batch_id: int) -> None:
-        self._append(spark, quarantine_rows(classified), quarantine.TABLE, batch_id)
+    def _quarantine(
+        self, spark: SparkSession, classified: pa.Table, batch_id: int, metadata: Mapping[str, Any]
+    ) -> None:
+        self._append(spark, quarantine_rows(classified), quarantine.TABLE, batch_id, metadata)
         failpoint("ingest.after_quarantine")
 
 

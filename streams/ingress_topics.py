@@ -46,6 +46,19 @@ def subscribed_topics(config: Config, admin: Any) -> list[str]:
     return sorted(topics)
 
 
+def ingress_partitions(config: Config) -> dict[str, list[int]]:
+    """Return every partition of every ingress topic the query subscribes to now."""
+    kafka = config.kafka
+    with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
+        described = admin.describe_topics(subscribed_topics(config, admin))
+    return {  # kafka-python's metadata (field names as in its protocol)
+        topic.get("topic", topic.get("name")): sorted(
+            p.get("partition", p.get("partition_index")) for p in topic["partitions"]
+        )
+        for topic in described
+    }
+
+
 def ensure_group_topics(config: Config, group: str) -> tuple[str, str, str]:
     """Create `group`'s half, op and check topics (per-group layout); return their names.
 

@@ -50,7 +50,6 @@ from pyspark.sql import functions as F
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError, TxcoordError
 from coordinator.core.failpoints import failpoint
-from coordinator.kafka_clients.admin import admin_client
 from delta_tables import queue_offsets
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import table_path
@@ -71,9 +70,10 @@ from streams.coordinator_checkpoint import (
 from streams.coordinator_job import STATE_LAYOUT, rules_of, run_coordinator
 from streams.coordinator_stage import KEY, state_schema
 from streams.delta_writes import BatchLedger
-from streams.ingress_topics import subscribed_topics
+from streams.ingress_topics import ingress_partitions
+from streams.landing_repair import EARLIEST, repair_landing
 from streams.ticker import Ticker
-from streams.warehouse_state import derived_state, landed_offsets, queue_offsets_behind
+from streams.warehouse_state import derived_state, queue_offsets_behind
 from streams.writer_fence import WriterFence, claim_epoch
 
 if TYPE_CHECKING:
@@ -87,8 +87,6 @@ log = logging.getLogger(__name__)
 SOURCES = ("checkpoint", "warehouse")
 #: The stage's state variable (streams/jvm/txcoord/TransactionProcessor.java).
 STATE_VARIABLE = "transaction"
-#: Kafka's "from the start of the partition" in Spark's startingOffsets JSON.
-EARLIEST = -2
 #: The state derived from the warehouse, kept in the new generation (Parquet): a rebuild
 #: finished after a kill -9 starts from exactly the state its first attempt started from.
 #: Not named `_...`: Spark's file listing skips such paths as hidden.
@@ -146,14 +144,9 @@ def starting_offsets(config: Config, committed: Mapping[str, Mapping[str, int]])
     Spark wants every partition named; a topic the old generation read and that is gone is
     left out.
     """
-    kafka = config.kafka
-    with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
-        described = admin.describe_topics(subscribed_topics(config, admin))
     offsets: dict[str, dict[str, int]] = {}
-    for topic in described:  # kafka-python's metadata (field names as in its protocol)
-        name = topic.get("topic", topic.get("name"))
+    for name, numbers in ingress_partitions(config).items():
         held = committed.get(name, {})
-        numbers = sorted(p.get("partition", p.get("partition_index")) for p in topic["partitions"])
         offsets[name] = {str(n): int(held.get(str(n), EARLIEST)) for n in numbers}
     return json.dumps(offsets, sort_keys=True)
 
@@ -236,11 +229,22 @@ def _start_from_warehouse(
     progress: Progress,
     fence: WriterFence,
 ) -> tuple[int, Plan]:
-    """Derive the state and the Kafka offsets from the warehouse, keep the state in a new
-    generation and record its plan; return the generation and the plan."""
+    """Land what a crash left unlanded, derive the state and the Kafka offsets from the
+    warehouse (streams/landing_repair.py, streams/warehouse_state.py), keep the state in a
+    new generation and record its plan; return the generation and the plan."""
     generation = max(generations(files), default=0) + 1
     name = generation_name(generation)
     now_ms = int(time.time() * 1000)
+    # First: a batch cut short between its landing commits left records unlanded, which
+    # the derivation must see (streams/landing_repair.py).
+    landed = repair_landing(
+        spark,
+        config,
+        ingress_partitions(config),
+        app_id=f"txcoord-rebuild-{name}-{now_ms}-landing",
+        fence=fence,
+        progress=progress,
+    )
     progress("deriving the state from the warehouse")
     derived = derived_state(spark, config, rules_of(config), now_ms, state_schema(spark))
     derived.write.mode("overwrite").parquet(f"{files.root}/{name}/{DERIVED_STATE}")
@@ -255,11 +259,11 @@ def _start_from_warehouse(
         )
         ledger = BatchLedger(f"txcoord-rebuild-{name}-{now_ms}", fence)
         ledger.append(rows, queue_offsets.TABLE.path(config.warehouse), 0, spark)
-    landed = landed_offsets(spark, config)
+    committed = {topic: {str(p): o for p, o in parts.items()} for topic, parts in landed.items()}
     plan = Plan(
         source="warehouse",
         partitions=partitions,
-        starting_offsets=json.loads(starting_offsets(config, landed)),
+        starting_offsets=json.loads(starting_offsets(config, committed)),
         derived_at_ms=now_ms,
     )
     files.write_new(f"{name}/{REBUILD_FILE}", plan.to_json())

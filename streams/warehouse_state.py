@@ -1,4 +1,4 @@
-"""The coordinator's state, and where Kafka is read from, derived from the warehouse alone.
+"""The coordinator's state derived from the warehouse alone.
 
 For `txcoord state rebuild --from warehouse` (streams/state_rebuild.py): when the checkpoint
 is gone, unreadable, or of a layout this version cannot resume. The input tables are the
@@ -6,19 +6,15 @@ truth: every ingress record the coordinator ever read was landed in `system/half
 `system/op_records` or `system/quarantine` (a valid heartbeat is not landed, and moves
 nothing but the watermark). So
 
-- the new query reads each ingress partition from the record after the last one landed from
-  it: nothing landed is read again, nothing unlanded is skipped (heartbeats may be read again,
-  which changes nothing);
+- first the rebuild lands what a batch cut short between its landing commits left unlanded,
+  and the new query reads each ingress partition on from there (streams/landing_repair.py):
+  nothing landed is read again, nothing unlanded is skipped;
 - each transaction's state is derived from its rows of every table (streams/state_derivation.py,
   one Python pass over the rows sorted by key: `mapInArrow`), including ops that landed in a
   batch cut short before they were judged, which the stage then judges;
 - the queues' next offsets are taken as the largest of `system/queue_offsets` and the topic
   tables' own offsets: a batch cut short between its deliveries and its offsets cannot make
   the next one number from offsets already used.
-
-Which topic a landed record came from is not in its row: it follows from the layout (the
-shared half and op topics; in the per-group layout a group's own topics, and an operator's
-op its operator topic) and, for a quarantined record, from its row.
 """
 
 from __future__ import annotations
@@ -38,7 +34,6 @@ from delta_tables import (
     half_messages,
     op_records,
     op_verdicts,
-    quarantine,
     queue_offsets,
     topics,
     transactions,
@@ -178,50 +173,6 @@ def derived_state(
         .sortWithinPartitions(*KEY)
         .mapInArrow(derive_all, output)
     )
-
-
-def landed_offsets(spark: SparkSession, config: Config) -> dict[str, dict[str, int]]:
-    """Return, per ingress topic and partition, the offset after the last record landed."""
-    warehouse = config.warehouse
-    layout = config.kafka.layout
-    # The layout's names (coordinator/core/topics.py TopicLayout): <shared>.<group>, and
-    # <operator>.<principal> for an operator's op.
-    half_topic = (
-        F.concat(F.lit(layout.half + "."), F.col("producer_group"))
-        if layout.per_group
-        else F.lit(layout.half)
-    )
-    op_topic = (
-        F.when(
-            F.col("operator").isNotNull(),
-            F.concat(F.lit(layout.operator + "."), F.col("operator")),
-        ).otherwise(F.concat(F.lit(layout.op + "."), F.col("producer_group")))
-        if layout.per_group
-        else F.lit(layout.op)
-    )
-    landed = [
-        _table(spark, half_messages.TABLE.path(warehouse)).select(
-            half_topic.alias("topic"),
-            F.col("ingress_partition").alias("partition"),
-            F.col("ingress_offset").alias("offset"),
-        ),
-        _table(spark, op_records.TABLE.path(warehouse)).select(
-            op_topic.alias("topic"),
-            F.col("ingress_partition").alias("partition"),
-            F.col("ingress_offset").alias("offset"),
-        ),
-        _table(spark, quarantine.TABLE.path(warehouse)).select(
-            F.col("source_topic").alias("topic"),
-            F.col("source_partition").alias("partition"),
-            F.col("source_offset").alias("offset"),
-        ),
-    ]
-    every = landed[0].unionByName(landed[1]).unionByName(landed[2])
-    ends = every.groupBy("topic", "partition").agg((F.max("offset") + 1).alias("next"))
-    found: dict[str, dict[str, int]] = {}
-    for row in ends.collect():
-        found.setdefault(row.topic, {})[str(row.partition)] = int(row.next)
-    return found
 
 
 def queue_offsets_behind(spark: SparkSession, config: Config) -> dict[tuple[str, int], int]:

@@ -44,6 +44,7 @@ from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator
 from streams.coordinator_writer import CoordinatorBatchWriter
 from streams.delivery_notices import ensure_consumer_topics
 from streams.ingress_topics import ensure_ingress_topics, subscribed_topics
+from streams.landing_repair import batches_recorded
 from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
 from streams.progress import ProgressLog
 from streams.progress_listener import listen
@@ -98,10 +99,9 @@ class Engine:
             keep_logs_for(self.spark, self.config.warehouse, retention)
         with timer.step("counts"):
             counts = table_counts(self.spark, self.config)
-        if counts.halves + counts.ops + counts.quarantined > 0:
-            with timer.step("state"):
-                if self._derive_lost_state():
-                    counts = table_counts(self.spark, self.config)
+        with timer.step("state"):
+            if self._derive_lost_state(counts.halves + counts.ops + counts.quarantined > 0):
+                counts = table_counts(self.spark, self.config)
         self.tally.seed(counts)
         self._unlisten = listen(self.spark, self.progress)
         if self.config.metrics.port >= 0:
@@ -132,10 +132,11 @@ class Engine:
         )
         return self
 
-    def _derive_lost_state(self) -> bool:
-        """Derive the state from the warehouse if the checkpoint holds none; return True if
-        it did. Called only when the warehouse holds landed records: an earlier coordinator's
-        work.
+    def _derive_lost_state(self, landed: bool) -> bool:
+        """Derive the state from the warehouse if the checkpoint holds none and the warehouse
+        holds an earlier coordinator's work; return True if it did. That work is landed
+        records (`landed`: the tables hold some), or else any commit of a coordinator batch
+        (one that crashed before its landing committed may have written decisions).
 
         The checkpoint is a cache of the warehouse (contract 7.11). Started without one (the
         folder lost or removed, a new `checkpoint_dir`), the query would read Kafka from its
@@ -145,6 +146,8 @@ class Engine:
         """
         if not holds_no_state(self.spark, self.config):
             return False  # a state to resume, or a rebuild the query refuses to start beside
+        if not landed and not batches_recorded(self.spark, self.config):
+            return False  # a new warehouse: nothing to derive
         log.warning(
             "the coordinator checkpoint %s holds no state, and the warehouse %s holds an "
             "earlier coordinator's work: deriving the state from the warehouse (as `txcoord "

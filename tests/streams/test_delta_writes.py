@@ -48,6 +48,29 @@ def test_marks_round_trip_and_foreign_metadata_is_not_a_mark() -> None:
     assert read_mark('{"txcoord_app_id": "x", "txcoord_batch_id": "seven"}') is None
 
 
+def test_a_writers_metadata_rides_beside_the_mark_and_is_found_past_unmarked_commits(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    assert read_mark(batch_mark("app-1", 7, {"extra": {"a": 1}})) == ("app-1", 7)
+    table = str(tmp_path / "t")
+    ledger = BatchLedger("app-a")
+    ledger.append(rows(spark, 0), table, 0, metadata={"extra": {"a": 1}})
+    # Commits without a mark (maintenance, the compactor, the writer fence) are looked past.
+    rows(spark, 99, n=1).write.format("delta").mode("append").save(table)
+    RustDeltaTable(table).optimize.compact()
+    found = delta_writes.newest_mark(spark, table)
+    assert found is not None and found["extra"] == {"a": 1}, found
+    assert BatchLedger("app-a").learn_mark(spark, table) == found
+    assert delta_writes.newest_mark(spark, f"{table}-absent") is None
+    # What a batch notes rides in each of its commits, beside the write's own.
+    ledger.note(1, {"noted": 1})
+    ledger.append(rows(spark, 1), table, 1, metadata={"extra": 2})
+    ledger.append(rows(spark, 2), table, 2)
+    marks = [delta_writes._mark_of(c.get("userMetadata")) for c in RustDeltaTable(table).history(2)]
+    assert [(m or {}).get("noted") for m in marks] == [None, 1]
+    assert [(m or {}).get("extra") for m in marks] == [None, 2]
+
+
 def test_a_replayed_batch_is_written_once_in_the_same_process(
     spark: SparkSession, tmp_path: Path
 ) -> None:

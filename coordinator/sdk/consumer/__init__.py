@@ -13,6 +13,7 @@ docs/consumers.md tells the whole story.
     allocation.py        which member reads which queue
     offset_store.py      committed offsets per (group, topic, queue), in a compacted topic
     queue_progress.py    one queue's bookkeeping: in flight, acknowledged, committed
+    hand_out_limits.py   how much one member may hold unacknowledged (count and bytes)
     queue_reader.py      a queue's rows by offset, and the queues' ends, from Delta
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "SimpleConsumer",
     "TagFilter",
     "allocation",
+    "hand_out_limits",
     "membership",
     "message_view",
     "offset_store",
