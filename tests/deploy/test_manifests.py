@@ -33,6 +33,7 @@ DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "container" / "Dockerfile"
 SPARK_APPLICATION = DEPLOY / "k8s" / "sparkapplication.yaml"
 CONFIG_MAP = DEPLOY / "k8s" / "configmap.yaml"
+NETWORK_POLICY = DEPLOY / "k8s" / "networkpolicy.yaml"
 SPARK_DEFAULTS = DEPLOY / "s3" / "spark-defaults.conf"
 S3_README = DEPLOY / "s3" / "README.md"
 S3_POM = DEPLOY / "s3" / "s3-connectors.pom.xml"
@@ -340,29 +341,67 @@ def test_driver_log4j_configuration_exists(application: dict[str, Any], runtime:
 # --- tests: the embedded configuration ---------------------------------------------------
 
 
-def embedded_config(application: dict[str, Any], folder: Path) -> Config:
-    """Return the configuration the application's ConfigMap holds, as the driver loads it."""
+def driver_env(application: dict[str, Any]) -> dict[str, Any]:
+    """Return the driver's environment variables by name (their manifest entries)."""
+    return {e["name"]: e for e in application["spec"]["driver"].get("env", [])}
+
+
+def embedded_config(
+    application: dict[str, Any], folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> Config:
+    """Return the configuration the application's ConfigMap holds, as the driver loads it
+    (with the driver's Secret-fed variables set, as the operator sets them)."""
     name, key = config_location(application)
     config_map = one_of_kind(CONFIG_MAP, "ConfigMap")
     assert config_map["metadata"]["name"] == name
+    for variable, entry in driver_env(application).items():
+        assert "secretKeyRef" in entry.get("valueFrom", {}), f"{variable}: not from a Secret"
+        monkeypatch.setenv(variable, "from-the-secret")
     path = folder / key
     path.write_text(config_map["data"][key])
     return load_config(path, environ={}, overrides={})  # raises on unknown keys or values
 
 
 def test_config_map_is_a_configuration_the_coordinator_accepts(
-    application: dict[str, Any], tmp_path: Path
+    application: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = embedded_config(application, tmp_path)
+    config = embedded_config(application, tmp_path, monkeypatch)
     assert config.warehouse.startswith("s3a://")
     assert config.streams.checkpoint_dir.startswith("s3a://")
 
 
-def test_driver_exposes_the_metrics_port(application: dict[str, Any], tmp_path: Path) -> None:
-    config = embedded_config(application, tmp_path)
-    ports = {port["containerPort"] for port in application["spec"]["driver"].get("ports", [])}
+def test_the_example_is_a_secured_deployment(
+    application: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61, finding 16: the example ran plaintext Kafka on the shared topics (any
+    client that reaches the broker acts for every group). Now SASL over TLS, the groups'
+    topics apart, the password from a Secret through the driver's environment."""
+    config = embedded_config(application, tmp_path, monkeypatch)
+    kafka = config.kafka
+    assert kafka.security_protocol == "SASL_SSL" and kafka.topics_per_group
+    assert kafka.sasl_password_env in driver_env(application)
+    assert not kafka.sasl_password_file, "a password file would have to be mounted too"
+    assert kafka.replication_factor >= 3 and kafka.min_insync_replicas >= 2
+
+
+def test_driver_exposes_the_metrics_port_to_its_executors_and_the_monitoring_only(
+    application: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = embedded_config(application, tmp_path, monkeypatch)
+    driver = application["spec"]["driver"]
+    ports = {port["containerPort"] for port in driver.get("ports", [])}
     assert config.metrics.port in ports
     assert config.metrics.host == "0.0.0.0", "a scraper cannot reach the pod's loopback"
+    policy = one_of_kind(NETWORK_POLICY, "NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= driver["labels"].items()
+    assert policy["policyTypes"] == ["Ingress"]
+    executor = application["spec"]["executor"]["labels"]
+    rules = policy["ingress"]
+    from_executors = [r for r in rules if "ports" not in r]
+    assert [r["from"][0]["podSelector"]["matchLabels"] for r in from_executors] == [executor]
+    metrics = [r for r in rules if "ports" in r]
+    assert [p["port"] for r in metrics for p in r["ports"]] == [config.metrics.port]
+    assert all("namespaceSelector" in r["from"][0] for r in metrics)
 
 
 # --- tests: S3 ---------------------------------------------------------------------------
