@@ -298,6 +298,10 @@ class BatchLedger:
         table = self._local.get(location)
         if table is None and RustDeltaTable.is_deltatable(directory):
             table = self._local[location] = RustDeltaTable(directory)
+        if table is None and self.fence is not None:
+            table = self._local[location] = self._create_fenced(
+                rows.schema, location, directory, creating, log_retention
+            )
         if unmarked:
             done = None
             if table is not None:
@@ -349,6 +353,38 @@ class BatchLedger:
             self._local.pop(location, None)  # opened afresh by the next write
             raise
         return True
+
+    def _create_fenced(
+        self,
+        schema: pa.Schema,
+        location: str,
+        directory: str,
+        creating: TableSpec | None,
+        log_retention: timedelta,
+    ) -> RustDeltaTable:
+        """Create the table at `directory` empty, with this writer's epoch on it, then make
+        sure no newer writer has claimed the warehouse: only then may rows go in.
+
+        A table created after a newer coordinator started (its first topic's first delivery)
+        was not among the tables that one fenced at its start, so the older writer's rows
+        would land there unfenced, numbered from offsets the newer one never read (issue 60,
+        item 5). In this order no row can: a newer claim before the check below is seen by
+        it; a newer claim after it lists the warehouse after this table exists, fences it,
+        and Delta then refuses the older writer's append.
+        """
+        assert self.fence is not None
+        write_deltalake(
+            directory,
+            schema.empty_table(),
+            mode="append",
+            configuration=None if creating is None else creating.configuration(log_retention),
+            description=None if creating is None else creating.description,
+            commit_properties=CommitProperties(app_transactions=[self.fence.transaction(None)]),
+        )
+        self.fence.notice()
+        table = RustDeltaTable(directory)
+        self.fence.refuse_newer(table.transaction_version(FENCE_APP_ID), location)
+        return table
 
     def _append_spark(
         self,

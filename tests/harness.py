@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -19,7 +20,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.core.config import Config
-from coordinator.kafka_clients.admin import admin_client
+from coordinator.kafka_clients.admin import admin_client, delete_topic
 from coordinator.kafka_clients.options import kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_claim import is_claim
@@ -27,6 +28,7 @@ from coordinator.protocol.check_record import CheckRecord
 from coordinator.runtime import engine
 from coordinator.sdk.consumer.membership import kafka_group_id
 from streams.coordinator_job import QUERY_NAME
+from streams.delivery_notices import ensure_consumer_topics
 
 GROUP = "orders"
 TOPIC = "OrderPaid"
@@ -329,3 +331,15 @@ def kafka_members(config: Config, group: str) -> set[str]:
     if str(info.get("group_state", info.get("state", ""))).lower() != "stable":
         return set()
     return {str(m.get("client_id")) for m in info.get("members") or []}
+
+
+@contextmanager
+def consumer_topics_of(config: Config) -> Iterator[Config]:
+    """Make `config`'s deliveries and offsets topics, as the engine makes them at its start
+    (for tests of consumers that run no engine); drop them at the end of the block."""
+    ensure_consumer_topics(config)
+    try:
+        yield config
+    finally:
+        for topic in (config.kafka.deliveries_topic, config.kafka.consumer_offsets_topic):
+            delete_topic(config.kafka.bootstrap_servers, topic)

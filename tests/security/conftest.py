@@ -5,7 +5,6 @@ engine's delivery writes them), and a REST consumer that keeps its member id."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,31 +12,18 @@ import httpx
 import pytest
 
 from coordinator.core.config import Config
-from coordinator.kafka_clients.admin import delete_topic
 from delta_tables import queue_offsets, topics
-from streams.delivery_notices import ensure_consumer_topics
 from tests.conftest import ConfigFactory
 from tests.coordinator.rest.delta_io import append
+from tests.harness import consumer_topics_of
 
 MIB = 1024 * 1024
-
-
-@contextmanager
-def consumer_topics(config: Config) -> Iterator[Config]:
-    """Make `config`'s deliveries and offsets topics (the engine makes them at its start);
-    drop them at the end of the block."""
-    ensure_consumer_topics(config)
-    try:
-        yield config
-    finally:
-        for topic in (config.kafka.deliveries_topic, config.kafka.consumer_offsets_topic):
-            delete_topic(config.kafka.bootstrap_servers, topic)
 
 
 @pytest.fixture
 def consumer_config(make_config: ConfigFactory) -> Iterator[Config]:
     """Return a configuration of this test's own whose consumer topics exist."""
-    with consumer_topics(make_config()) as config:
+    with consumer_topics_of(make_config()) as config:
         yield config
 
 

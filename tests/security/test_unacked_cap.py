@@ -21,7 +21,8 @@ from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from tests.conftest import ConfigFactory
 from tests.coordinator.sdk.http_server import serving
-from tests.security.conftest import MIB, Member, consumer_topics, deliver
+from tests.harness import consumer_topics_of
+from tests.security.conftest import MIB, Member, deliver
 
 pytestmark = pytest.mark.kafka
 
@@ -77,7 +78,7 @@ def test_a_member_that_never_acks_holds_a_bounded_backlog(consumer_config: Confi
 
 def test_the_count_of_unacknowledged_messages_is_capped_too(make_config: ConfigFactory) -> None:
     with (
-        consumer_topics(make_config(**{"rest.max_unacked_messages": "5"})) as config,
+        consumer_topics_of(make_config(**{"rest.max_unacked_messages": "5"})) as config,
         serving(create_app(config)) as url,
         httpx.Client(base_url=url, timeout=60) as http,
     ):

@@ -20,7 +20,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.core.config import Config
-from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
 from coordinator.rest.auth import Authenticator, load_token_file
 from coordinator.rest.consumers import ConsumerMembers
@@ -28,7 +27,6 @@ from coordinator.rest.poll_slots import PollSlots
 from coordinator.rest.receipts import ReceiptCodec
 from coordinator.sdk.consumer import Receipt
 from coordinator.sdk.consumer.queue_reader import QueueReader
-from streams.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import (
     ADMIN_TOKEN,
     BILLING_TOKEN,
@@ -39,7 +37,7 @@ from tests.coordinator.rest.conftest import (
     write_auth_file,
 )
 from tests.coordinator.sdk.http_server import serving
-from tests.harness import Engine, Producer, kafka_members, wait_for
+from tests.harness import Engine, Producer, consumer_topics_of, kafka_members, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -55,14 +53,10 @@ def config(make_config: ConfigFactory) -> Config:
 
 @pytest.fixture
 def consumer_topics(config: Config) -> Iterator[Config]:
-    """Return `config` with its deliveries and offsets topics made (as the engine makes them),
-    for the tests that run no engine; dropped afterwards."""
-    ensure_consumer_topics(config)
-    try:
-        yield config
-    finally:
-        for topic in (config.kafka.deliveries_topic, config.kafka.consumer_offsets_topic):
-            delete_topic(config.kafka.bootstrap_servers, topic)
+    """Return `config` with its deliveries and offsets topics made, for the tests that run
+    no engine; dropped afterwards."""
+    with consumer_topics_of(config) as made:
+        yield made
 
 
 def commit(config: Config, txs: list[str]) -> None:
