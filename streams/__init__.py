@@ -17,6 +17,7 @@ Its checkpoint
     state_rebuild.py       a new generation with the state moved (rescale, rebuild, upgrade)
     warehouse_state.py     the state derived from the warehouse alone
     landing_repair.py      a rebuild lands what a crash left unlanded; Kafka is read on after it
+    decision_repair.py     a rebuild writes the final states and verdicts a crash left unwritten
     state_derivation.py    one transaction's state from its rows of the tables (pure)
 Its writes (foreachBatch)
     coordinator_writer.py  the stage's rows -> Delta tables and the check topic
@@ -53,6 +54,7 @@ __all__ = [
     "delivery_notices",
     "ingress_topics",
     "landing_repair",
+    "decision_repair",
     "outage",
     "progress",
     "progress_listener",

@@ -69,6 +69,7 @@ from streams.coordinator_checkpoint import (
 )
 from streams.coordinator_job import STATE_LAYOUT, rules_of, run_coordinator
 from streams.coordinator_stage import KEY, state_schema
+from streams.decision_repair import repair_decisions
 from streams.delta_writes import BatchLedger
 from streams.ingress_topics import ingress_partitions
 from streams.landing_repair import EARLIEST, repair_landing
@@ -242,6 +243,16 @@ def _start_from_warehouse(
         config,
         ingress_partitions(config),
         app_id=f"txcoord-rebuild-{name}-{now_ms}-landing",
+        fence=fence,
+        progress=progress,
+    )
+    # Then: a batch cut short between its decision commits left a delivery without its
+    # final state, or a final state without its verdict; the derived state takes both as
+    # written, so nothing later would write them (streams/decision_repair.py).
+    repair_decisions(
+        spark,
+        config,
+        app_id=f"txcoord-rebuild-{name}-{now_ms}-decisions",
         fence=fence,
         progress=progress,
     )

@@ -9,6 +9,8 @@ nothing but the watermark). So
 - first the rebuild lands what a batch cut short between its landing commits left unlanded,
   and the new query reads each ingress partition on from there (streams/landing_repair.py):
   nothing landed is read again, nothing unlanded is skipped;
+- then it writes the final states and verdicts a batch cut short between its decision
+  commits left unwritten (streams/decision_repair.py): the derivation takes them as written;
 - each transaction's state is derived from its rows of every table (streams/state_derivation.py,
   one Python pass over the rows sorted by key: `mapInArrow`), including ops that landed in a
   batch cut short before they were judged, which the stage then judges;
