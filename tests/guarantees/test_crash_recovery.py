@@ -14,7 +14,10 @@ Two runs share the failpoints (every failpoint of the code is armed in one of th
 test_failpoint_coverage.py): the shared topic layout, with the broker kill, and the per-group
 layout (`[kafka] topics_per_group = true`: the group writes its own half and op topics and
 reads its own check topic, coordinator/core/topics.py), killed where the landing reads the
-groups' topics and where checks go to the group's check topic.
+groups' topics and where checks go to the group's check topic. Its last kill, between the
+landing tables' commits, also loses the checkpoint folder: the start after it derives the
+state from the warehouse (contract 7.11), after landing what the killed batch had not
+(streams/landing_repair.py).
 
 The random moments come from one seeded generator (the `rng` fixture of tests/conftest.py):
 the seed is printed and named in the failure report, and `TXCOORD_TEST_SEED=<seed>` replays
@@ -27,6 +30,7 @@ judged in tests/guarantees/app_runs.py: only known, acceptable causes are restar
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -34,6 +38,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
+from tests.guarantees.app_runs import name_of
 from tests.guarantees.mixed_load import Scenario, settings_of
 
 #: Two runs, sixteen application starts and their kills: a long module (tests/conftest.py
@@ -58,14 +63,22 @@ CRASH_STARTS: tuple[tuple[str, ...], ...] = (
 )
 #: The per-group layout's starts: the landing of records read from the group's own topics
 #: (halves, ops, and quarantine: a record naming another group on the group's topic), and
-#: the check on the group's own check topic.
+#: the check on the group's own check topic. The quarantine's last: the checkpoint is lost
+#: after that kill (LOST_CHECKPOINT_AT).
 PER_GROUP_CRASH_STARTS: tuple[tuple[str, ...], ...] = (
     ("ingest.after_half_messages=1",),
     ("ingest.after_op_records=1",),
-    ("ingest.after_quarantine=1",),
     ("coordinator.after_check_topic=1",),
+    ("ingest.after_quarantine=1",),
 )
 FAILPOINTS = tuple(spec for start in CRASH_STARTS + PER_GROUP_CRASH_STARTS for spec in start)
+#: The per-group run removes the checkpoint folder after its kill between the landing tables'
+#: commits here (issue 60.3): the next start derives the state from the warehouse, after
+#: landing what the killed batch had not (streams/landing_repair.py). Only after the last
+#: failpoint start: a start that derives the state runs the new checkpoint's first batch
+#: itself, which passes the same failpoints; killed there, the engine refuses to start until
+#: `txcoord state rebuild` finishes it (contract 7.11), a start more.
+LOST_CHECKPOINT_AT = ("ingest.after_quarantine",)
 
 
 def crash_everywhere(
@@ -76,10 +89,12 @@ def crash_everywhere(
     starts: tuple[tuple[str, ...], ...],
     *,
     kill_broker: bool,
+    lose_checkpoint_at: tuple[str, ...] = (),
     **overrides: str,
 ) -> None:
     """Kill the application at a random moment, then at each of `starts`, then (if
-    `kill_broker`) kill the broker under the next start; drain and verify every invariant."""
+    `kill_broker`) kill the broker under the next start; drain and verify every invariant.
+    A kill at a failpoint of `lose_checkpoint_at` also removes the checkpoint folder."""
     began = time.monotonic()
     run = Scenario(settings_of(broker.bootstrap_servers, tmp_path, **overrides), rng)
     try:
@@ -92,6 +107,8 @@ def crash_everywhere(
         first.kill9()  # at a random moment
         for specs in starts:
             run.runs.crash_at(specs)
+            if any(name_of(spec) in lose_checkpoint_at for spec in specs):
+                shutil.rmtree(run.runs.settings["streams.checkpoint_dir"])
         run.start()
         if kill_broker:
             time.sleep(rng.uniform(3, 10))
@@ -131,5 +148,6 @@ def test_kill_minus_nine_in_the_per_group_layout_loses_and_duplicates_nothing(
         rng,
         PER_GROUP_CRASH_STARTS,
         kill_broker=False,
+        lose_checkpoint_at=LOST_CHECKPOINT_AT,
         **{"kafka.topics_per_group": "true"},
     )
