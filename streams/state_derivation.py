@@ -48,9 +48,7 @@ COMMIT, ROLLBACK, RESUME = Event.COMMIT.value, Event.ROLLBACK.value, Event.RESUM
 PREPARED, CHECKING = TransactionState.PREPARED.name, TransactionState.CHECKING.name
 COMMITTED, ROLLED_BACK = TransactionState.COMMITTED.name, TransactionState.ROLLED_BACK.name
 DISCARDED = TransactionState.DISCARDED.name
-APPLIED, NO_EFFECT = Verdict.APPLIED.value, Verdict.NO_EFFECT.value
-#: The verdict on ops that waited for a half in vain (Lifecycle.java's, not a move).
-ORPHAN = "ORPHAN"
+APPLIED, NO_EFFECT, ORPHAN = Verdict.APPLIED.value, Verdict.NO_EFFECT.value, Verdict.ORPHAN.value
 #: The verdict detail of an op that came before any half (it is not judged against one).
 NO_HALF_YET = "no half yet"
 JUDGED_MEMORY = 8  # streams/jvm/txcoord/Lifecycle.java JUDGED_MEMORY

@@ -375,8 +375,8 @@ def rebuild(
     files = files_of(config.streams.checkpoint_dir, spark)
     # First, before anything is read: a coordinator still running is fenced now, at its next
     # batch or commit, and cannot write behind what the rebuild reads (contract 7.10).
-    fence = fence_the_warehouse(spark, config, f"txcoord-rebuild-{int(time.time() * 1000)}",
-                                files.root)  # fmt: skip
+    writer = f"txcoord-rebuild-{int(time.time() * 1000)}"
+    fence = fence_the_warehouse(spark, config, writer, files.root)
     old_generation = active_generation(files)
     old_name = generation_name(old_generation)
     finished = None
