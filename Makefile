@@ -1,7 +1,7 @@
 # Two commands matter on a fresh machine (see README.md):
 #   make up     install everything, then run the local stack in the foreground
 #   make test   install everything, then run the linters and the whole test suite
-.PHONY: install up test lint clean
+.PHONY: install up test lint clean notebooks-rendered
 
 install:
 	@bash deploy/install.sh
@@ -20,6 +20,13 @@ lint: install
 TEST_WORKERS ?= 2
 test: lint
 	.venv/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The analyst notebooks run against the warehouse of a short real run (the CI test's run,
+# tests/notebooks/test_notebooks.py) and saved with their outputs in notebooks/rendered/, so
+# that a code host shows their plots; commit what it writes. A few minutes: Spark and Kafka.
+notebooks-rendered: install
+	NOTEBOOKS_RENDERED=notebooks/rendered CI=true .venv/bin/pytest \
+		tests/notebooks/test_notebooks.py -k test_notebook_runs_against_a_real_warehouse
 
 clean:
 	rm -rf .venv .cache warehouse

@@ -7,7 +7,7 @@ file given, beside what measures the host in the same run: the Java peer's CPU p
 (Kafka's own transactional producer, code not ours), the kafka-python peer's tx/s and the
 raw Kafka -> Delta ceiling. Our CPU in Java-peer records is the column to compare across hosts.
 
-    .venv/bin/python bench/cpu_across_runs.py bench/results/bench-2026112*.json
+    .venv/bin/python bench/cpu_across_runs.py bench/results/bench-*.json
 """
 
 from __future__ import annotations

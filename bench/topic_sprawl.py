@@ -141,6 +141,8 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 def run(auto_create: bool, topics: int) -> dict[str, Any]:
     settings = {"auto_create_topic_enable": str(auto_create).lower()}
+    if auto_create:  # what the tables cost, not the limits: room for every sprawled topic
+        settings["max_topics"] = settings["max_topics_per_group"] = str(topics + 10)
     if not auto_create:
         settings["topics"] = "Steady"
     with tempfile.TemporaryDirectory(prefix="sprawl-") as tmp:

@@ -3,11 +3,10 @@
 The streams commit to each table they write about once a micro-batch, i.e. about once a
 second under load, and Delta keeps a commit file for each version until the table's
 `delta.logRetentionDuration` has passed (then the log cleanup after a checkpoint deletes
-it). Every commit lists the table's `_delta_log` folder: delta-rs's appends twice (on this
-machine's disk ~0.85 us per file, each name turned into a path and compared, however old),
-and Spark's Delta writer and readers list it too. So the history kept is paid for by every
-append: an hour (~3,700 files) costs ~10 ms, a week (~600,000) ~1 s
-(`bench/delta_log_growth.py`, docs/performance.md).
+it). Every commit lists the table's `_delta_log` folder: delta-rs's appends twice (each
+name turned into a path and compared, however old), and Spark's Delta writer and readers
+list it too. So the history kept is paid for by every append (what an hour and a week
+cost: docs/performance.md, decisions; `bench/delta_log_growth.py`).
 
 Removed data files are kept as long (at most a week: Spark's Delta refuses a table that
 keeps them longer than its log), so VACUUM never removes a file a kept version needs.
@@ -17,7 +16,7 @@ from before the setting, or after the setting changed) gets it at the engine's s
 `keep_logs_for` sets the property where it differs. Delta applies a shorter retention at
 the table's next log cleanup. Tables on disk or on an S3 API are read and altered with
 delta-rs, from the driver (on a cluster, Spark's DESCRIBE DETAIL of each table was a job on
-cold executors: ~70 s of the cluster profile's first start). In a warehouse on any other
+cold executors, a large part of the cluster profile's first start). In a warehouse on any other
 Hadoop file system only the system tables are looked at, with Spark; a topic table there
 keeps the retention it was created with.
 """

@@ -38,9 +38,6 @@ SCHEMA = StructType(
     ]
 )
 
-#: What `next_offsets` returns: each queue's next free offset, without the batch.
-NEXT_OFFSETS_SCHEMA = StructType(SCHEMA.fields[:3])
-
 TABLE = TableSpec(
     name=QUEUE_OFFSETS_TABLE,
     schema=SCHEMA,

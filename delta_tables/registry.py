@@ -14,6 +14,7 @@ from delta_tables import (
     check_requests,
     discarded,
     half_messages,
+    known_topics,
     op_records,
     op_verdicts,
     quarantine,
@@ -38,6 +39,7 @@ SYSTEM_TABLES: tuple[TableSpec, ...] = (
     op_verdicts.TABLE,
     queue_offsets.TABLE,
     writers.TABLE,
+    known_topics.TABLE,
 )
 
 
@@ -64,8 +66,9 @@ def warehouse_tables(warehouse: str) -> list[str]:
         if problem := topic_name_problem(info.base_name):
             if info.base_name not in _SET_ASIDE:
                 _SET_ASIDE.add(info.base_name)
-                log.warning("topics/%s is set aside, not read or written: %s", info.base_name,
-                            problem)  # fmt: skip
+                log.warning(
+                    "topics/%s is set aside, not read or written: %s", info.base_name, problem
+                )
             continue
         names.append(f"topics/{info.base_name}")
     # A table exists once its log has a commit: a kill -9 while one was being created can

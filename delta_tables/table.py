@@ -170,9 +170,9 @@ class TableSpec:
 
         On this machine's disk or an S3 API delta-rs creates it: one commit file written
         by the driver. Spark's creation runs jobs that read the new log back, which on a
-        cluster's executors (cold JVMs, the first jobs of the application) cost the cluster
-        profile's first start ~160 s for the nine system tables, against ~20 s in a local
-        driver. Any other Hadoop file system: Spark's Delta.
+        cluster's executors (cold JVMs, the first jobs of the application) made the cluster
+        profile's first start minutes long (docs/deployment.md). Any other Hadoop file
+        system: Spark's Delta.
         """
         local = local_directory(location)
         if local is not None and listed_version(local) is not None:

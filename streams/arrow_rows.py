@@ -3,9 +3,10 @@
 The coordinator's foreachBatch collects its batch once (`DataFrame.toArrow`: the stateful
 stage runs, its rows and the landed records come back as one Arrow table) and shapes every
 table's rows from it here, with Arrow's vectorised kernels: no further Spark job per table.
-Each Spark job costs a small batch 0.1-0.3 s on two cores (task scheduling, closures, code
+Each Spark job has a fixed cost whatever its rows (task scheduling, closures, code
 generated again whenever a per-batch literal such as the batch id changes its plan), and a
-batch wrote up to nine tables, so those jobs, not the rows, set the batch's time.
+batch wrote up to nine tables, so those jobs, not the rows, set the batch's time
+(docs/performance.md, decisions).
 
 Every projection ends in the Delta table's own schema (`project`), so what is appended is
 checked against the table module's declaration (delta_tables/), column by column.
@@ -26,9 +27,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 __all__ = [
-    "TIMESTAMP", "arrow_schema", "constant", "number_in_queues", "of_kind", "project", "summary",
+    "TIMESTAMP",
+    "arrow_schema",
+    "constant",
+    "number_in_queues",
+    "of_kind",
+    "project",
+    "summary",
     "timestamps",
-]  # fmt: skip
+]
 
 #: Delta timestamps are UTC instants with microseconds.
 TIMESTAMP = pa.timestamp("us", tz="UTC")

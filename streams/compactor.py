@@ -5,15 +5,16 @@ Delta's auto compaction would fold them after each commit, but it first scans th
 file list for small files: a Spark job on the coordinator's path that more than doubled the
 cost of a small append (turned off in coordinator/runtime/spark_session.py). This thread
 does the folding instead, every `streams.compact_interval`: a table with `MIN_FILES` files or
-more gets an OPTIMIZE (delta-rs's on this machine's disk: its commits, like the batches'
-delta-rs appends, take their version with an atomic no-replace rename). OPTIMIZE only
+more gets an OPTIMIZE (delta-rs's on this machine's disk or an S3 API: its commits, like the
+batches' delta-rs appends, take their version with an atomic no-replace rename or a
+conditional PUT; Spark's elsewhere). OPTIMIZE only
 rewrites files (no data change), so appends made meanwhile do not conflict with it, and
 readers see the same rows before and after.
 
 Every table is compacted, the landed input (`system/half_messages`, `system/op_records`) too:
-left alone it gained a file per batch for ever, and a delta-rs append costs ~0.8 ms more per
-1,000 files a table holds (bench/delta_append_cost.py --files): ~70 ms a batch after a day of
-steady load. A Delta stream reader of those tables (a notebook, a downstream job) skips the
+left alone it gained a file per batch for ever, and every file a table holds makes each
+delta-rs append dearer (docs/performance.md, "What bounds it"; bench/delta_append_cost.py
+--files). A Delta stream reader of those tables (a notebook, a downstream job) skips the
 compaction's commits (dataChange = false) and reads every row once.
 
 A fenced coordinator compacts nothing (contract 7.10): before each table the compactor asks

@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 #: The grouping key of the stage: what identifies a transaction (contract 3).
 KEY = ("producer_group", "transaction_id")
 
-#: The JVM class PySpark calls (streams/jvm/txcoord/Stage.java).
-STAGE_CLASS = "txcoord.Stage"
-
 #: The input column holding a half's body: the landed record's value (streams/landing.py).
 LANDED_BODY = RAW_PREFIX + "value"
 

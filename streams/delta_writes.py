@@ -9,13 +9,13 @@ nothing twice.
 How a batch is written: a table on this machine's disk (the local stack, the tests) is
 appended to by delta-rs from the batch's rows as Arrow, in the driver: one Spark job
 collects the rows, then the commit is a Parquet file and a log entry written without any
-further Spark job (a small append cost 0.5-1.0 s through Spark's Delta writer, 20-40 ms this
-way). delta-rs commits with an atomic no-replace rename and retries on a conflict, so the
-compactor (streams/compactor.py, also delta-rs) and these appends may commit side by side.
-A table on an S3 API (s3a://) is written by delta-rs too, which commits there with a
-conditional PUT (If-None-Match: *), atomic as the rename; endpoint and credentials come from
-the AWS_* environment variables. A table on any other Hadoop file system is written by
-Spark's Delta writer.
+further Spark job (a small append costs tens of times less this way than through Spark's
+Delta writer: docs/performance.md, decisions). delta-rs commits with an atomic no-replace
+rename and retries on a conflict, so the compactor (streams/compactor.py, also delta-rs)
+and these appends may commit side by side. A table on an S3 API (s3a://) is written by
+delta-rs too, which commits there with a conditional PUT (If-None-Match: *), atomic as the
+rename; endpoint and credentials come from the AWS_* environment variables. A table on any
+other Hadoop file system is written by Spark's Delta writer.
 
 Why not just Delta's `txnAppId`/`txnVersion` writer options: open-source Delta answers
 "has this version been written?" from `snapshot.setTransactions`, which rebuilds the
@@ -79,12 +79,12 @@ APP_ID_FILE = "_txcoord_app_id"
 #: needs before it can delete anything.
 CLEANUP_EVERY = 100
 #: A local table is kept open between appends, and opened afresh once in this many. A
-#: delta-rs table object that commits again and again gets slower at each commit (deltalake
-#: 1.6: a 30-row append took 10 ms of CPU over its first 100 commits, 47 ms over commits
-#: 500-600; opened afresh every 100, 8-12 ms, the opening included:
-#: bench/delta_append_cost.py). At a batch a second, a table kept open for an hour would
-#: spend most of the batch in its own commits. An opening reads the newest checkpoint (one
-#: in delta.checkpointInterval = 100 commits) and the commits after it.
+#: delta-rs table object that commits again and again gets slower at each commit, and
+#: opening it afresh now and then keeps an append's cost flat (the figures:
+#: docs/performance.md, decisions; bench/delta_append_cost.py). At a batch a second, a table
+#: kept open for an hour would spend most of the batch in its own commits. An opening reads
+#: the newest checkpoint (one in delta.checkpointInterval = 100 commits) and the commits after
+#: it.
 REOPEN_EVERY = 100
 
 
@@ -240,8 +240,8 @@ class BatchLedger:
 
         With `creating`, a table that does not exist yet is created by this write, with that
         spec's properties (`log_retention`) and description, in the same commit as its first
-        rows and batch mark (delta-rs only: creating it through Spark's Delta first costs a
-        batch ~0.26 s per table, a delta-rs commit a few ms).
+        rows and batch mark (delta-rs only: creating it through Spark's Delta first cost a
+        batch a Spark job per new table; docs/performance.md, "Many new topics").
         """
         if isinstance(frame, DataFrame):
             spark = frame.sparkSession

@@ -8,8 +8,8 @@ before publishing) stays one step, run in order inside its thread.
 
 The threads are a pool kept for the process, not new ones per batch: PySpark's
 `InheritableThread` (a thread per step) opened a py4j connection and a JVM thread for each
-step and closed them after, ten a batch (~2 ms of the batch's time each, and the driver's
-CPU). A pool thread keeps its py4j connection; before each step it takes the calling
+step and closed them after, ten a batch, each paid in the batch's time and the driver's
+CPU. A pool thread keeps its py4j connection; before each step it takes the calling
 thread's Spark local properties (as `InheritableThread` does at its start), so a step's
 Spark jobs belong to the streaming query like the batch's own. Every step is waited for;
 the first failure is raised after all have ended, so a failed batch leaves no write still

@@ -18,8 +18,8 @@ it is busy again within one tick of a batch that needs it.
 the trigger interval since the epoch, and the batch reads what was stored before it started;
 a timer due at store time D fires one batch after the batch that read a store time past
 D + skew. A heartbeat stored just after a batch started waits a whole trigger interval to be
-read, and every check waits with it (measured: checks left 3.2 s after due, 0.9 s of it a
-heartbeat's age). So the ticker sends `LEAD` before each whole multiple of `tick_interval`
+read, and every check waits with it (how much: docs/performance.md, decisions). So the
+ticker sends `LEAD` before each whole multiple of `tick_interval`
 (the trigger interval, or a multiple of it, in every configuration we ship): each batch reads
 a heartbeat that is at most `LEAD` old.
 """

@@ -48,7 +48,7 @@ class Budget:
 
 
 def module_of(nodeid: str) -> str:
-    """Return the module path of a test id ("tests/x/test_y.py::test_z[1]")."""
+    """Return the module path of a test id ("tests/test_budget.py::test_z[1]")."""
     return nodeid.split("::", 1)[0]
 
 

@@ -51,15 +51,28 @@ _COLUMNS = {
 #: The columns `history` reads: never a producer's born_at (a timestamp a reader may not be
 #: able to hold, should one have landed before the ingest refused them) nor a body.
 _HISTORY_COLUMNS = {
-    half_messages.TABLE.name: ["kind", "msg_id", "topic", "queue_id", "producer_group",
-                               "stored_at"],
-    op_records.TABLE.name: ["op", "op_id", "producer_group", "from_check", "operator", "reason",
-                            "stored_at"],
+    half_messages.TABLE.name: [
+        "kind",
+        "msg_id",
+        "topic",
+        "queue_id",
+        "producer_group",
+        "stored_at",
+    ],
+    op_records.TABLE.name: [
+        "op",
+        "op_id",
+        "producer_group",
+        "from_check",
+        "operator",
+        "reason",
+        "stored_at",
+    ],
     check_requests.TABLE.name: ["check_number", "requested_at"],
     op_verdicts.TABLE.name: ["op", "op_id", "verdict", "detail", "recorded_at"],
     transactions.TABLE.name: ["state", "reason", "check_count", "resolved_at"],
     "topics": ["topic", "queue_id", "queue_offset", "delivered_at"],
-}  # fmt: skip
+}
 
 
 def read_table(

@@ -65,8 +65,10 @@ def findings(config: Config) -> list[str]:
                 "allow.everyone.if.no.acl.found=false)"
             ]
         except KafkaError as exc:
-            found.append(f"the ACLs could not be read ({exc}): check by hand that only the "
-                         f"engine may write {', '.join(shared)}")  # fmt: skip
+            found.append(
+                f"the ACLs could not be read ({exc}): check by hand that only the "
+                f"engine may write {', '.join(shared)}"
+            )
             acls = []
         for acl in acls:
             # kafka-python hands the enums back as plain numbers.

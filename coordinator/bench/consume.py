@@ -49,19 +49,32 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
     }
     context.reporter.phase("starting a consumer", None)
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.bench.consumer_process", json.dumps(settings),
-         str(out_file)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "coordinator.bench.consumer_process",
+            json.dumps(settings),
+            str(out_file),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert consumer.stdout is not None
         if consumer.stdout.readline().strip() != "ready":
             raise RuntimeError("the bench's consumer did not start")
         run = f"b{context.stamp}-consume"
         plan = plan_for(
-            context, "kafka", run, group="bench-consume", topic=TOPIC, mix="commit=1",
-            duration=context.settings.consume_seconds, rate=CONSUME_RATE, batch=10,
-        )  # fmt: skip
+            context,
+            "kafka",
+            run,
+            group="bench-consume",
+            topic=TOPIC,
+            mix="commit=1",
+            duration=context.settings.consume_seconds,
+            rate=CONSUME_RATE,
+            batch=10,
+        )
         context.reporter.phase("consume phase", None)
         driven = drive(LoadProcess(plan), context, decisions_since(context), "consume phase")
         committed = {

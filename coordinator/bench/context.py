@@ -30,19 +30,6 @@ class Reporter(Protocol):
         ...
 
 
-class QuietReporter:
-    """A reporter that reports nothing."""
-
-    def phase(self, name: str, total: float | None) -> None:
-        """Ignore."""
-
-    def update(self, completed: float, detail: str) -> None:
-        """Ignore."""
-
-    def note(self, text: str) -> None:
-        """Ignore."""
-
-
 @dataclass(frozen=True)
 class BenchSettings:
     """What `txcoord bench` runs; validated when built."""

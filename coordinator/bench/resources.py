@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 _TICKS = os.sysconf("SC_CLK_TCK")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -230,7 +229,9 @@ def cpu_between(
         ours = sum(cpu for name, cpu in used.items() if name != MACHINE)
         used[OTHER] = max(used.pop(MACHINE) - ours, 0.0)
     return {
-        name: {"cpu_seconds": round(cpu, 2),
-               "cores": round(cpu / seconds, 2) if seconds > 0 else None}
+        name: {
+            "cpu_seconds": round(cpu, 2),
+            "cores": round(cpu / seconds, 2) if seconds > 0 else None,
+        }
         for name, cpu in used.items()
-    }  # fmt: skip
+    }

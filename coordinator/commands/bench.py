@@ -316,9 +316,10 @@ def _summary(result: dict[str, Any], console: Console) -> None:
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("bench/results"),
+    default=Path("bench-results"),
     show_default=True,
-    help="Where results go.",
+    help="Where results go (a folder of the working directory by default; a checkout's "
+    "committed results: --out bench/results, see bench/README.md).",
 )
 @click.option(
     "--state-dir",

@@ -42,18 +42,33 @@ def where_options(kafka_help: str) -> Callable[[Any], Any]:
 
     def decorate(command: Any) -> Any:
         options = [
-            click.option("--config", "config_file",
-                         type=click.Path(dir_okay=False, exists=True, path_type=Path),
-                         help="TOML configuration file (see deploy/txcoord.example.toml)."),
-            click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                         help="Override one configuration key (repeatable)."),
-            click.option("--warehouse", type=click.Path(file_okay=False, path_type=Path),
-                         help="Root folder of the Delta tables (default: the configuration's)."),
+            click.option(
+                "--config",
+                "config_file",
+                type=click.Path(dir_okay=False, exists=True, path_type=Path),
+                help="TOML configuration file (see deploy/txcoord.example.toml).",
+            ),
+            click.option(
+                "--set",
+                "overrides",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="Override one configuration key (repeatable).",
+            ),
+            click.option(
+                "--warehouse",
+                type=click.Path(file_okay=False, path_type=Path),
+                help="Root folder of the Delta tables (default: the configuration's).",
+            ),
             click.option("--bootstrap-servers", help=kafka_help),
-            click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
-                         default=Path("var"), show_default=True,
-                         help="The state folder of `txcoord up` (to find its broker)."),
-        ]  # fmt: skip
+            click.option(
+                "--state-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("var"),
+                show_default=True,
+                help="The state folder of `txcoord up` (to find its broker).",
+            ),
+        ]
         for option in reversed(options):
             command = option(command)
         return command

@@ -107,8 +107,9 @@ def provision(
     own = ", ".join(engine_topics(config))
     found = findings(config)
     for finding in found:
-        click.echo(f"warning: the engine's topics ({own}) are not the engine's alone: "
-                   f"{finding}", err=True)  # fmt: skip
+        click.echo(
+            f"warning: the engine's topics ({own}) are not the engine's alone: {finding}", err=True
+        )
     if found:
         raise SystemExit(2)
     click.echo(f"\nchecked: only the engine may write its topics ({own})")

@@ -16,6 +16,14 @@ protocol, the engine and the applications all build on it without pulling Spark 
 """
 
 __all__ = [
-    "backoff", "certificate_subject", "config", "errors", "failpoints", "kafka_security",
-    "library_logs", "secret_files", "state_machine", "topics",
-]  # fmt: skip
+    "backoff",
+    "certificate_subject",
+    "config",
+    "errors",
+    "failpoints",
+    "kafka_security",
+    "library_logs",
+    "secret_files",
+    "state_machine",
+    "topics",
+]

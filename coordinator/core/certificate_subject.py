@@ -24,13 +24,25 @@ __all__ = ["subject_of"]
 
 #: RFC 2253's short names (Java's too); any other attribute is spelled `<oid>=#<hex DER>`.
 _NAMES = {
-    "2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST", "2.5.4.9": "STREET",
-    "2.5.4.10": "O", "2.5.4.11": "OU", "0.9.2342.19200300.100.1.1": "UID",
+    "2.5.4.3": "CN",
+    "2.5.4.6": "C",
+    "2.5.4.7": "L",
+    "2.5.4.8": "ST",
+    "2.5.4.9": "STREET",
+    "2.5.4.10": "O",
+    "2.5.4.11": "OU",
+    "0.9.2342.19200300.100.1.1": "UID",
     "0.9.2342.19200300.100.1.25": "DC",
-}  # fmt: skip
+}
 #: DER string types an attribute value may have (UTF8, Printable, T61, IA5, BMP, Universal).
-_STRINGS = {0x0C: "utf-8", 0x13: "ascii", 0x14: "latin-1", 0x16: "ascii", 0x1E: "utf-16-be",
-            0x1C: "utf-32-be"}  # fmt: skip
+_STRINGS = {
+    0x0C: "utf-8",
+    0x13: "ascii",
+    0x14: "latin-1",
+    0x16: "ascii",
+    0x1E: "utf-16-be",
+    0x1C: "utf-32-be",
+}
 _SEQUENCE, _SET, _OID = 0x30, 0x31, 0x06
 
 

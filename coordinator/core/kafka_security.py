@@ -14,6 +14,8 @@ operator commands, bench) takes the same settings. They come from `[kafka]`::
     ssl_certfile = ""                         # PEM client certificate (mutual TLS) ...
     ssl_keyfile = ""                          # ... and its unencrypted PKCS#8 PEM key
 
+The keys and their defaults are declared once, in `SecuritySettings`: `KafkaSecurity`
+holds them, and `[kafka]`'s KafkaConfig (coordinator/core/config.py) inherits them.
 `KafkaSecurity` turns them into (a) kafka-python keyword arguments (`client_options`), (b)
 librdkafka's properties for the confluent-kafka clients (`librdkafka_options`: the REST
 ingress's writer) and (c) the `kafka.`-prefixed options of Spark's Kafka source and sink
@@ -46,9 +48,15 @@ from coordinator.core.errors import ConfigurationError
 from coordinator.core.secret_files import private_file_problem
 
 __all__ = [
-    "MECHANISMS", "PROTOCOLS", "AuthenticationWatch", "KafkaSecurity", "Secret", "reachable",
+    "MECHANISMS",
+    "PROTOCOLS",
+    "AuthenticationWatch",
+    "KafkaSecurity",
+    "Secret",
+    "SecuritySettings",
+    "reachable",
     "security_problems",
-]  # fmt: skip
+]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -70,10 +78,10 @@ class Secret(str):
 
 
 @dataclass(frozen=True)
-class KafkaSecurity:
-    """The security settings of one Kafka client; see the module docstring.
+class SecuritySettings:
+    """The `[kafka]` keys of a client's security and their defaults, declared once.
 
-    Holds no secret (a password file's path or a variable's name), so its repr is safe.
+    Never a secret here, only where it is (a file, an environment variable).
     """
 
     security_protocol: str = "PLAINTEXT"
@@ -85,10 +93,18 @@ class KafkaSecurity:
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
 
+
+@dataclass(frozen=True)
+class KafkaSecurity(SecuritySettings):
+    """The security settings of one Kafka client; see the module docstring.
+
+    Holds no secret (a password file's path or a variable's name), so its repr is safe.
+    """
+
     @classmethod
-    def of(cls, settings: Any) -> KafkaSecurity:
-        """Return the security settings of `settings` (a KafkaConfig: same field names)."""
-        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+    def of(cls, settings: SecuritySettings) -> KafkaSecurity:
+        """Return the security settings of `settings` (a KafkaConfig, say)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(SecuritySettings)})
 
     @property
     def sasl(self) -> bool:

@@ -72,6 +72,9 @@ class Verdict(StrEnum):
     CONFLICT = "CONFLICT"  # the opposite decision after the transaction ended
     LATE = "LATE"  # a producer's op after DISCARDED: the transaction stays DISCARDED
     IGNORED = "IGNORED"  # a timer or admin event that no longer applies
+    # Not a move of the table below: the stage records it on an op whose half never came, or
+    # came after the resolved transaction was forgotten (streams/jvm/txcoord/Lifecycle.java).
+    ORPHAN = "ORPHAN"
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,16 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
-    "UNAUTHENTICATED_PRINCIPAL", "Grant", "TopicKind", "TopicLayout", "TopicRole",
-    "check_consumer_group", "grants", "group_topic_problem", "principal_problem",
-]  # fmt: skip
+    "UNAUTHENTICATED_PRINCIPAL",
+    "Grant",
+    "TopicKind",
+    "TopicLayout",
+    "TopicRole",
+    "check_consumer_group",
+    "grants",
+    "group_topic_problem",
+    "principal_problem",
+]
 
 #: The principal Kafka gives a client that did not authenticate (PLAINTEXT, or TLS without
 #: a client certificate): the engine's when it has no SASL user.

@@ -5,7 +5,7 @@ from producers) and the coordinator's check publisher (streams/check_publisher.p
 must know of every record whether the broker has it (acks=all), say why not when it does
 not (Kafka unreachable, or the record refused as too large), and answer in seconds while
 Kafka is down instead of queueing silently. kafka-python's pure-Python producer did this at
-four times librdkafka's CPU per record (docs/performance.md).
+several times librdkafka's CPU per record (docs/performance.md, decisions).
 
 - `connect` makes a producer that has reached the cluster: a TCP connect first (librdkafka
   retries a refused connection every ~25 ms while a metadata request waits, and logged each:

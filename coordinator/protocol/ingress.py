@@ -106,6 +106,7 @@ OPERATOR_OPS: tuple[str, ...] = tuple(event.value for event in OPERATOR_ONLY_OPS
 HEADER_ALLOWANCE_BYTES = 256 * 1024
 #: Queue ids a producer may name: RocketMQ topics rarely have more than a few dozen queues.
 MAX_QUEUE_ID = 1023
+#: The longest transaction id a producer may send, in characters.
 MAX_TRANSACTION_ID_LENGTH = 128
 #: The characters of every name that becomes a table path or a Kafka name (topics, producer
 #: and consumer groups, members): RocketMQ's alphabet without '%' and '|'. delta-rs and
@@ -117,8 +118,8 @@ NAME_CHARACTERS = "A-Za-z0-9_-"
 NAME_CHARACTERS_TEXT = "letters, digits, '_' or '-'"
 #: The producer group rule (RocketMQ's Validators.checkGroup, less '%' and '|').
 GROUP_PATTERN = rf"^[{NAME_CHARACTERS}]{{1,255}}$"
-#: Printable, no whitespace other than the space, 1..128 characters.
-TRANSACTION_ID_PATTERN = r"^[\x21-\x7e][\x20-\x7e]{0,127}$"
+#: Printable, no whitespace other than the space, 1..MAX_TRANSACTION_ID_LENGTH characters.
+TRANSACTION_ID_PATTERN = rf"^[\x21-\x7e][\x20-\x7e]{{0,{MAX_TRANSACTION_ID_LENGTH - 1}}}$"
 #: Property names become header keys `prop.<name>`: 1..255 characters, no control characters
 #: (RocketMQ itself separates properties with \x01 and \x02).
 PROPERTY_NAME_PATTERN = r"^[^\x00-\x1f\x7f]{1,255}$"

@@ -94,7 +94,7 @@ SNAPSHOT_EVERY_BATCHES = 50
 #: HotSpot leaves any method of more than 8,000 bytes of bytecode to the interpreter. The
 #: code Spark generates to turn the stateful stage's output rows (tens of columns) into
 #: Spark's own rows is such a method, and a profile of a burst found the executors spending
-#: a quarter of their time in it, interpreted (docs/performance.md).
+#: much of their time in it, interpreted (docs/performance.md, decisions).
 JIT_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 
@@ -137,8 +137,8 @@ class SparkSettings:
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             # A state snapshot flushes RocksDB's memtable to a new file; every few files
             # RocksDB compacts them into the rest of the state, rewriting it. At Spark's
-            # default (a snapshot every 10 batches) that compaction was 9% of the Spark
-            # JVM's CPU in the bench (async-profiler, docs/performance.md). Recovery
+            # default (a snapshot every 10 batches) that compaction was a visible share of
+            # the Spark JVM's CPU in the bench (docs/performance.md, decisions). Recovery
             # replays at most this many batches' changelogs after the last snapshot.
             "spark.sql.streaming.stateStore.minDeltasForSnapshot": str(SNAPSHOT_EVERY_BATCHES),
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),

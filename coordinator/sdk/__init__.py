@@ -1,7 +1,8 @@
 """The Python SDK of contract 5.3: RocketMQ's transactional producer contract, Pythonic names.
 
 Importing this package connects to nothing; `TransactionProducer.start()` does. It imports
-only core and protocol (no Spark: tests/test_layers.py).
+only core, protocol and the Kafka client options of coordinator/kafka_clients/options.py (no
+Spark, nothing of the engine: tests/test_layers.py).
 
     producer.py          TransactionProducer: send in a transaction, answer checks (example)
     listener.py          TransactionListener: the application's local transaction and check

@@ -6,11 +6,17 @@ ROLLBACK), never answered (discarded after `transaction_check_max` checks), one 
 checked and one left pending when the engine stops. Each notebook then runs in a fresh
 kernel of this venv (nbclient) with its own small Spark session; any cell error fails the
 test, including a result cell's assertion that it found rows.
+
+`make notebooks-rendered` runs the same test with `NOTEBOOKS_RENDERED=notebooks/rendered`:
+each executed notebook is also saved there with its outputs (the plots a code host shows),
+without the machine's paths. The committed copies are checked against their notebooks here.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -27,7 +33,11 @@ from tests.harness import Engine, Producer, Responder, table, wait_for
 
 pytestmark = pytest.mark.long
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+#: The folder of the rendered copies (committed), and the variable that has them written.
+RENDERED = NOTEBOOKS / "rendered"
+RENDERED_ENV = "NOTEBOOKS_RENDERED"
 NAMES = ("transaction_health", "topic_explorer")
 TIMEOUT = "3s"
 PAID, SHIPPED = "OrderPaid", "OrderShipped"
@@ -162,6 +172,38 @@ def execute(name: str, run: Run, workdir: Path) -> nbformat.NotebookNode:
     return notebook
 
 
+def rendered(notebook: nbformat.NotebookNode, run: Run, workdir: Path) -> nbformat.NotebookNode:
+    """Return an executed notebook as committed: without the interpreter check, its links one
+    folder deeper (notebooks/rendered/), no timings, and no path of this machine."""
+    fit = copy.deepcopy(notebook)
+    del fit.cells[0]  # execute's check of the kernel's interpreter
+    paths = {
+        str(run.warehouse): "warehouse",
+        str(workdir): ".",
+        str(ROOT): ".",
+        str(Path(sys.executable).parent): ".venv/bin",
+        str(Path.home()): "~",
+    }
+    pattern = re.compile("|".join(re.escape(p) for p in sorted(paths, key=len, reverse=True)))
+
+    def scrub(text: str) -> str:
+        return re.sub(r"/tmp/[^\s'\"]*", "<tmp>", pattern.sub(lambda m: paths[m.group(0)], text))
+
+    for cell in fit.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "markdown":
+            cell.source = re.sub(r"\]\(\.\./", "](../../", cell.source)
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output.text = scrub(output.text)
+            for kind, value in output.get("data", {}).items():
+                if kind.startswith("text/") and isinstance(value, str):
+                    output.data[kind] = scrub(value)
+            if "traceback" in output:
+                output.traceback = [scrub(line) for line in output.traceback]
+    return fit
+
+
 def images(notebook: nbformat.NotebookNode) -> int:
     """Return how many PNG outputs the executed notebook holds."""
     return sum(
@@ -180,6 +222,9 @@ def test_notebook_runs_against_a_real_warehouse(name: str, run: Run, tmp_path: P
     executed = execute(name, run, tmp_path)
 
     assert images(executed) >= PLOTS[name], f"{name} drew {images(executed)} plots"
+    if folder := os.environ.get(RENDERED_ENV):  # make notebooks-rendered
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        nbformat.write(rendered(executed, run, tmp_path), Path(folder) / f"{name}.ipynb")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -195,3 +240,21 @@ def test_notebook_is_committed_clean(name: str) -> None:
     assert "parameters" in parameters.metadata.get("tags", []), "first code cell: parameters"
     assert "TXCOORD_WAREHOUSE" in parameters.source and "TXCOORD_TOPIC" in parameters.source
     assert code[-1].source.strip() == "spark.stop()"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_committed_rendered(name: str) -> None:
+    """notebooks/rendered/ holds each notebook's code as it is now, run, with its plots."""
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    copy_path = RENDERED / f"{name}.ipynb"
+    assert copy_path.is_file(), f"{copy_path}: run `make notebooks-rendered`"
+    shown = nbformat.read(copy_path, as_version=4)
+    nbformat.validate(shown)
+
+    def code(nb: nbformat.NotebookNode) -> list[str]:
+        return [cell.source for cell in nb.cells if cell.cell_type == "code"]
+
+    assert code(shown) == code(notebook), f"{name} changed: run `make notebooks-rendered`"
+    assert images(shown) >= PLOTS[name]
+    text = copy_path.read_text()
+    assert str(ROOT) not in text and "/tmp/" not in text and str(Path.home()) not in text

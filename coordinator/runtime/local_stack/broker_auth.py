@@ -205,10 +205,15 @@ def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
             raise ConfigurationError(f"auth file [[kafka.group]] {group!r}: {problem}")
     wanted = grants(layout, {g: who.name for g, who in auth.groups.items()}, (auth.operator.name,))
     return [
-        ACL(f"User:{g.principal}", "*", ACLOperation[g.operation], ACLPermissionType.ALLOW,
-            ResourcePattern(ResourceType[g.resource], g.name, ACLResourcePatternType.LITERAL))
+        ACL(
+            f"User:{g.principal}",
+            "*",
+            ACLOperation[g.operation],
+            ACLPermissionType.ALLOW,
+            ResourcePattern(ResourceType[g.resource], g.name, ACLResourcePatternType.LITERAL),
+        )
         for g in wanted
-    ]  # fmt: skip
+    ]
 
 
 def apply_auth(bootstrap_servers: str, auth: BrokerAuth, config: Config) -> list[Any]:

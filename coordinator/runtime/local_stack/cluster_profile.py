@@ -58,8 +58,9 @@ class ProfileSettings:
 class ClusterProfile:
     """The parts of the cluster profile: `start` yields a line per part up; `stop` stops all."""
 
-    def __init__(self, settings: ProfileSettings, config_file: Path | None,
-                 overrides: Mapping[str, str]) -> None:  # fmt: skip
+    def __init__(
+        self, settings: ProfileSettings, config_file: Path | None, overrides: Mapping[str, str]
+    ) -> None:
         self.settings, self.config_file, self.overrides = settings, config_file, overrides
         self.s3: S3Server | None = None
         self.kafka: KafkaCluster | None = None
@@ -87,9 +88,11 @@ class ClusterProfile:
         self.kafka.start()
         yield f"kafka: three brokers at {self.kafka.bootstrap_servers}"
         self.spark = StandaloneCluster(
-            state / "spark", cores=1, memory=self.settings.worker_memory,
+            state / "spark",
+            cores=1,
+            memory=self.settings.worker_memory,
             workers=self.settings.workers,
-        )  # fmt: skip
+        )
         self.spark.start()
         yield f"spark: master {self.spark.master_url}, {self.settings.workers} workers"
         settings = self._settings()

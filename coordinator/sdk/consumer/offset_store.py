@@ -141,8 +141,12 @@ def _decode(key: bytes | None, value: bytes | None) -> Stored | None:
         group, topic, queue = json.loads(key or b"")
         doc: Any = json.loads(value or b"")
         return Stored(
-            str(group), str(topic), whole(queue), whole(doc["offset"]),
-            str(doc.get("member", "")), whole(doc.get("at", 0)),
-        )  # fmt: skip
+            str(group),
+            str(topic),
+            whole(queue),
+            whole(doc["offset"]),
+            str(doc.get("member", "")),
+            whole(doc.get("at", 0)),
+        )
     except (ValueError, TypeError, KeyError):
         return None

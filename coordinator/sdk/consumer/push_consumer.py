@@ -154,8 +154,12 @@ class PushConsumer:
             try:
                 result = self.listener.consume(message)
             except Exception:
-                log.exception("listener failed on %s/%s@%s", message.topic, message.queue_id,
-                              message.queue_offset)  # fmt: skip
+                log.exception(
+                    "listener failed on %s/%s@%s",
+                    message.topic,
+                    message.queue_id,
+                    message.queue_offset,
+                )
                 result = ConsumeResult.FAILURE
             if result is ConsumeResult.SUCCESS:
                 self.consumer.ack(message)

@@ -28,9 +28,20 @@ __all__ = ["QueueReader"]
 
 #: The columns a consumer hands out (coordinator/sdk/consumer/message_view.py).
 COLUMNS = [
-    "topic", "queue_id", "queue_offset", "msg_id", "transaction_id", "producer_group", "body",
-    "keys", "tags", "properties", "prepared_at", "committed_at", "delivered_at",
-]  # fmt: skip
+    "topic",
+    "queue_id",
+    "queue_offset",
+    "msg_id",
+    "transaction_id",
+    "producer_group",
+    "body",
+    "keys",
+    "tags",
+    "properties",
+    "prepared_at",
+    "committed_at",
+    "delivered_at",
+]
 
 
 class QueueReader:

@@ -175,9 +175,11 @@ class SimpleConsumer:
         s = self._settings
         self._store = OffsetStore(s["bootstrap_servers"], s["offsets_topic"], s["security"])
         self._first_start()
-        extra = {} if s["session_timeout_ms"] is None else {
-            "session_timeout_ms": s["session_timeout_ms"]
-        }  # fmt: skip
+        extra = (
+            {}
+            if s["session_timeout_ms"] is None
+            else {"session_timeout_ms": s["session_timeout_ms"]}
+        )
         self._membership = GroupMembership(
             s["bootstrap_servers"],
             self.group,
@@ -406,9 +408,13 @@ class SimpleConsumer:
         if lost or gained:
             log.info(
                 "consumer %s (generation %d of %d member(s)) reads %d queue(s): +%s -%s",
-                self.member, self._membership.generation, len(members), len(self._owned),
-                sorted(gained), sorted(lost),
-            )  # fmt: skip
+                self.member,
+                self._membership.generation,
+                len(members),
+                len(self._owned),
+                sorted(gained),
+                sorted(lost),
+            )
 
     def hand_over(self) -> None:
         """Store every owned queue's offset (before a rebalance, so that the queues' next

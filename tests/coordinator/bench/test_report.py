@@ -10,6 +10,7 @@ from coordinator.bench.outcomes import judge
 from coordinator.bench.report import markdown, write
 from coordinator.bench.runner import notes, ratios
 from coordinator.bench.stats import summarize
+from coordinator.commands.bench import bench
 
 
 def _path(name: str) -> dict[str, Any]:
@@ -167,6 +168,13 @@ def test_write_puts_json_markdown_and_png_side_by_side(tmp_path: Path) -> None:
     assert written["png"].stat().st_size > 10_000
     assert written["png"].name in written["md"].read_text()
     assert written["json"].name == "bench-20250102T030405Z.json"
+
+
+def test_results_go_to_the_working_directory_unless_out_says() -> None:
+    """An installed txcoord has no bench/results: a checkout writes there with --out."""
+    (out,) = [option for option in bench.params if option.name == "out"]
+    assert out.default == Path("bench-results")
+    assert "--out bench/results" in (out.help or "")
 
 
 def test_judge_counts_expected_wrong_and_undecided() -> None:
