@@ -9,11 +9,13 @@
 <warehouse>/system/op_verdicts     what each op did: applied, duplicate, late... (coordinator)
 <warehouse>/system/queue_offsets   next queue offset per (topic, queue) (coordinator)
 <warehouse>/system/writers        one row per coordinator start: its writer epoch (fencing)
+<warehouse>/system/known_topics   topics halves brought in, and by which group (topic limits)
 <warehouse>/topics/<topic>         delivered messages with dense queue offsets (coordinator)
 
 registry.py creates the system tables; log_retention.py gives every table the history it
 keeps (`streams.log_retention`); lookup.py reads a transaction's state from them
-without a JVM (deltalake), for the REST ingress and the operator commands; object_store.py
+without a JVM (deltalake), for the REST ingress and the operator commands, each table
+refreshed by one reader while the others read (snapshots.py); object_store.py
 lists a warehouse and its logs on local disk or on an S3 API (Arrow's file systems).
 """
 
@@ -22,6 +24,7 @@ __all__ = [
     "columns",
     "discarded",
     "half_messages",
+    "known_topics",
     "log_retention",
     "lookup",
     "object_store",
@@ -30,6 +33,7 @@ __all__ = [
     "quarantine",
     "queue_offsets",
     "registry",
+    "snapshots",
     "table",
     "topics",
     "transactions",

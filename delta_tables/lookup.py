@@ -18,6 +18,7 @@ commands' inventory) every row of the id counts, as before the pair was the key;
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from pyarrow.parquet import filters_to_expression
 from pydantic import BaseModel, Field
 
 from coordinator.core import state_machine
@@ -33,6 +34,7 @@ from coordinator.core.state_machine import Event
 from coordinator.core.state_machine import TransactionState as State
 from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables import check_requests, half_messages, transactions
+from delta_tables.snapshots import TableSnapshots
 
 log = logging.getLogger("txcoord.rest.lookup")
 
@@ -74,34 +76,40 @@ def iso(moment: datetime | None) -> str | None:
 
 
 class DeltaRows:
-    """Read the rows of one transaction from the warehouse's tables; thread-safe."""
+    """Read the rows of one transaction from the warehouse's tables; thread-safe.
+
+    Each table is brought up to date by one reader at a time, and read by all at once
+    (snapshots.py): no lock is held while the warehouse is read, so a flood of lookups on a
+    slow warehouse does not queue every other lookup behind it. A read still holds every
+    commit made before it began.
+    """
 
     def __init__(self, warehouse: str, storage_options: dict[str, str] | None = None) -> None:
         self.warehouse = warehouse
         self.storage_options = storage_options
-        self._tables: dict[str, DeltaTable] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._tables: dict[str, TableSnapshots] = {}
+        self._guard = threading.Lock()  # around the dictionary only
 
     def __call__(self, name: str, transaction_id: str, columns: Sequence[str]) -> list[Row]:
         """Return the rows of table `name` whose transaction_id is `transaction_id`."""
         with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        with lock:
-            table = self._tables.get(name)
-            try:
-                if table is None:
-                    table = DeltaTable(
-                        delta_uri(self.warehouse, name), storage_options=self.storage_options
+            snapshots = self._tables.get(name)
+            if snapshots is None:
+                snapshots = self._tables[name] = TableSnapshots(
+                    functools.partial(
+                        DeltaTable,
+                        delta_uri(self.warehouse, name),
+                        storage_options=self.storage_options,
                     )
-                    self._tables[name] = table
-                else:
-                    table.update_incremental()
-            except TableNotFoundError:
-                return []
-            rows = table.to_pyarrow_table(
-                columns=list(columns), filters=[("transaction_id", "=", transaction_id)]
-            )
+                )
+        snapshot = snapshots.fresh()
+        if snapshot is None:  # not created yet: nothing has run
+            return []
+        # As DeltaTable.to_pyarrow_table filters: file statistics prune, then rows.
+        rows = snapshot.to_table(
+            columns=list(columns),
+            filter=filters_to_expression([("transaction_id", "=", transaction_id)]),
+        )
         result: list[Row] = rows.to_pylist()
         return result
 

@@ -8,6 +8,7 @@ The query
     coordinator_job.py     one query lands every ingress record and decides every transaction
     ingest.py              Kafka ingress records -> halves, ops, quarantine (pure transforms)
     ingest_rules.py        what the JVM's ingest rules (txcoord.Ingress) are given
+    topic_admission.py     the new topics halves may bring in (max_topics, per group)
     coordinator_stage.py   the stateful stage: PySpark's handle on its JVM processor (jvm/)
     lifecycle.py           what the stage is given (Rules) and the rows it emits (Kind)
     landing.py             LAND rows: the batch's raw records, riding with the decisions
@@ -51,10 +52,10 @@ __all__ = [
     "coordinator_checkpoint",
     "coordinator_job",
     "coordinator_writer",
+    "decision_repair",
     "delivery_notices",
     "ingress_topics",
     "landing_repair",
-    "decision_repair",
     "outage",
     "progress",
     "progress_listener",

@@ -102,6 +102,7 @@ from streams.landing import RAW_PREFIX, pass_through
 from streams.lifecycle import Rules
 from streams.tally import Tally
 from streams.tick_pace import TickPace
+from streams.topic_admission import TopicAdmission
 from streams.writer_fence import claim_epoch
 
 if TYPE_CHECKING:
@@ -316,18 +317,29 @@ def run_coordinator(
     """
     ingest_rules = ingest_rules_of(config)
     # Kafka is read by as many tasks as the session has cores, whatever its partitions: a
-    # task costs a fixed ~0.1 s (closures, generated projections, a fetch) however few its
-    # rows.
+    # task has a fixed cost (closures, generated projections, a fetch) however few its rows,
+    # and more tasks than cores only queue.
     cores = spark.sparkContext.defaultParallelism
     records = ingress_records(spark, config, starting_offsets)
-    parsed = parse(records.coalesce(cores), ingest_rules)
-    rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
     app_id = checkpoint_app_id(spark, checkpoint, "coordinator")
+    # The new topics a half may bring in (streams/topic_admission.py), set between batches.
+    admission = TopicAdmission(spark, config, app_id) if config.auto_create_topic_enable else None
+    parsed = parse(
+        records.coalesce(cores), ingest_rules, None if admission is None else admission.jvm
+    )
+    rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
     # Before anything is written: from here on no older coordinator commits (contract 7.10).
     fence = claim_epoch(spark, config.warehouse, app_id, checkpoint)
     lander = IngestBatchWriter(config, app_id, tally, fence=fence)
     writer = CoordinatorBatchWriter(
-        config, app_id, lander.tally, gate, lander=lander, pace=pace, fence=fence
+        config,
+        app_id,
+        lander.tally,
+        gate,
+        lander=lander,
+        pace=pace,
+        fence=fence,
+        admission=admission,
     )
     writer.prepare(spark)
     stream = (

@@ -33,8 +33,10 @@ import functools
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,13 +52,14 @@ from coordinator.protocol.names import topic_name_problem
 from delta_tables import (
     check_requests,
     discarded,
+    known_topics,
     op_verdicts,
     queue_offsets,
     topics,
     transactions,
 )
 from delta_tables.registry import warehouse_tables
-from delta_tables.table import table_path
+from delta_tables.table import TableSpec, table_path
 from streams.arrow_rows import arrow_schema, number_in_queues, of_kind, project, summary, timestamps
 from streams.batch_collect import collect
 from streams.batch_gate import BatchGate
@@ -76,21 +79,10 @@ from streams.parallel_writes import Step, run_steps
 from streams.step_timer import StepTimer
 from streams.tally import FINISH_BUCKETS_S, Tally
 from streams.tick_pace import TickPace
+from streams.topic_admission import TopicAdmission
 from streams.writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
-
-MESSAGE_COLUMNS = [
-    "transaction_id",
-    "msg_id",
-    "producer_group",
-    "topic",
-    "queue_id",
-    "body",
-    "keys",
-    "tags",
-    "properties",
-]
 
 __all__ = ["CoordinatorBatchWriter", "check_record"]  # check_record: the check topic's codec
 
@@ -123,6 +115,42 @@ def _summary(out: pa.Table) -> list[Row]:
     )
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a batch writes one kind of outcome row: the table, each timestamp column and the
+    rows' milliseconds it comes from, the columns renamed on the way, whether a missing
+    check count is 0, and the failpoint right after the append."""
+
+    table: TableSpec
+    times: Mapping[str, str]
+    failpoint: str
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    counts_checks: bool = False
+
+
+#: The outcome rows of a batch, each written to its table the same way.
+OUTCOMES = {
+    Kind.FINAL: Outcome(
+        transactions.TABLE,
+        {"prepared_at": "prepared_ms", "resolved_at": "at_ms"},
+        "coordinator.after_transactions",
+        counts_checks=True,
+    ),
+    Kind.DISCARD: Outcome(
+        discarded.TABLE,
+        {"prepared_at": "prepared_ms", "discarded_at": "at_ms"},
+        "coordinator.after_discarded",
+        counts_checks=True,
+    ),
+    Kind.VERDICT: Outcome(
+        op_verdicts.TABLE,
+        {"stored_at": "op_stored_ms", "recorded_at": "at_ms"},
+        "coordinator.after_op_verdicts",
+        renamed={"producer_group": "op_producer_group"},
+    ),
+}
+
+
 class CoordinatorBatchWriter:
     """The foreachBatch function of the coordinator query."""
 
@@ -136,8 +164,12 @@ class CoordinatorBatchWriter:
         *,
         pace: TickPace | None = None,
         fence: WriterFence | None = None,
+        admission: TopicAdmission | None = None,
     ) -> None:
         self.config = config
+        # The topic limits (streams/topic_admission.py): what each batch's ingest knows of
+        # the warehouse's topics, set before the batch runs; None: no limit (auto-create off).
+        self.admission = admission
         # The writer epoch every write carries (streams/writer_fence.py); the error that
         # stopped this writer once a newer coordinator took over, for the engine to report.
         self.fence = fence
@@ -182,6 +214,11 @@ class CoordinatorBatchWriter:
             for spec in tables
         ]
         steps.append(("queue offsets", functools.partial(self._read_next_offsets, spark)))
+        if self.admission is not None:  # after the fence: no older writer adds rows meanwhile
+            location = known_topics.TABLE.path(self.warehouse)
+            steps.append(("known topics", self.admission.prepare))
+            primed = functools.partial(self.ledger.prime, spark, location)
+            steps.append(("known topics' batch", primed))
         steps.append(("check producer", self.checks.connect))
         steps.append(("warm-up", functools.partial(self._warm_up, spark)))
         existing = warehouse_tables(self.warehouse)
@@ -244,6 +281,8 @@ class CoordinatorBatchWriter:
         # come back as Arrow; every table's rows are shaped from them in the driver
         # (streams/arrow_rows.py), with no Spark job of their own.
         spark = frame.sparkSession
+        if self.admission is not None:  # what the batch's ingest knows, before it runs
+            self.admission.before_batch(batch_id)
         with timer.step("decide"):
             out = collect(frame)
         with timer.step("summary"):
@@ -262,6 +301,11 @@ class CoordinatorBatchWriter:
             records = landed_records(out)
             coverage = self.lander.batch_coverage(spark, batch_id, records)
             self.ledger.note(batch_id, coverage.moved().metadata())
+            if self.admission is not None:
+                # Before anything else of the batch: a topic's table never exists without
+                # its row (a replay tells its own rows by them, streams/topic_admission.py).
+                with timer.step("known topics"):
+                    self.admission.record(spark, records, batch_id, self.ledger)
         # Every record but a valid heartbeat is landed (heartbeats alone: nothing), in
         # this batch, beside its decisions: the batch ends only when both are written.
         if any(bad or not tick for _, bad, tick, _ in census):
@@ -285,10 +329,9 @@ class CoordinatorBatchWriter:
         # reads COMMITTED, and an outcome is recorded before the verdict on the op that
         # caused it (an operator's command waits for the verdict, then reads the outcome).
         writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]] = {
-            Kind.FINAL: self._finals, Kind.VERDICT: self._verdicts,
-            Kind.CHECK: lambda spark, rows, batch: self._check(spark, rows, batch, timer),
-            Kind.DISCARD: self._discards,
-        }  # fmt: skip
+            kind: functools.partial(self._outcome, spec) for kind, spec in OUTCOMES.items()
+        }
+        writers[Kind.CHECK] = lambda spark, rows, batch: self._check(spark, rows, batch, timer)
         chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
         for chain in chains:
             kinds = [kind for kind in chain if kind in present]
@@ -505,47 +548,17 @@ class CoordinatorBatchWriter:
         )
 
     # -- outcomes ------------------------------------------------------------------------
-    def _finals(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
-        finals = project(
-            rows,
-            transactions.SCHEMA,
-            {
-                "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
-                "prepared_at": timestamps(rows["prepared_ms"]),
-                "resolved_at": timestamps(rows["at_ms"]),
-                "batch_id": batch_id,
-            },
-        )
-        self.ledger.append(finals, transactions.TABLE.path(self.warehouse), batch_id, spark)
-        failpoint("coordinator.after_transactions")
-
-    def _discards(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
-        gone = project(
-            rows,
-            discarded.SCHEMA,
-            {
-                "check_count": pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32())),
-                "prepared_at": timestamps(rows["prepared_ms"]),
-                "discarded_at": timestamps(rows["at_ms"]),
-                "batch_id": batch_id,
-            },
-        )
-        self.ledger.append(gone, discarded.TABLE.path(self.warehouse), batch_id, spark)
-        failpoint("coordinator.after_discarded")
-
-    def _verdicts(self, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
-        verdicts = project(
-            rows,
-            op_verdicts.SCHEMA,
-            {
-                "stored_at": timestamps(rows["op_stored_ms"]),
-                "recorded_at": timestamps(rows["at_ms"]),
-                "batch_id": batch_id,
-            },
-            renamed={"producer_group": "op_producer_group"},
-        )
-        self.ledger.append(verdicts, op_verdicts.TABLE.path(self.warehouse), batch_id, spark)
-        failpoint("coordinator.after_op_verdicts")
+    def _outcome(self, spec: Outcome, spark: SparkSession, rows: pa.Table, batch_id: int) -> None:
+        """Append the outcome `rows` (final states, discards or verdicts) to `spec`'s table."""
+        computed: dict[str, Any] = {
+            column: timestamps(rows[source]) for column, source in spec.times.items()
+        }
+        if spec.counts_checks:  # a transaction never checked has no count yet: 0
+            computed["check_count"] = pc.coalesce(rows["check_count"], pa.scalar(0, pa.int32()))
+        computed["batch_id"] = batch_id
+        outcome = project(rows, spec.table.schema, computed, renamed=spec.renamed)
+        self.ledger.append(outcome, spec.table.path(self.warehouse), batch_id, spark)
+        failpoint(spec.failpoint)
 
 
 def deliverable(

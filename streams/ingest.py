@@ -18,6 +18,7 @@ transaction).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,22 +41,41 @@ from streams.ingest_rules import (
 )
 
 __all__ = [
-    "KIND_HALF", "KIND_OP", "IngestRules", "classify", "half_rows", "halves", "op_rows", "ops",
-    "parse", "quarantine_rows", "quarantined", "stamp",
-]  # fmt: skip
+    "KIND_HALF",
+    "KIND_OP",
+    "IngestRules",
+    "classify",
+    "half_rows",
+    "halves",
+    "op_rows",
+    "ops",
+    "parse",
+    "quarantine_rows",
+    "quarantined",
+    "stamp",
+]
 
 
-def parse(records: DataFrame, rules: IngestRules) -> DataFrame:
+def parse(records: DataFrame, rules: IngestRules, admission: Any = None) -> DataFrame:
     """Return every record parsed (ingest_rules.PARSED_COLUMNS), with `reason` NULL when valid.
 
     `records` has the Kafka source's columns. Nothing here changes from one batch to the
     next (no per-batch literal such as a timestamp, which Spark would inline into generated
-    code): `stamp` adds the time afterwards.
+    code): `stamp` adds the time afterwards. `admission`, the JVM holder of the topic limits
+    (streams/topic_admission.py), refuses a valid half that would bring in a topic past
+    them: the driver changes what it knows between batches, and each batch's tasks carry
+    what it knew when the batch began.
     """
     spark = records.sparkSession
     framed = records.withColumn("_keys_json", keys_json(header_text(header_map(), fmt.KEYS)))
     ingress = spark._jvm.txcoord.Ingress  # type: ignore[union-attr]
-    parsed = DataFrame(ingress.parse(framed._jdf, twin_spec(rules)), spark)
+    spec = twin_spec(rules)
+    parsed = DataFrame(
+        ingress.parse(framed._jdf, spec)
+        if admission is None
+        else ingress.parse(framed._jdf, spec, admission),
+        spark,
+    )
     out = {
         "headers": F.coalesce(F.col("headers"), F.array()),
         "source_topic": F.col("topic"),

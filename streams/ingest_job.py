@@ -290,10 +290,10 @@ def ingress_records(
         # Spark's reader asks for each partition's offset range after every poll (two
         # ListOffsets requests). By then the consumer has pipelined its next fetch, which
         # the broker holds at the log's end for fetch.max.wait.ms (500 ms by default), and
-        # a broker answers one connection in order: each partition of each batch waited
-        # ~0.5-1 s for nothing (measured: 2.5 s of a 4 s idle batch). At 10 ms the read
-        # stage of a steady batch still waited ~40 ms of its 75 (Spark's event log); at 0
-        # the broker answers at once, and Spark's consumer fetches only inside a task.
+        # a broker answers one connection in order: each partition of each batch waited for
+        # that fetch for nothing, most of an idle batch, and still a good part of a steady
+        # batch's read at 10 ms (docs/performance.md, decisions). At 0 the broker answers at
+        # once, and Spark's consumer fetches only inside a task.
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .load()
     )

@@ -164,6 +164,19 @@ def messages(rules: IngestRules) -> dict[str, str]:
     }
 
 
+def topic_limit_messages(max_topics: int, max_per_group: int) -> tuple[str, str]:
+    """Return the reasons of a valid half refused by the topic limits (auto_create_topic_enable
+    on; streams/topic_admission.py): past the warehouse's limit, and past its group's."""
+    share = "those let in before it in its batch count, each ingress partition its share"
+    return (
+        f"topic limit: the real topic is new, and there is no room for it under max_topics "
+        f"({max_topics}) (the topics the warehouse knows; {share})",
+        f"topic limit: the real topic is new, and there is no room for it under "
+        f"max_topics_per_group ({max_per_group}) (the topics its producer group brought in; "
+        f"{share})",
+    )
+
+
 @functools.lru_cache(maxsize=8)
 def twin_spec(rules: IngestRules) -> str:
     """Return, as JSON, everything the JVM twin (`txcoord.Ingress`) needs besides a record."""

@@ -43,7 +43,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.core.config import Config
-from delta_tables import half_messages, op_records, quarantine
+from delta_tables import half_messages, known_topics, op_records, quarantine
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import table_path
 from streams.delta_writes import newest_mark
@@ -57,6 +57,7 @@ from streams.landing_coverage import (
     landed_ends,
     merged,
 )
+from streams.topic_admission import TopicAdmission
 from streams.writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,10 @@ def repair_landing(
     repair = repair_of(marks, landed_ends(spark, config, unknown), partitions_now, decided)
     if repair.gap:
         records = _ingress_range(spark, config, repair.begun, repair.gap)
-        read = parse(records, rules_of(config)).toArrow()
+        # The topic limits as that batch knew them (streams/topic_admission.py).
+        own = TableMark.of(newest(known_topics.TABLE.name))
+        admission = _admission_of(spark, config, own, repair.begun)
+        read = parse(records, rules_of(config), admission).toArrow()
         missing = unlanded(read, repair.held)
         progress(
             f"the last landing batch read again: {read.num_rows} ingress records, "
@@ -197,6 +201,24 @@ def repair_landing(
             lander = IngestBatchWriter(config, app_id, fence=fence, landed_from=repair.begun)
             lander.land_rows(spark, missing, 0)
     return repair.resume
+
+
+def _admission_of(spark: SparkSession, config: Config, newest: TableMark, begun: Offsets) -> Any:
+    """Return the topic limits' JVM holder as the batch read again knew them (None without
+    auto-create): the rows of `system/known_topics` but those that batch wrote itself, when
+    its newest commit (`newest`) is that batch's (it moved a partition past `begun`)."""
+    if not config.auto_create_topic_enable:
+        return None
+    app_id, batch_id = newest.batch if newest.batch is not None else ("", 0)
+    ours = newest.coverage is not None and any(
+        end > begun.get(topic, {}).get(partition, 0)
+        for topic, parts in newest.coverage.after.items()
+        for partition, end in parts.items()
+    )
+    admission = TopicAdmission(spark, config, app_id if ours else "")
+    admission.prepare()
+    admission.before_batch(batch_id)
+    return admission.jvm
 
 
 def batches_recorded(spark: SparkSession, config: Config) -> bool:

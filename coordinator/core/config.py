@@ -30,7 +30,7 @@ from typing import Any
 
 from coordinator.core.certificate_subject import subject_of
 from coordinator.core.errors import ConfigurationError
-from coordinator.core.kafka_security import KafkaSecurity, security_problems
+from coordinator.core.kafka_security import KafkaSecurity, SecuritySettings, security_problems
 from coordinator.core.secret_files import private_file_problem
 from coordinator.core.topics import UNAUTHENTICATED_PRINCIPAL, TopicLayout, principal_problem
 
@@ -42,9 +42,15 @@ _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 _SIZE = re.compile(r"\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*")
 _SIZE_UNITS = {
-    "B": 1, None: 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3,
-    "KB": 1000, "MB": 1000**2, "GB": 1000**3,
-}  # fmt: skip
+    "B": 1,
+    None: 1,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+}
 #: Room in a REST request for the fields around a base64 body (topic, keys, properties, ...).
 REST_REQUEST_ALLOWANCE = 256 * 1024
 #: Kafka topic names (also the broker's own rule); ingress topics must not clash.
@@ -88,8 +94,10 @@ def parse_size(value: Any, key: str = "size") -> int:
 
 
 @dataclass(frozen=True)
-class KafkaConfig:
-    """Where the ingress and check topics live."""
+class KafkaConfig(SecuritySettings):
+    """Where the ingress and check topics live, and how every Kafka client connects: the
+    security keys (security_protocol, sasl_*, ssl_*) are SecuritySettings' fields
+    (coordinator/core/kafka_security.py), never a secret, only where it is."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     half_topic: str = "txcoord.half"
@@ -112,16 +120,6 @@ class KafkaConfig:
     # Topic creation on a real cluster (contract 7.7: acks=all then means this many copies).
     replication_factor: int = 1
     min_insync_replicas: int = 1
-    # How every Kafka client connects (coordinator/core/kafka_security.py): never a secret here,
-    # only where it is (a file, an environment variable).
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = ""
-    sasl_username: str = ""
-    sasl_password_file: str = ""
-    sasl_password_env: str = ""
-    ssl_cafile: str = ""
-    ssl_certfile: str = ""
-    ssl_keyfile: str = ""
     # The principal the broker gives this configuration's clients, when it is not the SASL
     # user nor a client certificate's whole subject: with mutual TLS, what the broker's
     # ssl.principal.mapping.rules make of the subject (its operator topic and ACLs follow).
@@ -197,13 +195,13 @@ class StreamsConfig:
     # times trail by milliseconds; raise it for brokers whose clocks or replication lag more.
     store_time_skew: timedelta = timedelta(seconds=0.75)
     # How often the engine compacts the small files its batches leave in the output tables,
-    # off the batch path (streams/compactor.py); 0 turns it off (`txcoord maintenance`).
+    # off the batch path (streams/compactor.py); 0 turns it off (`txcoord maintain` compacts then).
     compact_interval: timedelta = timedelta(minutes=1)
     # How long each table keeps the commit files of its Delta log (`delta.logRetentionDuration`):
     # time travel and a downstream reader that falls behind can reach back this far. The
-    # streams commit to a table about once a second, and every append lists its log folder
-    # (a local one at ~1.7-2.9 us per file): an hour costs an append ~10 ms, a week ~1 s
-    # (docs/performance.md). Set on new tables, and on existing ones at each engine start.
+    # streams commit to a table about once a second, and every append lists its log folder,
+    # so every file kept slows every append (what an hour and a week cost: docs/performance.md,
+    # bench/delta_log_growth.py). Set on new tables, and on existing ones at each engine start.
     log_retention: timedelta = timedelta(hours=1)
 
 
@@ -244,6 +242,16 @@ class RestConfig:
     # past either is 429 until acknowledgements free room.
     max_unacked_messages: int = 1000
     max_unacked_size: int = 16 * 1024 * 1024
+    # Lookups, acks and changes of invisible duration one token may have in flight at once
+    # (an admin token: per group it names); one more is 429 at once. The reads share one
+    # pool of threads: without a cap, one token's slow lookups took every thread (issue 61).
+    max_reads_per_token: int = 8
+    # /metrics names every consumer group and topic: with this, it needs a token with the
+    # `metrics` right (or an admin's) of the auth file (coordinator/rest/auth.py).
+    metrics_token_required: bool = False
+    # Series of one lag family of /metrics at most: its labels are names clients choose (the
+    # offsets topic holds whatever was written there); the rest are summed under "(other)".
+    metrics_max_series: int = 1000
     # TLS of the ingress itself (PEM files; the key unencrypted and readable by its owner
     # only). Beyond loopback the ingress serves TLS, or says it sits behind a proxy that does:
     # bearer tokens must not cross a network in clear (coordinator/rest/auth.py).
@@ -280,6 +288,12 @@ class Config:
     auto_create_topic_enable: bool = True
     # The topics halves may name when auto_create_topic_enable is off.
     topics: tuple[str, ...] = ()
+    # With auto_create_topic_enable, how many topics the warehouse holds at most, and how
+    # many one producer group may bring in: each is a table that every start fences, a
+    # metric label and a tally entry. A half naming a new topic past either is refused (403
+    # topic_limit at the REST ingress, quarantined on the Kafka path: docs/security.md).
+    max_topics: int = 1000
+    max_topics_per_group: int = 100
     warehouse: str = "warehouse"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     streams: StreamsConfig = field(default_factory=StreamsConfig)
@@ -331,6 +345,7 @@ def _problems(c: Config) -> list[str]:
             "auto_create_topic_enable = false needs topics: the topics halves may name "
             '(topics = ["OrderPaid", ...]); with none, every half would be refused'
         )
+    found += _topic_limit_problems(c)
     if not 1 <= c.default_queue_count <= 1024:
         found.append(f"default_queue_count must be 1..1024, not {c.default_queue_count}")
     if (compact := c.streams.compact_interval) < timedelta(0):
@@ -371,9 +386,10 @@ def _problems(c: Config) -> list[str]:
         "consumer_offsets_topic": c.kafka.consumer_offsets_topic,
     }
     found += [
-        f"kafka.{k} {v!r} is not a valid Kafka topic name" for k, v in topics.items()
+        f"kafka.{k} {v!r} is not a valid Kafka topic name"
+        for k, v in topics.items()
         if not _TOPIC.fullmatch(v)
-    ]  # fmt: skip
+    ]
     if len(set(topics.values())) < len(topics):
         found.append(
             "kafka.half_topic, kafka.op_topic, kafka.check_topic, kafka.operator_topic, "
@@ -411,6 +427,19 @@ def _problems(c: Config) -> list[str]:
         found.append(
             f"streams.trigger_interval ({c.streams.trigger_interval}) must be at most half of "
             f"transaction_timeout ({c.transaction_timeout}) for checks to be on time"
+        )
+    return found
+
+
+def _topic_limit_problems(c: Config) -> list[str]:
+    """Return the impossible values of max_topics and max_topics_per_group."""
+    found = []
+    if not 1 <= c.max_topics <= 1_000_000:
+        found.append(f"max_topics must be 1..1000000, not {c.max_topics}")
+    if not 1 <= c.max_topics_per_group <= c.max_topics:
+        found.append(
+            f"max_topics_per_group must be 1..max_topics ({c.max_topics}), "
+            f"not {c.max_topics_per_group}"
         )
     return found
 
@@ -489,6 +518,10 @@ def _rest_problems(c: Config) -> list[str]:
         size = getattr(rest, name)
         if not 64 * 1024 <= size <= 1024**3:
             found.append(f"rest.{name} must be between 64KiB and 1GiB, not {size} bytes")
+    if not 1 <= rest.metrics_max_series <= 100_000:
+        found.append(f"rest.metrics_max_series must be 1..100000, not {rest.metrics_max_series}")
+    if not 1 <= rest.max_reads_per_token <= 1000:
+        found.append(f"rest.max_reads_per_token must be 1..1000, not {rest.max_reads_per_token}")
     if not 1 <= rest.max_unacked_messages <= 100_000:
         found.append(
             f"rest.max_unacked_messages must be 1..100000, not {rest.max_unacked_messages}"
@@ -502,17 +535,23 @@ def _rest_problems(c: Config) -> list[str]:
 
 
 _SECTIONS: dict[str, type] = {
-    "kafka": KafkaConfig, "streams": StreamsConfig, "spark": SparkConfig, "rest": RestConfig,
+    "kafka": KafkaConfig,
+    "streams": StreamsConfig,
+    "spark": SparkConfig,
+    "rest": RestConfig,
     "metrics": MetricsConfig,
-}  # fmt: skip
+}
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 #: Keys whose values are sizes ("4MiB") rather than plain integers.
 _SIZE_KEYS = frozenset(
     {
-        "max_message_size", "rest.max_request_size", "rest.max_answer_size",
-        "rest.check_mailbox_size", "rest.max_unacked_size",
+        "max_message_size",
+        "rest.max_request_size",
+        "rest.max_answer_size",
+        "rest.check_mailbox_size",
+        "rest.max_unacked_size",
     }
-)  # fmt: skip
+)
 
 
 def _convert(cls: type, key: str, value: Any, where: str) -> Any:

@@ -8,11 +8,16 @@ One module per job:
     auth.py         the token file: who may produce, consume (group, topic) or administer
     kafka_writer.py one idempotent acks=all producer; answers only after the broker's ack
     check_poll.py   long polls on the check topic, one consumer per producer group
-    poll_slots.py   long-poll slots shared fairly between groups (429 past a group's share)
+    poll_slots.py   long-poll slots shared fairly between groups and tokens (429 past a share)
+    in_flight.py    whose share a request counts against; a cap on each one's reads in flight
+    pools.py        the threads routes run on: sends apart from reads, reads within a share
     consumers.py    REST consumer members: one SimpleConsumer per (group, member), closed
-                    when idle, capped per group and in all
+                    when idle, capped per group, per token and in all
     receipts.py     the receipt strings handed to REST consumers: opaque, signed, bound to
                     their member
+    instance_ids.py producer instance ids bound to the token that names them
+    topic_limits.py new topics past max_topics (or per group) refused before Kafka
+    metric_labels.py  client-chosen names made metric labels: well formed, bounded in count
     host_guard.py   open mode: only requests whose Host names this machine (DNS rebinding)
     gate.py         authentication from the Authorization header, before any body is read
     limits.py       request size and content type, checked before any parsing; only routes

@@ -92,7 +92,7 @@ def create_app(
             mailbox_bytes=config.rest.check_mailbox_size,
         ),
         consumers=consumers or ConsumerMembers(config),
-        metrics=Metrics(),
+        metrics=Metrics(max_series=config.rest.metrics_max_series),
         clock=clock,
         poll_slots=poll_slots or PollSlots(),
     )
@@ -124,7 +124,9 @@ def create_app(
     app.include_router(build_router(config))
     app.include_router(build_consumer_router(config))
     app.add_middleware(RequestLimits, max_request_size=config.rest.max_request_size)
-    app.add_middleware(AuthGate, auth=auth)  # before RequestLimits reads any body
+    app.add_middleware(  # before RequestLimits reads any body
+        AuthGate, auth=auth, protect_metrics=config.rest.metrics_token_required
+    )
     if auth.open_mode:  # every caller is an admin: only this machine's names (DNS rebinding)
         app.add_middleware(HostGuard, listen_host=config.rest.host)
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)  # outermost: sees all

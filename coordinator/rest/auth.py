@@ -19,14 +19,22 @@ ACL grants Pub and Sub per topic and group; producer and consumer groups are two
     name = "ops-oncall"
     sha256 = "..."
 
+    [[token]]
+    metrics = true                           # read /metrics (rest.metrics_token_required)
+    name = "prometheus"
+    sha256 = "..."
+
 A token may act only for its own producer group (contract 5.1): 401 without a valid token, 403
 for another group's transactions and check requests. It consumes only as the consumer groups
 its `[[token.consume]]` entries name, on their topics: a producer token consumes nothing,
 and is not the consumer group of its own name (else one producer reads every other
 producer's messages, and joins any consumer group named like it). A token may hold both
-rights; the 403 of a right not held names the grant to add. An admin token
+rights; the 403 of a right not held names the grant to add. With
+`rest.metrics_token_required`, /metrics needs a token with `metrics = true` (a scraper's
+right, nothing else) or an admin's. An admin token
 may act for every group, consume as every group, and is the only one that may send an
-operator's op. Without a file the API is in open mode: every caller acts as admin, so it must
+operator's op. The producer instance ids a token names are its own (instance_ids.py).
+Without a file the API is in open mode: every caller acts as admin, so it must
 listen on loopback only (`require_safe_listen`). Only digests are kept; a presented token is
 hashed and compared with every digest with hmac.compare_digest, so neither timing nor logs
 reveal tokens.
@@ -50,7 +58,7 @@ import logging
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +77,7 @@ MIN_TOKEN_LENGTH = 16
 EVERY_TOPIC = "*"
 _GROUP = re.compile(fmt.GROUP_PATTERN)
 _HEX_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
-_ENTRY_KEYS = frozenset({"group", "admin", "sha256", "token", "name", "consume"})
+_ENTRY_KEYS = frozenset({"group", "admin", "sha256", "token", "name", "consume", "metrics"})
 _CONSUME_KEYS = frozenset({"group", "topics"})
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="txcoord"'}
 
@@ -89,12 +97,23 @@ class ConsumeGrant:
 @dataclass(frozen=True)
 class Principal:
     """An authenticated caller: the producer group it acts for (if any), the consumer groups
-    and topics it may consume, or an admin (every group, every topic)."""
+    and topics it may consume, whether it may read /metrics, or an admin (all of them)."""
 
     group: str | None
     admin: bool
     name: str
     consume: tuple[ConsumeGrant, ...] = ()
+    #: May read /metrics when rest.metrics_token_required (every consumer group and topic
+    #: is named there): a scraper's right, apart from producing and consuming.
+    metrics: bool = False
+    #: The namespace of the producer instance ids this caller names (instance_ids.py): a
+    #: digest of its token, so no other token can name the same instance; "" in open mode,
+    #: where instance ids are hints. Not a right: principals compare by their rights.
+    instance_namespace: str = field(default="", compare=False)
+
+    def may_read_metrics(self) -> bool:
+        """Return True if this caller may read /metrics."""
+        return self.admin or self.metrics
 
     def may_act_for(self, group: str) -> bool:
         """Return True if this caller may act for producer group `group`."""
@@ -127,6 +146,12 @@ class TokenEntry:
 def sha256_hex(token: str) -> str:
     """Return the hex sha256 of `token`, as the auth file stores it."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def instance_namespace(digest: bytes) -> str:
+    """Return the namespace of the producer instance ids of the token whose sha256 is
+    `digest`: 12 hex digits of a digest of it, which say nothing of the token."""
+    return hashlib.sha256(b"txcoord producer instance\0" + digest).hexdigest()[:12]
 
 
 def _grant(raw: Any, label: str) -> ConsumeGrant:
@@ -182,17 +207,21 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
         raise ConfigurationError(f"{label} has unknown key(s) {', '.join(unknown)}; known: {known}")
     admin = raw.get("admin", False)
     group = raw.get("group")
+    metrics = raw.get("metrics", False)
     if not isinstance(admin, bool):
         raise ConfigurationError(f"{label}: admin must be true or false")
-    if admin and (group is not None or "consume" in raw):
+    if not isinstance(metrics, bool):
+        raise ConfigurationError(f"{label}: metrics must be true or false")
+    if admin and (group is not None or "consume" in raw or "metrics" in raw):
         raise ConfigurationError(
-            f"{label}: an admin token acts for every group and consumes every topic; "
-            "drop its group and consume"
+            f"{label}: an admin token acts for every group, consumes every topic and reads "
+            "/metrics; drop its group and consume, and metrics"
         )
-    if not admin and group is None and "consume" not in raw:
+    if not admin and group is None and "consume" not in raw and not metrics:
         raise ConfigurationError(
             f"{label} needs a right: group (the producer group it acts for), "
-            "[[token.consume]] (consumer groups and their topics), or admin = true"
+            "[[token.consume]] (consumer groups and their topics), metrics = true (read "
+            "/metrics), or admin = true"
         )
     if group is not None and not (isinstance(group, str) and _GROUP.fullmatch(group)):
         raise ConfigurationError(f"{label}: group must match {fmt.GROUP_PATTERN}")
@@ -214,19 +243,30 @@ def _entry(raw: Any, index: int, where: str) -> TokenEntry:
             )
         log.warning("%s keeps a plaintext token; store its sha256 instead", label)
         digest = sha256_hex(token)
-    name = raw.get("name", _default_name(admin, group, consume))
+    name = raw.get("name", _default_name(admin, group, consume, metrics))
     if not isinstance(name, str):
         raise ConfigurationError(f"{label}: name must be a string")
-    principal = Principal(group=group, admin=admin, name=name, consume=consume)
+    principal = Principal(
+        group=group,
+        admin=admin,
+        name=name,
+        consume=consume,
+        metrics=metrics,
+        instance_namespace=instance_namespace(bytes.fromhex(digest)),
+    )
     return TokenEntry(bytes.fromhex(digest), principal)
 
 
-def _default_name(admin: bool, group: str | None, consume: tuple[ConsumeGrant, ...]) -> str:
+def _default_name(
+    admin: bool, group: str | None, consume: tuple[ConsumeGrant, ...], metrics: bool
+) -> str:
     if admin:
         return "admin"
     if group is not None:
         return f"group {group}"
-    return f"consumer group {', '.join(grant.group for grant in consume)}"
+    if consume:
+        return f"consumer group {', '.join(grant.group for grant in consume)}"
+    return "metrics" if metrics else "no right"
 
 
 def _require_private(path: Path) -> None:
@@ -385,6 +425,18 @@ def require_consume(
             f'[[token.consume]] group = "{group}" in the auth file'
         )
     raise ApiError(403, "forbidden", message)
+
+
+def require_metrics(principal: Principal) -> None:
+    """Raise a 403 ApiError unless `principal` may read /metrics."""
+    if not principal.may_read_metrics():
+        raise ApiError(
+            403,
+            "forbidden",
+            f"/metrics: token {principal.name!r} may not read the metrics "
+            "(rest.metrics_token_required); a scraper's token has metrics = true in the "
+            "auth file",
+        )
 
 
 def require_admin(principal: Principal, what: str) -> None:

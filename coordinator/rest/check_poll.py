@@ -307,9 +307,10 @@ class CheckPoller:
             )
             excess = len(others) + 1 - self.max_groups
             idle = [
-                (group, slot) for i, (used, group, slot) in enumerate(others)
+                (group, slot)
+                for i, (used, group, slot) in enumerate(others)
                 if i < excess or now - used > limit
-            ]  # fmt: skip
+            ]
         for group, slot in idle:
             if slot.lock.acquire(blocking=False):
                 try:

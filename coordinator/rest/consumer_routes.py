@@ -17,7 +17,11 @@ needs the group's grant, and the topic of the member it settles for, if that mem
 Each client keeps one member (consumers.py) by sending back the `member` of its first
 answer; its receipts are good for that member, and that delivery, only. A receive waits on
 the long-poll pool and its slots (poll_slots.py), shared with the check polls, so waiting
-consumers never starve sends; acks are quick and run on FastAPI's own pool.
+consumers never starve sends; a token's receives and check polls share one share of the
+slots, and its members one share of the members (consumers.py). Acks and changes of
+invisible duration run on the read pool (pools.py), at most `rest.max_reads_per_token` of
+one token at once: an ack waits for its member while a receive reads, and must not hold a
+thread another token's call needs.
 
 Answers are bounded in bytes (`rest.max_answer_size`; a body comes once, as `body_encoding`
 asks) and rendered as JSON bytes on the thread that made them (answers.py), never on the
@@ -53,6 +57,7 @@ from coordinator.rest.consumers import (
     UnackedLimitError,
 )
 from coordinator.rest.errors import CONSUMER_UNAVAILABLE_TEXT, ApiError
+from coordinator.rest.in_flight import holder_of
 from coordinator.rest.models import (
     AckItem,
     AckRequest,
@@ -66,6 +71,7 @@ from coordinator.rest.models import (
     receive_request,
 )
 from coordinator.rest.poll_slots import PollSlotsFullError
+from coordinator.rest.pools import reading
 from coordinator.rest.routes import Caller, Svc
 from coordinator.rest.services import Services
 
@@ -102,7 +108,7 @@ def _slot_key(group: str) -> str:
     return f"consumer-group:{group}"
 
 
-def _receive(svc: Services, group: str, body: ReceiveRequest) -> Response:
+def _receive(svc: Services, group: str, body: ReceiveRequest, who: Principal) -> Response:
     """Receive on the calling (long-poll) thread and render the answer there too: bodies
     may be megabytes to encode, which the event loop must not do. Each message is rendered
     as it is taken, and taken only if it fits the answer's bytes."""
@@ -118,6 +124,7 @@ def _receive(svc: Services, group: str, body: ReceiveRequest) -> Response:
             start_from=body.start_from,
             max_bytes=item_budget(svc.config.rest.max_answer_size, body.max_messages),
             render=partial(message_json, encoding=body.body_encoding),
+            holder=holder_of(who),
         )
     except ConsumersFullError as exc:
         raise ApiError(429, "too_many_consumers", str(exc), {"Retry-After": "5"}) from exc
@@ -207,27 +214,22 @@ def build_consumer_router(config: Config) -> APIRouter:
         not called for a while is closed and its queues go to the others. The answer is at
         most `rest.max_answer_size` bytes (one message alone may pass it); each body comes
         once, as `body_encoding` asks. 409: the member reads another subscription. 429: the
-        group holds its share of receives waiting or of members in this ingress (or all are
-        taken), or the member holds as many unacknowledged messages as it may
-        (`too_many_unacked`: ack some). 503: Kafka or the warehouse failed (the member is
-        made anew at the next call).
+        group or the token holds its share of long polls waiting (receives and check polls)
+        or of members in this ingress (or all are taken), or the member holds as many
+        unacknowledged messages as it may (`too_many_unacked`: ack some). 503: Kafka or the
+        warehouse failed (the member is made anew at the next call).
         """
         request: ReceiveRequest = body  # ReceiveBody is a ReceiveRequest
         require_consumer_group(who, group, request.topic)
         try:
-            slot = svc.poll_slots.take(_slot_key(group))
+            slot = svc.poll_slots.take(
+                _slot_key(group), holder_of(who), label=f"consumer group {group!r}"
+            )
         except PollSlotsFullError as exc:
-            raise ApiError(
-                429,
-                "too_many_polls",
-                f"consumer group {group!r} already has {svc.poll_slots.per_group} receives "
-                "waiting (its share of this ingress's long polls), or every long-poll slot "
-                "is taken; retry when one has answered",
-                {"Retry-After": "1"},
-            ) from exc
+            raise ApiError(429, "too_many_polls", str(exc), {"Retry-After": "1"}) from exc
         try:
             return await anyio.to_thread.run_sync(
-                _receive, svc, group, body, limiter=svc.poll_limiter
+                _receive, svc, group, body, who, limiter=svc.poll_limiter
             )
         finally:
             slot.release()
@@ -236,10 +238,11 @@ def build_consumer_router(config: Config) -> APIRouter:
     router.add_api_route(
         f"{PREFIX}/receive", receive, methods=["POST"], response_model=ReceiveResult
     )
-    router.add_api_route(f"{PREFIX}/ack", ack, methods=["POST"], response_model=AckResult)
+    read = reading("consumer group", "group")
+    router.add_api_route(f"{PREFIX}/ack", read(ack), methods=["POST"], response_model=AckResult)
     router.add_api_route(
         f"{PREFIX}/change-invisible-duration",
-        change_invisible_duration,
+        read(change_invisible_duration),
         methods=["POST"],
         response_model=ChangeInvisibleResult,
     )

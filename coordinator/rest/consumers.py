@@ -14,9 +14,13 @@ remembers what it handed out until it is acknowledged.
     idle         a member nobody called (receive, ack, change of invisible duration) for
                  `idle_timeout` seconds is closed by a reaper thread: its offsets are stored
                  and it leaves the group, so its queues go to the group's other members.
-    limits       at most `max_members` members in this process and `per_group` per group:
-                 each is three Kafka clients and a warehouse reader. One more is refused at
-                 once (ConsumersFullError, 429), never queued. A member holds at most
+    limits       at most `max_members` members in this process, `per_group` per group and
+                 as many per token (in_flight.holder_of; its members of every consumer
+                 group together): each is three Kafka clients and a warehouse reader. One
+                 more is refused at once (ConsumersFullError, 429), never queued. The share
+                 lets at least GROUPS_AT_FULL_SHARE groups or tokens hold theirs at once, as
+                 for long polls (before, 4 groups held all 64 members, and one token granted
+                 4 groups did too; issue 61, finding 8). A member holds at most
                  `rest.max_unacked_messages` messages and `rest.max_unacked_size` bytes
                  handed out and not acknowledged (each is kept for its redelivery): a
                  receive that can hand out nothing for that is refused at once
@@ -27,6 +31,9 @@ remembers what it handed out until it is acknowledged.
     receipts     signed strings bound to the member's incarnation and to the delivery
                  attempt (receipts.py): a client cannot ack another member's messages, an
                  offset never handed out, nor a later delivery with an earlier receipt.
+    lag          the metric reads each member's lag as of its last call (taken on that
+                 call's thread): never the member's own lock, which a receive holds while
+                 it reads the warehouse and Kafka, so a scrape never waits for a member.
 
 Members live in this process: behind a load balancer a client's calls must reach the same
 process (a receipt another process issued answers `invalid_receipt`, and the message is
@@ -49,6 +56,7 @@ from deltalake.exceptions import DeltaError
 from kafka import errors as kafka_errors
 
 from coordinator.core.config import Config
+from coordinator.rest.auth import Principal
 from coordinator.rest.models import ReceiptReason
 from coordinator.rest.receipts import ReceiptCodec
 from coordinator.sdk import SdkError
@@ -74,8 +82,9 @@ __all__ = [
 REST_SESSION_TIMEOUT_MS = 20_000
 #: Members of one REST process (each holds three Kafka clients and their threads).
 DEFAULT_MAX_MEMBERS = 64
-#: The share is sized so that at least this many groups can each have a full share.
-GROUPS_AT_FULL_SHARE = 4
+#: The share is sized so that at least this many groups (or tokens) can each have a full
+#: share: as many as for long polls (poll_slots.py), so 8 members each at the defaults.
+GROUPS_AT_FULL_SHARE = 8
 #: A member is closed after at least this long without a call (and 2 x the longest wait).
 MIN_IDLE_SECONDS = 60.0
 #: Errors of Kafka and of the warehouse that make a member unusable: answered 503.
@@ -151,12 +160,21 @@ class _Member:
     """One member's consumer and bookkeeping (fields guarded by ConsumerMembers._lock)."""
 
     def __init__(
-        self, group: str, name: str, subscription: Subscription, consumer: SimpleConsumer
+        self,
+        group: str,
+        name: str,
+        subscription: Subscription,
+        consumer: SimpleConsumer,
+        holder: Principal | None,
     ) -> None:
         self.group = group
         self.name = name
         self.subscription = subscription
         self.consumer = consumer
+        #: The token whose share it counts against (None: an admin's, open mode's).
+        self.holder = holder
+        #: Messages not yet acknowledged, per queue, as of its last call (what metrics read).
+        self.lag: dict[tuple[str, int], int] = {}
         #: Receipts of an earlier member of the same name do not count here.
         self.incarnation = uuid.uuid4().hex[:12]
         self.users = 0  # calls using it now: never closed under them
@@ -210,6 +228,7 @@ class ConsumerMembers:
         start_from: str = "last",
         max_bytes: int | None = None,
         render: Renderer | None = None,
+        holder: Principal | None = None,
     ) -> Received:
         """Hand out up to `max_messages` messages to `member` of `group` (made and started if
         new), waiting up to `wait_seconds` for the first; each invisible `invisible_seconds`.
@@ -217,10 +236,13 @@ class ConsumerMembers:
         With `render`, each message is rendered as it is taken (Delivery.rendered), and
         the rendered messages take at most `max_bytes` in all (None: any), but for a first
         one larger alone. Raises UnackedLimitError if the member may take no new message
-        (rest.max_unacked_messages, rest.max_unacked_size) and none is due again.
+        (rest.max_unacked_messages, rest.max_unacked_size) and none is due again. A new
+        member counts against `holder`'s share (None: its group's only).
         """
         name = member or f"rest-{uuid.uuid4().hex[:16]}"
-        with self._using_new(group, name, subscription, invisible_seconds, start_from) as entry:
+        with self._using_new(
+            group, name, subscription, invisible_seconds, start_from, holder=holder
+        ) as entry:
             consumer = entry.consumer
             rendered: dict[Receipt, tuple[str, bytes]] = {}
 
@@ -291,12 +313,13 @@ class ConsumerMembers:
 
     def lag(self) -> dict[tuple[str, str], int]:
         """Return, per (group, topic), the messages not yet acknowledged in the queues this
-        process's members read (bounded by the members: at most `max_members` pairs)."""
-        with self._lock:
-            live = [m for m in self._members.values() if m.started and not m.closing]
+        process's members read (bounded by the members: at most `max_members` pairs), as of
+        each member's last call: a scrape never waits for a member that is reading."""
         found: Counter[tuple[str, str]] = Counter()
-        for m in live:
-            found[m.group, m.subscription.topic] += sum(m.consumer.lag().values())
+        with self._lock:
+            for m in self._members.values():
+                if m.started and not m.closing:
+                    found[m.group, m.subscription.topic] += sum(m.lag.values())
         return dict(found)
 
     def topic_of(self, group: str, member: str) -> str | None:
@@ -328,18 +351,22 @@ class ConsumerMembers:
         now = time.monotonic()
         with self._lock:
             done = [
-                m for m in self._members.values()
-                if not m.closing and m.users == 0
+                m
+                for m in self._members.values()
+                if not m.closing
+                and m.users == 0
                 and (m.failed or now - m.last_used > self.idle_timeout)
-            ]  # fmt: skip
+            ]
             for entry in done:
                 entry.closing = True
         for entry in done:
             if not entry.failed:
                 log.info(
                     "REST consumer %s of group %s idle for %.0f s: closed",
-                    entry.name, entry.group, self.idle_timeout,
-                )  # fmt: skip
+                    entry.name,
+                    entry.group,
+                    self.idle_timeout,
+                )
             self._close(entry)
         return len(done)
 
@@ -352,10 +379,12 @@ class ConsumerMembers:
         subscription: Subscription,
         invisible_seconds: float,
         start_from: str,
+        *,
+        holder: Principal | None,
     ) -> Iterator[_Member]:
         """Yield the started member `name` of `group`, made if absent; it is in use (never
         closed) until the block ends."""
-        entry = self._take(group, name, subscription, invisible_seconds, start_from)
+        entry = self._take(group, name, subscription, invisible_seconds, start_from, holder=holder)
         try:
             with entry.start_lock:
                 if not entry.started:
@@ -381,6 +410,8 @@ class ConsumerMembers:
         subscription: Subscription,
         invisible_seconds: float,
         start_from: str,
+        *,
+        holder: Principal | None,
     ) -> _Member:
         """Return member `name` of `group` marked in use, made (not started) if absent."""
         with self._lock:
@@ -388,9 +419,11 @@ class ConsumerMembers:
                 raise ConsumerUnavailableError("the REST ingress is shutting down")
             entry = self._members.get((group, name))
             if entry is None:
-                self._require_room(group)
+                self._require_room(group, holder)
                 consumer = self._make(group, name, subscription, invisible_seconds, start_from)
-                entry = self._members[group, name] = _Member(group, name, subscription, consumer)
+                entry = self._members[group, name] = _Member(
+                    group, name, subscription, consumer, holder
+                )
                 self._start_reaper()
             elif entry.closing or entry.failed:
                 raise ConsumerUnavailableError(
@@ -409,8 +442,18 @@ class ConsumerMembers:
             entry.last_used = time.monotonic()
             return entry
 
-    def _require_room(self, group: str) -> None:
-        """Raise ConsumersFullError unless one more member of `group` fits (lock held)."""
+    def _require_room(self, group: str, holder: Principal | None) -> None:
+        """Raise ConsumersFullError unless one more member of `group` by `holder` fits
+        (lock held)."""
+        if holder is not None and (
+            sum(m.holder == holder for m in self._members.values()) >= self.per_group
+        ):
+            raise ConsumersFullError(
+                f"token {holder.name!r} already has {self.per_group} REST members in this "
+                "ingress, of every consumer group together (its share); reuse a member id "
+                "(the `member` of an earlier answer), or retry once one was closed after "
+                "being idle"
+            )
         in_group = sum(g == group for g, _ in self._members)
         if in_group >= self.per_group:
             raise ConsumersFullError(
@@ -435,9 +478,13 @@ class ConsumerMembers:
             return entry
 
     def _release(self, entry: _Member) -> None:
+        # On the call's own thread, before the member is let go: it may wait for the
+        # member's lock (another call of its client), which a metrics scrape never does.
+        lag = entry.consumer.lag() if entry.started and not entry.failed else entry.lag
         with self._lock:
             entry.users -= 1
             entry.last_used = time.monotonic()
+            entry.lag = lag
 
     def _fail(self, entry: _Member) -> None:
         """Have `entry` closed by the reaper once unused (never on a request's thread: the

@@ -3,8 +3,10 @@
 A pure ASGI middleware in front of everything that reads a body (limits.py, FastAPI), so a
 request without a valid token gets its 401 before one byte of its body is read (contract 5.1):
 an anonymous caller cannot make the ingress buffer or parse 16 MiB. Every `/v1/` route
-needs a token; /healthz, /metrics and /openapi.json do not. The Principal found is kept in
-the request's state, where routes.py reads it; nothing else authenticates.
+needs a token, and /metrics with `rest.metrics_token_required` (it names every consumer
+group and topic; routes.py then asks for the `metrics` right); /healthz and /openapi.json do
+not. The Principal found is kept in the request's state, where routes.py reads it; nothing
+else authenticates.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from coordinator.rest.errors import ApiError, error_response
 #: Where the gate puts the caller (scope["state"], i.e. request.state.principal).
 PRINCIPAL = "principal"
 PROTECTED_PREFIX = "/v1/"
+METRICS_PATH = "/metrics"
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -28,14 +31,19 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 class AuthGate:
-    """Answer 401 to a /v1/ request without a valid token, before its body is received."""
+    """Answer 401 to a /v1/ request (and one of /metrics, with `protect_metrics`) without a
+    valid token, before its body is received."""
 
-    def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
+    def __init__(self, app: ASGIApp, auth: Authenticator, protect_metrics: bool = False) -> None:
         self.app = app
         self.auth = auth
+        self.protect_metrics = protect_metrics
+
+    def _protects(self, path: str) -> bool:
+        return path.startswith(PROTECTED_PREFIX) or (self.protect_metrics and path == METRICS_PATH)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(PROTECTED_PREFIX):
+        if scope["type"] != "http" or not self._protects(scope["path"]):
             await self.app(scope, receive, send)
             return
         authorization = Headers(scope=scope).get("authorization")

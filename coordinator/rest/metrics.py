@@ -18,9 +18,11 @@
 
 The route label is the template (`/v1/transactions/{transaction_id}`), or `unmatched`, and
 the method label one of HTTP's methods, or `other` (the server accepts any token as a
-method), so callers cannot grow the label set. The lag's (group, topic) pairs are those of
-the live members, at most their cap (consumers.py), and are read at each scrape: a member
-closed takes its series with it.
+method), so callers cannot grow the label set. The lags' (group, topic) pairs come from
+clients (the members' names, whatever the offsets topic holds): only well-formed names
+become labels, at most `rest.metrics_max_series` series per family, the rest summed under
+`(other)` (metric_labels.py). They are read at each scrape: a member closed takes its series
+with it. With `rest.metrics_token_required` the endpoint needs a token (gate.py, routes.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from coordinator.rest.metric_labels import bounded_pairs
+
 UNMATCHED = "unmatched"
 #: The methods counted by name (RFC 9110's); any other is counted as OTHER_METHOD.
 METHODS = frozenset(
@@ -46,9 +50,10 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class Metrics:
-    """The counters and histograms of one app."""
+    """The counters and histograms of one app; at most `max_series` series of a lag family."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_series: int = 1000) -> None:
+        self.max_series = max_series
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "txcoord_rest_requests",
@@ -89,11 +94,11 @@ class Metrics:
         self, members: Callable[[], int], lag: Callable[[], Mapping[tuple[str, str], int]]
     ) -> None:
         """Report the REST consumer members and their lag, read at each scrape."""
-        self.registry.register(_ConsumerGauges(members, lag))
+        self.registry.register(_ConsumerGauges(members, lag, self.max_series))
 
     def watch_groups(self, lag: Callable[[], Mapping[tuple[str, str], int]]) -> None:
         """Report every consumer group's lag per topic, read at each scrape."""
-        self.registry.register(_GroupLagGauge(lag))
+        self.registry.register(_GroupLagGauge(lag, self.max_series))
 
     def render(self) -> bytes:
         """Return every metric in Prometheus' text format."""
@@ -135,10 +140,14 @@ class _ConsumerGauges(Collector):
     """The REST consumers' gauges, computed when scraped (nothing stale stays behind)."""
 
     def __init__(
-        self, members: Callable[[], int], lag: Callable[[], Mapping[tuple[str, str], int]]
+        self,
+        members: Callable[[], int],
+        lag: Callable[[], Mapping[tuple[str, str], int]],
+        max_series: int,
     ) -> None:
         self._members = members
         self._lag = lag
+        self._max_series = max_series
 
     def collect(self) -> Iterator[Metric]:
         """Yield the members gauge and the lag per (group, topic)."""
@@ -152,7 +161,7 @@ class _ConsumerGauges(Collector):
             "Messages not yet acknowledged in the queues read by this process's REST members",
             labels=["group", "topic"],
         )
-        for (group, topic), value in sorted(self._lag().items()):
+        for (group, topic), value in sorted(bounded_pairs(self._lag(), self._max_series).items()):
             lag.add_metric([group, topic], value)
         yield lag
 
@@ -160,8 +169,9 @@ class _ConsumerGauges(Collector):
 class _GroupLagGauge(Collector):
     """Every consumer group's lag per topic (groups that stored an offset), when scraped."""
 
-    def __init__(self, lag: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+    def __init__(self, lag: Callable[[], Mapping[tuple[str, str], int]], max_series: int) -> None:
         self._lag = lag
+        self._max_series = max_series
 
     def collect(self) -> Iterator[Metric]:
         """Yield the lag per (consumer group, topic)."""
@@ -170,6 +180,6 @@ class _GroupLagGauge(Collector):
             "Messages delivered to a topic and not yet acknowledged by a consumer group",
             labels=["consumer_group", "topic"],
         )
-        for (group, topic), value in sorted(self._lag().items()):
+        for (group, topic), value in sorted(bounded_pairs(self._lag(), self._max_series).items()):
             lag.add_metric([group, topic], value)
         yield lag

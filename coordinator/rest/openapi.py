@@ -18,16 +18,19 @@ _DESCRIPTIONS = {
     400: "Bad input: bad_json, invalid_request or invalid_topic; the message names the field",
     401: "No valid bearer token",
     403: "The token may not act for this producer group, may not consume as this consumer "
-    "group on this topic (the message names the grant to add), or the call needs an admin token",
+    "group on this topic (the message names the grant to add), or the call needs an admin "
+    "token; or (topic_limit) a half would bring in a topic past max_topics or "
+    "max_topics_per_group",
     404: "Unknown transaction",
     409: "subscription_conflict: this member reads another subscription (topic, tag "
     "expression, orderly), fixed by its first receive; use another member id",
     413: "A body larger than max_message_size, or a request larger than rest.max_request_size",
     415: "The request body is not JSON",
-    429: "The group holds its share of the long-poll slots (too_many_polls), or of the REST "
-    "consumer members (too_many_consumers), or all are taken; or the member holds as many "
-    "unacknowledged messages as it may (too_many_unacked: ack some); retry after Retry-After "
-    "seconds",
+    429: "The group or the token holds its share of the long-poll slots (too_many_polls), or "
+    "of the REST consumer members (too_many_consumers), or all are taken; or the member holds "
+    "as many unacknowledged messages as it may (too_many_unacked: ack some); or the token has "
+    "rest.max_reads_per_token lookups, acks and changes of invisible duration in flight "
+    "(too_many_requests); retry after Retry-After seconds",
     503: "Kafka (or the warehouse) cannot be reached; nothing was acknowledged, retry",
 }
 
@@ -40,13 +43,14 @@ def _statuses(path: str, method: str) -> list[int]:
     if method == "post":
         statuses += [413, 415]
     elif path.startswith("/v1/transactions/"):
-        statuses += [404]
+        statuses += [404, 429]  # 429: the token's reads in flight
     elif path == "/v1/check-requests":
         statuses += [429]
     if path.startswith("/v1/consumer-groups/"):
         statuses.remove(503)  # ack and change-invisible-duration touch neither Kafka nor Delta
+        statuses += [429]  # a receive: its long polls and members; the others: reads in flight
         if path.endswith("/receive"):
-            statuses += [409, 429, 503]
+            statuses += [409, 503]
     return sorted(statuses)
 
 
@@ -72,8 +76,9 @@ def install_openapi(app: FastAPI) -> None:
                     responses.pop("422", None)
                     for status in _statuses(path, method):
                         responses[str(status)] = {
-                            "description": _DESCRIPTIONS[status], "content": error,
-                        }  # fmt: skip
+                            "description": _DESCRIPTIONS[status],
+                            "content": error,
+                        }
             app.openapi_schema = document
         return app.openapi_schema
 

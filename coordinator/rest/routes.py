@@ -7,9 +7,11 @@ naming its index. Once written, a batch is answered item by item (contract 5.1):
 every item is durable, 207 when some are not, each item with its own status and either its
 result or its error, so a client resends exactly the items that failed. A batch none of
 whose items is durable gets the error a single call would get (503, 413). Sends, ops
-and lookups are plain functions (FastAPI runs them on its thread pool); the long poll runs
-on a pool of its own so waiting pollers never starve sends, and renders its answer (bounded
-in bytes, `rest.max_answer_size`) there, not on the event loop.
+and lookups are plain functions, run on pools of their own (pools.py): sends on the write
+pool, lookups on the read pool within their token's share (`rest.max_reads_per_token`), so
+a flood of reads never holds a send. The long poll runs on a pool of its own so waiting
+pollers never starve sends, and renders its answer (bounded in bytes,
+`rest.max_answer_size`) there, not on the event loop.
 
 (No `from __future__ import annotations` here: FastAPI must see the parameter types that
 build_router makes from the configuration.)
@@ -31,9 +33,17 @@ from coordinator.core.topics import group_topic_problem
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.records import operator_label
 from coordinator.rest.answers import check_answer, item_budget, json_response
-from coordinator.rest.auth import OPEN_MODE, Principal, require_admin, require_group
+from coordinator.rest.auth import (
+    OPEN_MODE,
+    Principal,
+    require_admin,
+    require_group,
+    require_metrics,
+)
 from coordinator.rest.errors import ApiError, printable, write_failure
 from coordinator.rest.gate import principal_of
+from coordinator.rest.in_flight import holder_of
+from coordinator.rest.instance_ids import bound_instance, bound_properties
 from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import CONTENT_TYPE
 from coordinator.rest.models import (
@@ -54,6 +64,7 @@ from coordinator.rest.models import (
     matching,
 )
 from coordinator.rest.poll_slots import PollSlotsFullError
+from coordinator.rest.pools import reading, writing
 from coordinator.rest.records import half_record, new_transaction_id, op_record, rfc3339
 from coordinator.rest.services import Services
 from delta_tables.lookup import TransactionState
@@ -66,11 +77,13 @@ DEFAULT_WAIT_SECONDS = 10.0
 _bearer = HTTPBearer(auto_error=False, description="A token of the auth file (rest.auth_file)")
 
 
-def _services(request: Request) -> Services:
+# Both async: FastAPI runs a sync dependency on anyio's thread pool, and a send would wait
+# for a thread of it before its own pool's (pools.py).
+async def _services(request: Request) -> Services:
     return cast(Services, request.app.state.services)
 
 
-def _caller(
+async def _caller(
     request: Request,
     _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
@@ -100,7 +113,7 @@ ProducerInstanceQuery = Annotated[
         description=(
             "this producer instance's id, as its halves carry it (property "
             f"`{fmt.PRODUCER_INSTANCE_PROPERTY}`): the checks of those halves come to this "
-            "poll first"
+            "poll first; behind an auth file only to a poll with the same token"
         ),
         json_schema_extra={"pattern": fmt.PRODUCER_INSTANCE_PATTERN},
     ),
@@ -168,18 +181,28 @@ def _as_operator(who: Principal, request: OpRequest) -> OpRequest:
     return request.model_copy(update={"operator": operator_label(who.name, request.operator)})
 
 
+def _bound(who: Principal, message: SendRequest) -> SendRequest:
+    """Return `message` with the producer instance it names bound to the caller's token
+    (instance_ids.py): only that token's polls get its checks first."""
+    properties = bound_properties(who, message.properties)
+    if properties == message.properties:
+        return message
+    return message.model_copy(update={"properties": properties})
+
+
 def send_half(body: SendRequest, svc: Svc, who: Caller) -> SendResult:
     """Store one half message; answer once it is durable in the half topic."""
     _may_act(svc, who, body.producer_group, "producer_group")
     transaction_id = body.transaction_id or new_transaction_id()
     record = half_record(
-        body,
+        _bound(who, body),
         transaction_id,
         svc.config.max_message_size,
         svc.clock(),
         max_immunity=_max_immunity(svc),
         allowed_topics=svc.config.allowed_topics,
     )
+    svc.topic_limits.admit([("", body.producer_group, body.topic)])
     stored = svc.writer.send_half(record)
     svc.metrics.records.labels("half").inc()
     return _sent(transaction_id, stored)
@@ -198,7 +221,7 @@ def send_halves(
         ids.append(transaction_id)
         records.append(
             half_record(
-                message,
+                _bound(who, message),
                 transaction_id,
                 svc.config.max_message_size,
                 received,
@@ -207,6 +230,9 @@ def send_halves(
                 allowed_topics=svc.config.allowed_topics,
             )
         )
+    svc.topic_limits.admit(
+        [(f"messages[{i}].", m.producer_group, m.topic) for i, m in enumerate(body.messages)]
+    )
     outcomes = svc.writer.send_halves(records)
     items = []
     for transaction_id, outcome in zip(ids, outcomes, strict=True):
@@ -366,8 +392,11 @@ def health() -> Health:
     return Health()
 
 
-def metrics(svc: Svc) -> Response:
-    """Return the Prometheus metrics of this process."""
+def metrics(svc: Svc, request: Request) -> Response:
+    """Return the Prometheus metrics of this process (with `rest.metrics_token_required`,
+    to a token with the `metrics` right or an admin's)."""
+    if svc.config.rest.metrics_token_required:
+        require_metrics(principal_of(request.scope))
     return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
 
@@ -390,15 +419,17 @@ def build_router(config: Config) -> APIRouter:
     ) -> Response:
         """Long-poll the group's check requests: answer as soon as any, or after the wait.
 
-        A group holds at most its share of the long-poll slots (poll_slots.py); past it, or
-        with every slot taken, the answer is 429 at once, never a place in a queue. A check
+        A group, and a token (its check polls and receives together), holds at most its
+        share of the long-poll slots (poll_slots.py); past it, or with every slot taken, the
+        answer is 429 at once, never a place in a queue. A check
         of a half that named its producer instance goes to that instance's polls first, to
-        any poll of the group after `rest.check_sender_first`. The answer is at most
+        any poll of the group after `rest.check_sender_first`; behind an auth file an
+        instance is the token's own (instance_ids.py). The answer is at most
         `rest.max_answer_size` bytes (one check alone may pass it): the rest waits.
         """
         _may_act(svc, who, producer_group, "producer_group")
         try:
-            slot = svc.poll_slots.take(producer_group)
+            slot = svc.poll_slots.take(producer_group, holder_of(who))
         except PollSlotsFullError as exc:
             raise ApiError(429, "too_many_polls", str(exc), {"Retry-After": "1"}) from exc
         try:
@@ -408,7 +439,7 @@ def build_router(config: Config) -> APIRouter:
                 producer_group,
                 max_records,
                 wait_seconds,
-                producer_instance,
+                None if producer_instance is None else bound_instance(who, producer_instance),
                 limiter=svc.poll_limiter,
             )
         finally:
@@ -416,10 +447,10 @@ def build_router(config: Config) -> APIRouter:
         svc.metrics.checks_delivered.inc(count)
         return json_response(answer)
 
-    router.add_api_route("/v1/transactions", send_half, methods=["POST"], status_code=201)
+    router.add_api_route("/v1/transactions", writing(send_half), methods=["POST"], status_code=201)
     router.add_api_route(
         "/v1/transactions/batch",
-        send_halves,
+        writing(send_halves),
         methods=["POST"],
         status_code=201,
         responses={MULTI_STATUS: {"model": SendBatchResult, "description": _PARTLY}},
@@ -427,19 +458,21 @@ def build_router(config: Config) -> APIRouter:
     for op in fmt.OPS:
         router.add_api_route(
             f"/v1/transactions/{{transaction_id:{ANY_PATH}}}/{op.lower()}",
-            _op_handler(op),
+            writing(_op_handler(op)),
             methods=["POST"],
             status_code=202,
         )
     router.add_api_route(
         "/v1/ops/batch",
-        send_ops,
+        writing(send_ops),
         methods=["POST"],
         status_code=202,
         responses={MULTI_STATUS: {"model": OpBatchResult, "description": _PARTLY}},
     )
     router.add_api_route(
-        f"/v1/transactions/{{transaction_id:{ANY_PATH}}}", get_transaction, methods=["GET"]
+        f"/v1/transactions/{{transaction_id:{ANY_PATH}}}",
+        reading("producer group", "producer_group")(get_transaction),
+        methods=["GET"],
     )
     router.add_api_route(
         "/v1/check-requests",

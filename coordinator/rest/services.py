@@ -12,11 +12,14 @@ import anyio
 from coordinator.core.config import Config
 from coordinator.rest.auth import Authenticator
 from coordinator.rest.consumers import ConsumerMembers
+from coordinator.rest.in_flight import InFlight
 from coordinator.rest.kafka_writer import Stored, WriteFailure
 from coordinator.rest.metrics import Metrics
 from coordinator.rest.models import CheckRequest
 from coordinator.rest.poll_slots import PollSlots
+from coordinator.rest.pools import READ_THREADS, WRITE_THREADS
 from coordinator.rest.records import Record
+from coordinator.rest.topic_limits import TopicLimits
 from delta_tables.lookup import TransactionState
 
 
@@ -77,6 +80,17 @@ class Services:
     poll_slots: PollSlots = field(default_factory=PollSlots)
     #: The threads waiting polls run on: one per slot, so a sent poll never waits for one.
     poll_limiter: anyio.CapacityLimiter = field(init=False)
+    #: The threads of the sends, and of the reads: a send never waits behind a read (pools.py).
+    write_limiter: anyio.CapacityLimiter = field(init=False)
+    read_limiter: anyio.CapacityLimiter = field(init=False)
+    #: The reads each token has in flight, at most rest.max_reads_per_token (in_flight.py).
+    reads_in_flight: InFlight = field(init=False)
+    #: New topics past max_topics (or per group) refused before Kafka (topic_limits.py).
+    topic_limits: TopicLimits = field(init=False)
 
     def __post_init__(self) -> None:
         self.poll_limiter = anyio.CapacityLimiter(self.poll_slots.total)
+        self.write_limiter = anyio.CapacityLimiter(WRITE_THREADS)
+        self.read_limiter = anyio.CapacityLimiter(READ_THREADS)
+        self.reads_in_flight = InFlight(self.config.rest.max_reads_per_token, "reads")
+        self.topic_limits = TopicLimits(self.config)

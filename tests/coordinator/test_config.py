@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import fields, is_dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -235,6 +237,26 @@ def test_set_options_are_parsed() -> None:
 def test_the_example_file_loads_and_shows_the_defaults() -> None:
     example = Path(__file__).parents[2] / "deploy" / "txcoord.example.toml"
     assert load_config(example) == load_config()
+
+
+def test_the_example_file_names_every_key() -> None:
+    """Each key is in the example, set to its default or commented out (TLS, SASL, ...)."""
+    example = Path(__file__).parents[2] / "deploy" / "txcoord.example.toml"
+    named, section = set(), ""
+    for line in example.read_text().splitlines():
+        if header := re.fullmatch(r"\[(\w+)\]", line.strip()):
+            section = header.group(1) + "."
+        elif key := re.match(r"#?\s*(\w+)\s*=", line):
+            named.add(section + key.group(1))
+    config = load_config()
+    keys = set()
+    for top in fields(config):
+        value = getattr(config, top.name)
+        if is_dataclass(value):
+            keys |= {f"{top.name}.{f.name}" for f in fields(value)}
+        else:
+            keys.add(top.name)
+    assert sorted(keys - named) == []
 
 
 def test_the_rest_section() -> None:

@@ -135,6 +135,9 @@ public final class Ingress
   private final long immunityCap;
   private final long defaultQueueCount;
   private final Map<String, String> messages;
+  // The new topics a half may bring in (auto_create_topic_enable on, in the coordinator
+  // query): null when there is no limit.
+  private TopicAdmission admission;
 
   Ingress(JsonNode spec) {
     JsonNode layout = spec.get("layout");
@@ -204,7 +207,17 @@ public final class Ingress
    * {@code _parsed}: this function's struct, for the rules described by {@code specJson}.
    */
   public static Dataset<Row> parse(Dataset<Row> records, String specJson) throws Exception {
+    return parse(records, specJson, null);
+  }
+
+  /**
+   * {@link #parse(Dataset, String)}, and a valid half naming a new topic is refused past the
+   * limits of {@code admission} (the driver updates it between batches).
+   */
+  public static Dataset<Row> parse(Dataset<Row> records, String specJson,
+      TopicAdmission admission) throws Exception {
     Ingress rules = new Ingress(new ObjectMapper().readTree(specJson));
+    rules.admission = admission;
     UserDefinedFunction udf = functions.udf(rules, OUTPUT).asNonNullable();
     return records.withColumn("_parsed", udf.apply(functions.col("key"),
         functions.length(functions.col("value")), functions.col("headers"),
@@ -342,6 +355,10 @@ public final class Ingress
       if (reason == null && ingressKind.equals("half")) {
         reason = half(topic, queueText, queueId, headers, immunityText, immunity, immunityOk,
             valueLength, keysText, keysJson, propertyKeys, propertyValues, budgetBytes);
+        // Last: only a half valid in every other way counts against the topic limits.
+        if (reason == null && admission != null) {
+          reason = admission.refusal(topic, producerGroup, source, partition);
+        }
       } else if (reason == null) {
         reason = op(op, topicGroup, topicPrincipal, operator, fromCheckText, reasonText);
       }

@@ -9,6 +9,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 from pyspark.sql import types as T
 
+from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables.table import TableSpec
 
 
@@ -34,6 +35,7 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
 
 
 def append(warehouse: Path | str, table: TableSpec, rows: list[dict[str, Any]]) -> None:
-    """Append `rows` (every column given) to `table` under `warehouse`."""
+    """Append `rows` (every column given) to `table` under `warehouse` (a folder, or an
+    `s3a://` location, which delta-rs names `s3://`)."""
     data = pa.Table.from_pylist(rows, schema=arrow_schema(table.schema))
-    write_deltalake(table.path(str(warehouse)), data, mode="append")
+    write_deltalake(delta_rs_location(table.path(str(warehouse))), data, mode="append")
