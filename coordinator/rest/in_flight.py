@@ -22,9 +22,10 @@ consumer members by ConsumerMembers (consumers.py). Pure bookkeeping, thread-saf
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from coordinator.rest.auth import Principal
 
@@ -50,18 +51,18 @@ class InFlightFullError(Exception):
 
 
 class Ticket:
-    """One request in flight; release() ends it (twice is harmless)."""
+    """One request in flight, or one slot taken: release() gives it back, once (a second
+    release, say from a `finally` after an early one, is harmless)."""
 
-    def __init__(self, owner: InFlight, key: Hashable) -> None:
-        self._owner = owner
-        self._key = key
+    def __init__(self, give_back: Callable[[], None]) -> None:
+        self._give_back = give_back
         self._released = False
 
     def release(self) -> None:
         """Count the request out."""
         if not self._released:
             self._released = True
-            self._owner._give_back(self._key)
+            self._give_back()
 
 
 class InFlight:
@@ -85,7 +86,7 @@ class InFlight:
                     "of this ingress); retry when one has answered"
                 )
             self._held[key] += 1
-        return Ticket(self, key)
+        return Ticket(functools.partial(self._give_back, key))
 
     def held(self, key: Hashable) -> int:
         """Return how many requests of `key` are in flight now."""

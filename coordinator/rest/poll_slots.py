@@ -20,9 +20,12 @@ gain nothing anyway: a group's pollers take turns on its one consumer (check_pol
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING
+
+from coordinator.rest.in_flight import Ticket
 
 if TYPE_CHECKING:
     from coordinator.rest.auth import Principal
@@ -35,22 +38,6 @@ GROUPS_AT_FULL_SHARE = 8
 
 class PollSlotsFullError(Exception):
     """No slot for this poll: its group holds its share, or every slot is taken."""
-
-
-class PollSlot:
-    """One taken slot; release() gives it back (twice is harmless)."""
-
-    def __init__(self, owner: PollSlots, group: str, holder: Principal | None) -> None:
-        self._owner = owner
-        self._group = group
-        self._holder = holder
-        self._released = False
-
-    def release(self) -> None:
-        """Give the slot back."""
-        if not self._released:
-            self._released = True
-            self._owner._give_back(self._group, self._holder)
 
 
 class PollSlots:
@@ -66,9 +53,7 @@ class PollSlots:
         self._by_holder: Counter[Principal] = Counter()
         self._lock = threading.Lock()
 
-    def take(
-        self, group: str, holder: Principal | None = None, label: str | None = None
-    ) -> PollSlot:
+    def take(self, group: str, holder: Principal | None = None, label: str | None = None) -> Ticket:
         """Take a slot for a poll of `group` by `holder` (None: bounded per group only), or
         raise PollSlotsFullError at once; `label` names the group in its message."""
         with self._lock:
@@ -90,7 +75,7 @@ class PollSlots:
             self._held[group] += 1
             if holder is not None:
                 self._by_holder[holder] += 1
-        return PollSlot(self, group, holder)
+        return Ticket(functools.partial(self._give_back, group, holder))
 
     def held(self, group: str) -> int:
         """Return how many slots `group` holds now."""
