@@ -133,19 +133,19 @@ OUTCOMES = {
     Kind.FINAL: Outcome(
         transactions.TABLE,
         {"prepared_at": "prepared_ms", "resolved_at": "at_ms"},
-        "coordinator.after_transactions",
+        failpoint="coordinator.after_transactions",
         counts_checks=True,
     ),
     Kind.DISCARD: Outcome(
         discarded.TABLE,
         {"prepared_at": "prepared_ms", "discarded_at": "at_ms"},
-        "coordinator.after_discarded",
+        failpoint="coordinator.after_discarded",
         counts_checks=True,
     ),
     Kind.VERDICT: Outcome(
         op_verdicts.TABLE,
         {"stored_at": "op_stored_ms", "recorded_at": "at_ms"},
-        "coordinator.after_op_verdicts",
+        failpoint="coordinator.after_op_verdicts",
         renamed={"producer_group": "op_producer_group"},
     ),
 }
@@ -165,6 +165,8 @@ class CoordinatorBatchWriter:
         pace: TickPace | None = None,
         fence: WriterFence | None = None,
         admission: TopicAdmission | None = None,
+        checks: CheckPublisher | None = None,
+        notices: DeliveryNotices | None = None,
     ) -> None:
         self.config = config
         # The topic limits (streams/topic_admission.py): what each batch's ingest knows of
@@ -189,17 +191,21 @@ class CoordinatorBatchWriter:
         # system/queue_offsets; None: read the table (after a start or a replay).
         self._next_offsets: dict[tuple[str, int], int] | None = None
         # Publishes each batch's checks on the check topics (streams/check_publisher.py).
-        self.checks = CheckPublisher(config)
+        self.checks = checks or CheckPublisher(config)
         # Tells consumers which queues each batch moved (streams/delivery_notices.py).
-        self.notices = DeliveryNotices(config)
+        self.notices = notices or DeliveryNotices(config)
+        # Fenced on Kafka, either asks the warehouse before it takes its id back
+        # (streams/kafka_fence.py).
+        self.checks.fence = self.notices.fence = fence
 
     def prepare(self, spark: SparkSession) -> None:
         """Do before the query starts what the first batch would otherwise do on its way.
 
         Each table's last batch (its history, read once per process), the queues' next
-        offsets, the check-topic producer's connection and the first Delta append of the
-        process would cost a first batch seconds, and delay its decisions by as much (a
-        check due then would go out late).
+        offsets, the Kafka producers' transactional ids (taken already when the coordinator
+        took them before its claim: streams/coordinator_job.py) and the first Delta append
+        of the process would cost a first batch seconds, and delay its decisions by as much
+        (a check due then would go out late).
         """
         timer = StepTimer()
         tables = [
@@ -220,6 +226,7 @@ class CoordinatorBatchWriter:
             primed = functools.partial(self.ledger.prime, spark, location)
             steps.append(("known topics' batch", primed))
         steps.append(("check producer", self.checks.connect))
+        steps.append(("notice producer", self.notices.connect))
         steps.append(("warm-up", functools.partial(self._warm_up, spark)))
         existing = warehouse_tables(self.warehouse)
         # Topic tables that exist need no creating (a first delivery would otherwise ask).

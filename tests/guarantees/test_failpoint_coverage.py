@@ -54,6 +54,7 @@ def _bindings(loop: ast.For, used: set[str], namespace: dict[str, Any]) -> Itera
 def failpoint_names(source: str, namespace: dict[str, Any]) -> set[str]:
     """Return the names of every failpoint called in `source` (module globals: `namespace`)."""
     found: set[str] = set()
+    tree = ast.parse(source)
 
     def visit(node: ast.AST, loops: list[ast.For]) -> None:
         if _is_failpoint_call(node):
@@ -74,14 +75,34 @@ def failpoint_names(source: str, namespace: dict[str, Any]) -> set[str]:
                 )
                 for bound in _bindings(loop, used, namespace) if loop else [{}]:
                     found.add(eval(code, namespace, bound))
+            elif isinstance(arg, ast.Attribute):
+                # A name a table of the module gives (`failpoint(spec.failpoint)`): every
+                # string passed as that keyword anywhere in the module.
+                named = _keyword_strings(tree, arg.attr)
+                if not named:
+                    raise AssertionError(f"line {node.lineno}: no `{arg.attr}=` string found")
+                found.update(named)
             else:
                 raise AssertionError(f"line {node.lineno}: cannot tell this failpoint's name")
         inner = [*loops, node] if isinstance(node, ast.For) else loops
         for child in ast.iter_child_nodes(node):
             visit(child, inner)
 
-    visit(ast.parse(source), [])
+    visit(tree, [])
     return found
+
+
+def _keyword_strings(tree: ast.AST, keyword: str) -> set[str]:
+    """Return every string constant passed as `keyword=` to a call in `tree`."""
+    return {
+        kw.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == keyword
+        and isinstance(kw.value, ast.Constant)
+        and isinstance(kw.value.value, str)
+    }
 
 
 def failpoints_in_code() -> dict[str, str]:
