@@ -35,6 +35,7 @@ Kafka
     check_publisher.py     check requests published on the check topics (at least once)
     check_topic.py         the check topic's records, sized to fit every accepted half
     delivery_notices.py    each delivering batch's queue ends, for consumers (best effort)
+    kafka_fence.py         those two sent in Kafka transactions a newer coordinator fences
     ingress_topics.py      the ingress and check topics, created with the settings needed
     outage.py              an engine stopped longer than the ingress topics keep records
     ticker.py              heartbeats into the ingress topics: event time moves when quiet

@@ -6,6 +6,13 @@ replica before the batch ends. A replayed batch publishes its checks again, with
 transaction id and check number, which the SDK ignores. A check record too large to publish
 goes out slim instead of failing the batch for ever (streams/check_topic.py).
 
+A batch's checks go out in one Kafka transaction, committed before the batch ends, by a
+producer whose transactional id every coordinator of the warehouse shares: a newer
+coordinator's start fences an older one's producer, and what the older one sent after that
+is aborted, never read (streams/kafka_fence.py; the readers read committed only). A producer
+fenced so does not come back: its batch fails with WriterFencedError once the warehouse
+shows the newer claim.
+
 The producer is librdkafka's (coordinator/kafka_clients/producer.py): its sends and acknowledgements
 run in C threads, beside the batch's Delta writes, instead of kafka-python's sender thread competing
 with them for the driver's interpreter.
@@ -14,15 +21,19 @@ with them for the driver's interpreter.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from coordinator.core.config import Config
-from coordinator.core.errors import RecordTooLargeError
+from coordinator.core.errors import RecordTooLargeError, WriterFencedError
 from coordinator.core.failpoints import failpoint
-from coordinator.core.topics import group_topic_problem
-from coordinator.kafka_clients.producer import Client, Stored, connect, durable_config, send_each
+from coordinator.core.topics import (
+    CHECKS_TRANSACTIONAL_PREFIX,
+    group_topic_problem,
+    transactional_id,
+)
+from coordinator.kafka_clients.producer import Stored, durable_config
 from coordinator.protocol.check_record import Record
 from streams.check_topic import (
     check_record_limit,
@@ -31,10 +42,15 @@ from streams.check_topic import (
     publishable_record,
     slim_check_record,
 )
+from streams.kafka_fence import FencedProducer, transactional
+
+if TYPE_CHECKING:
+    from streams.writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
 
-#: Fresh producers tried before a batch's check requests are given up (and the batch fails).
+#: Transactions tried (each failure but a fence: with a fresh producer) before a batch's check
+#: requests are given up (and the batch fails).
 PUBLISH_ATTEMPTS = 3
 #: How long one record may wait for its acknowledgement.
 ACK_TIMEOUT_SECONDS = 30
@@ -51,13 +67,46 @@ class CheckPublisher:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._client: Client | None = None
+        kafka = config.kafka
+        settings = durable_config(
+            kafka.bootstrap_servers,
+            kafka.security,
+            client_id="txcoord-coordinator-checks",
+            # A check carries a body of up to max_message_size (streams/check_topic.py).
+            max_record_bytes=check_topic_max_bytes(config.max_message_size),
+            ack_timeout_ms=ACK_TIMEOUT_SECONDS * 1000,
+            linger_ms=5,
+        )
+        self._producer = FencedProducer(
+            transactional(
+                settings, transactional_id(CHECKS_TRANSACTIONAL_PREFIX, config.warehouse)
+            ),
+            kafka.security,
+            name="coordinator-checks",
+            log=log,
+            connect_timeout_ms=CONNECT_TIMEOUT_MS,
+        )
         # The per-group check topics known to exist (coordinator/core/topics.py).
         self._check_topics: set[str] = set()
 
+    @property
+    def fence(self) -> WriterFence | None:
+        """Return the writer epoch a fenced producer asks (streams/kafka_fence.py)."""
+        return self._producer.fence
+
+    @fence.setter
+    def fence(self, fence: WriterFence | None) -> None:
+        self._producer.fence = fence
+
+    @property
+    def transactional_id(self) -> str:
+        """Return the transactional id of this warehouse's check producers."""
+        return self._producer.transactional_id
+
     def connect(self) -> None:
-        """Reach the cluster now, so that a batch's first checks do not wait for it."""
-        self._connected()
+        """Take the check producers' transactional id now (fencing an older coordinator's
+        producer), so that a batch's first checks do not wait for it either."""
+        self._producer.start()
 
     def send(self, rows: pa.Table, batch_id: int) -> None:
         """Publish the check rows `rows` of batch `batch_id` (retrying with fresh producers)."""
@@ -67,6 +116,8 @@ class CheckPublisher:
             try:
                 self.publish(records)
                 break
+            except WriterFencedError:
+                raise  # a newer coordinator publishes now: never take its producer's id back
             except Exception as exc:
                 self.close()
                 if attempt == PUBLISH_ATTEMPTS:
@@ -76,16 +127,18 @@ class CheckPublisher:
         log.info("batch %d: %d check request(s) sent", batch_id, len(records))
 
     def publish(self, records: list[tuple[Any, Record]]) -> None:
-        """Publish every (row, record); one Kafka refuses as too large goes out slim."""
+        """Publish every (row, record) in one transaction; one Kafka refuses as too large
+        goes out slim."""
         too_large, failed = self._send_all(records)
         if not too_large:
             for _, _, error in failed:
                 raise error
             return
-        # An idempotent producer may fail the records in flight with a refused one: try
-        # each again alone, and slim only one refused on its own (a rare path: the topic is
-        # smaller than streams/check_topic.py sized it).
-        for row, record, _ in [*too_large, *failed]:
+        # The transaction was aborted. Kafka fails the records batched with a refused one
+        # alike: try each refused one again alone (its own transaction, committed if it
+        # fits), and slim only one refused on its own; then the rest together (a rare
+        # path: the topic is smaller than streams/check_topic.py sized it).
+        for row, record, _ in too_large:
             alone_large, alone_failed = self._send_all([(row, record)])
             for _, _, error in alone_failed:
                 raise error
@@ -102,24 +155,25 @@ class CheckPublisher:
                 slim_large, slim_failed = self._send_all([(row, slim_check_record(row, reason))])
                 for _, _, error in slim_large + slim_failed:
                     raise error
+        refused = {id(record) for _, record, _ in too_large}
+        rest = [(row, record) for row, record in records if id(record) not in refused]
+        rest_large, rest_failed = self._send_all(rest)
+        for _, _, error in rest_large + rest_failed:
+            raise error
 
     def close(self) -> None:
-        """Wait for what is in flight (10 s at most) and release the producer."""
-        client, self._client = self._client, None
-        if client is not None:
-            client.close(timeout=10)
+        """Release the producer."""
+        self._producer.close()
 
     def _send_all(self, records: list[tuple[Any, Record]]) -> tuple[Failures, Failures]:
-        """Send `records` and wait for each; return those refused as too large, and others."""
+        """Send `records` in one transaction; return those refused as too large, and others
+        that failed (any failure aborts the transaction)."""
         if not records:
             return [], []
         topics = [self._check_topic(row["producer_group"]) for row, _ in records]
-        client = self._connected()
-        outcomes = send_each(
-            client, topics, [record for _, record in records], ACK_TIMEOUT_SECONDS + 5
+        outcomes = self._producer.send(
+            topics, [record for _, record in records], ACK_TIMEOUT_SECONDS + 5
         )
-        if client.broken:
-            self.close()
         too_large: Failures = []
         failed: Failures = []
         for (row, record), outcome in zip(records, outcomes, strict=True):
@@ -144,24 +198,3 @@ class CheckPublisher:
             ensure_check_topic(self.config, topic)
             self._check_topics.add(topic)
         return topic
-
-    def _connected(self) -> Client:
-        """Return the producer, connecting one first if there is none."""
-        if self._client is None:
-            kafka = self.config.kafka
-            self._client = connect(
-                durable_config(
-                    kafka.bootstrap_servers,
-                    kafka.security,
-                    client_id="txcoord-coordinator-checks",
-                    # A check carries a body of up to max_message_size (streams/check_topic.py).
-                    max_record_bytes=check_topic_max_bytes(self.config.max_message_size),
-                    ack_timeout_ms=ACK_TIMEOUT_SECONDS * 1000,
-                    linger_ms=5,
-                ),
-                kafka.security,
-                name="coordinator-checks",
-                log=log,
-                timeout_ms=CONNECT_TIMEOUT_MS,
-            )
-        return self._client

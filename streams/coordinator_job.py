@@ -73,6 +73,7 @@ keys of the batch; the writer appends only the batch's rows and reads
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,7 @@ from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
 from delta_tables.half_messages import HEARTBEAT_ID
 from streams.batch_gate import BatchGate
+from streams.check_publisher import CheckPublisher
 from streams.checkpoint_files import Files, files_of, is_local
 from streams.coordinator_checkpoint import (
     STATE_LAYOUT_FILE,
@@ -94,6 +96,7 @@ from streams.coordinator_checkpoint import (
 )
 from streams.coordinator_stage import INPUT_SCHEMA, decisions
 from streams.coordinator_writer import CoordinatorBatchWriter
+from streams.delivery_notices import DeliveryNotices
 from streams.delta_writes import checkpoint_app_id
 from streams.ingest import KIND_HALF, KIND_OP, IngestRules, parse
 from streams.ingest_job import IngestBatchWriter, ingress_records
@@ -274,6 +277,26 @@ def checkpoint_of(config: Config, spark: SparkSession | None = None) -> str:
     return f"{files.root}/{generation_name(active_generation(files))}"
 
 
+def take_kafka_ids(config: Config) -> tuple[CheckPublisher, DeliveryNotices]:
+    """Return the check and notice publishers of `config`'s warehouse, each holding its
+    transactional id: every older coordinator's producers of the warehouse are fenced on
+    Kafka, and the transaction each left open aborted (streams/kafka_fence.py).
+
+    Before a claim of the writer epoch, so that after the claim an older coordinator
+    publishes nothing. Side by side: each init waits for an earlier holder's open
+    transaction to be aborted.
+    """
+    checks, notices = CheckPublisher(config), DeliveryNotices(config)
+    with ThreadPoolExecutor(2, thread_name_prefix="kafka-ids") as pool:
+        taken = [pool.submit(checks.connect), pool.submit(notices.connect)]
+    failures = [error for error in (future.exception() for future in taken) if error]
+    if failures:
+        checks.close()
+        notices.close()
+        raise failures[0]
+    return checks, notices
+
+
 def start_coordinator(
     spark: SparkSession,
     config: Config,
@@ -328,8 +351,15 @@ def run_coordinator(
         records.coalesce(cores), ingest_rules, None if admission is None else admission.jvm
     )
     rows = stage_input(parsed, ingest_rules, config.streams.store_time_skew.total_seconds())
-    # Before anything is written: from here on no older coordinator commits (contract 7.10).
-    fence = claim_epoch(spark, config.warehouse, app_id, checkpoint)
+    # Before anything is written: from here on no older coordinator commits (contract 7.10),
+    # on Kafka (its producers fenced by ours) and then in the warehouse (the claim).
+    checks, notices = take_kafka_ids(config)
+    try:
+        fence = claim_epoch(spark, config.warehouse, app_id, checkpoint)
+    except BaseException:
+        checks.close()
+        notices.close()
+        raise
     lander = IngestBatchWriter(config, app_id, tally, fence=fence)
     writer = CoordinatorBatchWriter(
         config,
@@ -340,6 +370,8 @@ def run_coordinator(
         pace=pace,
         fence=fence,
         admission=admission,
+        checks=checks,
+        notices=notices,
     )
     writer.prepare(spark)
     stream = (

@@ -67,7 +67,7 @@ from streams.coordinator_checkpoint import (
     generations,
     interrupted_rebuild,
 )
-from streams.coordinator_job import STATE_LAYOUT, rules_of, run_coordinator
+from streams.coordinator_job import STATE_LAYOUT, rules_of, run_coordinator, take_kafka_ids
 from streams.coordinator_stage import KEY, state_schema
 from streams.decision_repair import repair_decisions
 from streams.delta_writes import BatchLedger
@@ -286,7 +286,12 @@ def fence_the_warehouse(
     spark: SparkSession, config: Config, writer: str, checkpoint: str
 ) -> WriterFence:
     """Claim a writer epoch for `writer` and put it on every table of the warehouse: from
-    now on no coordinator started before can commit there."""
+    now on no coordinator started before can commit there, nor publish on Kafka (its
+    producers' transactional ids taken first, and released: the new generation's query
+    takes them again, streams/kafka_fence.py)."""
+    checks, notices = take_kafka_ids(config)
+    checks.close()
+    notices.close()
     fence = claim_epoch(spark, config.warehouse, writer, checkpoint)
     warehouse = config.warehouse
     fence.fence_tables([table_path(warehouse, name) for name in warehouse_tables(warehouse)])

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from coordinator.core.config import Config
 from coordinator.kafka_clients.admin import admin_client, delete_topic
-from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.kafka_clients.options import COMMITTED_ONLY, kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_claim import is_claim
 from coordinator.protocol.check_record import CheckRecord
@@ -151,6 +151,7 @@ class Responder:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             consumer_timeout_ms=500,
+            **COMMITTED_ONLY,  # as the SDK's listener reads the checks
             **kafka_python_options(),
         )
         partitions = None

@@ -1,8 +1,9 @@
 """What an operator asks of consumer groups: who is in each, which queue each reads, the lag.
 
-Three sources, read-only: the groups' committed offsets (the offsets topic,
-coordinator/sdk/consumer/offset_store.py), their live members (Kafka's group coordinator,
-group `txcoord-consumer-<group>`), and every queue's end (`system/queue_offsets`). A
+Three sources, read-only: the groups' committed offsets (the offsets topic, or in the
+per-group layout each consumer group's own that this principal may read, found by their
+prefix: coordinator/sdk/consumer/offset_store.py), their live members (Kafka's group
+coordinator, group `txcoord-consumer-<group>`), and every queue's end (`system/queue_offsets`). A
 queue's lag is its end minus the group's committed offset: messages delivered and not yet
 acknowledged by the group. Its reader is computed as every member computes it
 (coordinator/sdk/consumer/allocation.py).
@@ -207,4 +208,9 @@ def reset(config: Config, group: str, topic: str, to: str | datetime) -> dict[in
 
 def _store(config: Config) -> OffsetStore:
     kafka = config.kafka
-    return OffsetStore(kafka.bootstrap_servers, kafka.consumer_offsets_topic, kafka.security)
+    return OffsetStore(
+        kafka.bootstrap_servers,
+        kafka.consumer_offsets_topic,
+        kafka.security,
+        per_group=kafka.topics_per_group,
+    )

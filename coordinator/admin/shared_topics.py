@@ -38,8 +38,10 @@ from kafka.errors import KafkaError, SecurityDisabledError
 from coordinator.core.config import Config
 from coordinator.kafka_clients.admin import admin_client
 
+__all__ = ["WRITES", "covers", "engine_topics", "findings", "topic_acls"]
+
 #: Operations that let a principal write a topic.
-_WRITES = {ACLOperation.WRITE, ACLOperation.ALL}
+WRITES = {ACLOperation.WRITE, ACLOperation.ALL}
 
 
 def engine_topics(config: Config) -> tuple[str, ...]:
@@ -57,7 +59,7 @@ def findings(config: Config) -> list[str]:
     found: list[str] = []
     with admin_client(kafka.bootstrap_servers, security=kafka.security) as admin:
         try:
-            acls = _topic_acls(admin)
+            acls = topic_acls(admin)
         except SecurityDisabledError:
             return [
                 "the cluster has no authorizer: every client may write every topic, so no "
@@ -75,10 +77,10 @@ def findings(config: Config) -> list[str]:
             kind = ACLResourcePatternType(acl.resource_pattern.pattern_type)
             operation = ACLOperation(acl.operation)
             name = acl.resource_pattern.resource_name
-            opens = [t for t in shared if _covers(kind, name, t)]
+            opens = [t for t in shared if covers(kind, name, t)]
             if (
                 opens
-                and operation in _WRITES
+                and operation in WRITES
                 and ACLPermissionType(acl.permission_type) == ACLPermissionType.ALLOW
                 and acl.principal != engine
             ):
@@ -96,7 +98,9 @@ def findings(config: Config) -> list[str]:
     return found
 
 
-def _topic_acls(admin: Any) -> list[Any]:
+def topic_acls(admin: Any) -> list[Any]:
+    """Return every ACL on a topic of the cluster `admin` is connected to (raises the
+    broker's error: SecurityDisabledError without an authorizer)."""
     every = ACLFilter(
         None,
         None,
@@ -108,7 +112,7 @@ def _topic_acls(admin: Any) -> list[Any]:
     return list(acls)
 
 
-def _covers(kind: ACLResourcePatternType, name: str, topic: str) -> bool:
+def covers(kind: ACLResourcePatternType, name: str, topic: str) -> bool:
     """Return True if a grant of pattern `kind` on `name` applies to `topic`."""
     if name == "*":
         return True

@@ -25,6 +25,7 @@ from coordinator.bench.load import LoadProcess
 from coordinator.bench.stats import summarize
 from coordinator.bench.throughput import decisions_since, drive, plan_for
 from coordinator.bench.visibility import latencies_ms, visible_times
+from coordinator.kafka_clients.offsets_topic import ensure_offsets_topic
 from delta_tables import topics
 
 TOPIC = "BenchConsume"
@@ -46,7 +47,10 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
         "warehouse": config.warehouse,
         "deliveries_topic": kafka.deliveries_topic,
         "offsets_topic": kafka.consumer_offsets_topic,
+        "topics_per_group": kafka.topics_per_group,
     }
+    if kafka.topics_per_group:  # the group's own offsets topic, made as provision makes it
+        ensure_offsets_topic(kafka, GROUP)
     context.reporter.phase("starting a consumer", None)
     consumer = subprocess.Popen(
         [

@@ -48,6 +48,7 @@ from coordinator.bench.workload import kind_of
 from coordinator.core.state_machine import Event
 from coordinator.core.state_machine import TransactionState as State
 from coordinator.core.topics import check_consumer_group
+from coordinator.kafka_clients.options import COMMITTED_ONLY
 from delta_tables import topics
 
 TOPICS = {"kafka": "BenchKafka", "rest": "BenchRest"}
@@ -157,6 +158,7 @@ def skip_earlier_checks(bootstrap_servers: str, check_topic: str, group: str) ->
         bootstrap_servers=bootstrap_servers,
         group_id=check_consumer_group(group),
         enable_auto_commit=False,
+        **COMMITTED_ONLY,  # its end offsets: the last stable ones, as the SDK's reader sees
     )
     try:
         partitions = [

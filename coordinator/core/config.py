@@ -113,7 +113,8 @@ class KafkaConfig(SecuritySettings):
     accept_no_group_isolation: bool = False
     operator_topic: str = "txcoord.operator"
     # Consumers (contract 5.5): the engine's delivery notices (coordinator/protocol/
-    # deliveries.py), and the consumer groups' committed offsets (a compacted topic).
+    # deliveries.py), and the consumer groups' committed offsets (a compacted topic; with
+    # topics_per_group the prefix of each consumer group's own, `<this>.<consumer group>`).
     deliveries_topic: str = "txcoord.deliveries"
     consumer_offsets_topic: str = "txcoord.consumer-offsets"
     partitions: int = 4
@@ -168,6 +169,8 @@ class KafkaConfig(SecuritySettings):
             check=self.check_topic,
             operator=self.operator_topic,
             per_group=self.topics_per_group,
+            offsets=self.consumer_offsets_topic,
+            deliveries=self.deliveries_topic,
         )
 
 

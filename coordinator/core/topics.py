@@ -9,6 +9,9 @@ deployment gives every group its own topics, and every operator principal its ow
     txcoord.op      ops of every group,     txcoord.op.<group>        the group's ops
                     operators' ops too      txcoord.operator.<principal>  that operator's ops
     txcoord.check   checks of every group   txcoord.check.<group>     the group's checks
+    txcoord.consumer-offsets                txcoord.consumer-offsets.<consumer group>
+                    offsets of every                          that consumer group's
+                    consumer group                            committed offsets
 
 In the per-group layout the shared half and op topics stay for the heartbeats
 (streams/ticker.py) and carry nothing else: any other record there is quarantined, since
@@ -19,7 +22,11 @@ other operator topic the principal in the name is the "who". ACLs then grant a
 group's principal WRITE on its two ingress topics, READ on its check topic and WRITE
 there for claims (coordinator/protocol/check_claim.py; literal names), an operator
 principal WRITE on its own operator topic, and nothing else
-(coordinator/runtime/local_stack/broker_auth.py).
+(coordinator/runtime/local_stack/broker_auth.py). A consumer group's principal reads and
+writes its own offsets topic, reads the deliveries topic and joins its Kafka consumer group
+(`consumer_grants`): one group cannot move another's offsets (RocketMQ grants Sub per group).
+Consumer groups are a namespace apart from producer groups: `orders` the consumer group and
+`orders` the producer group share no topic.
 
 The topic is the proof: the engine reads every ingress topic by one pattern
 (`ingress_pattern`) and trusts only what the broker already checked. A record on
@@ -30,25 +37,34 @@ and is quarantined as refused; an op on `txcoord.operator.alice` is recorded as 
 
 Kafka topic names are `[A-Za-z0-9._-]`, at most 249 characters; a producer group's name is
 `[A-Za-z0-9_-]` (coordinator/protocol/ingress.py), so only its length can keep it from
-topics of its own (`group_topic_problem`); the shared layout takes any group.
+topics of its own (`group_topic_problem`); the shared layout takes any group. A consumer
+group's offsets topic follows the same rules (`consumer_group_topic_problem`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "CHECKS_TRANSACTIONAL_PREFIX",
+    "NOTICES_TRANSACTIONAL_PREFIX",
     "UNAUTHENTICATED_PRINCIPAL",
     "Grant",
     "TopicKind",
     "TopicLayout",
     "TopicRole",
     "check_consumer_group",
+    "consumer_grants",
+    "consumer_group_topic_problem",
+    "consumer_kafka_group",
+    "engine_grants",
     "grants",
     "group_topic_problem",
     "principal_problem",
+    "transactional_id",
 ]
 
 #: The principal Kafka gives a client that did not authenticate (PLAINTEXT, or TLS without
@@ -97,6 +113,23 @@ def group_topic_problem(group: str, layout: TopicLayout) -> str | None:
     return None
 
 
+def consumer_group_topic_problem(group: str, layout: TopicLayout) -> str | None:
+    """Return why consumer group `group` cannot have an offsets topic of its own in
+    `layout`, or None if it can."""
+    if not _SUFFIX.fullmatch(group):
+        return (
+            f"consumer group {group[:300]!r} cannot have a Kafka offsets topic of its own "
+            "(topics_per_group = true): its name may hold letters, digits, '_' and '-' only"
+        )
+    longest = len(layout.offsets) + 1
+    if longest + len(group) > KAFKA_TOPIC_MAX:
+        return (
+            f"consumer group {group[:40]!r}... is too long for a Kafka offsets topic of its "
+            f"own (topics_per_group = true): at most {KAFKA_TOPIC_MAX - longest} characters"
+        )
+    return None
+
+
 def principal_problem(principal: str) -> str | None:
     """Return why `principal` cannot name an operator topic, or None if it can."""
     if not _PRINCIPAL.fullmatch(principal):
@@ -116,6 +149,11 @@ class TopicLayout:
     check: str = "txcoord.check"
     operator: str = "txcoord.operator"
     per_group: bool = False
+    #: The consumer groups' committed offsets: one shared topic, or in the per-group
+    #: layout the prefix of each consumer group's own (`offsets_topic`).
+    offsets: str = "txcoord.consumer-offsets"
+    #: The engine's delivery notices, which every consumer group reads.
+    deliveries: str = "txcoord.deliveries"
 
     def half_topic(self, group: str) -> str:
         """Return the topic `group`'s halves go to."""
@@ -143,6 +181,24 @@ class TopicLayout:
                 "([kafka] sasl_username) to name its operator topic"
             )
         return f"{self.operator}.{principal}"
+
+    def offsets_topic(self, consumer_group: str) -> str:
+        """Return the topic `consumer_group`'s committed offsets go to: its own in the
+        per-group layout (so that ACLs keep one group from moving another's), else the
+        shared one."""
+        if not self.per_group:
+            return self.offsets
+        if problem := consumer_group_topic_problem(consumer_group, self):
+            raise ValueError(problem)
+        return f"{self.offsets}.{consumer_group}"
+
+    def offsets_group_of(self, topic: str) -> str | None:
+        """Return the consumer group whose own offsets topic `topic` is (per-group layout),
+        or None if it is none."""
+        if not (self.per_group and topic.startswith(self.offsets + ".")):
+            return None
+        group = topic[len(self.offsets) + 1 :]
+        return group if consumer_group_topic_problem(group, self) is None else None
 
     def _of(self, shared: str, group: str) -> str:
         if not self.per_group:
@@ -184,13 +240,42 @@ def check_consumer_group(producer_group: str) -> str:
     return f"txcoord-sdk-{producer_group}"
 
 
+def consumer_kafka_group(consumer_group: str) -> str:
+    """Return the Kafka consumer group the members of txcoord consumer group
+    `consumer_group` join, on the deliveries topic (coordinator/sdk/consumer/membership.py).
+
+    A secured broker grants each consumer group's principal its own (`consumer_grants`).
+    """
+    return f"txcoord-consumer-{consumer_group}"
+
+
+#: The transactional ids of the engine's two Kafka producers (streams/kafka_fence.py): its
+#: check records, and its delivery notices. Each is followed by a digest of the warehouse
+#: (`transactional_id`), so that every coordinator of one warehouse shares the id (a newer
+#: one's start fences an older one's producer on Kafka) and coordinators of two warehouses
+#: never fence each other.
+CHECKS_TRANSACTIONAL_PREFIX = "txcoord-checks-"
+NOTICES_TRANSACTIONAL_PREFIX = "txcoord-notices-"
+
+
+def transactional_id(prefix: str, warehouse: str) -> str:
+    """Return the transactional id of the engine's `prefix` producer for `warehouse`.
+
+    A digest (SHA-256's first 16 hex digits), not the location itself: a location may be
+    longer, and hold more characters, than an operator wants in an ACL or a broker's tools.
+    The configuration makes a local warehouse absolute; a trailing `/` names the same place.
+    """
+    digest = hashlib.sha256(warehouse.rstrip("/").encode()).hexdigest()[:16]
+    return f"{prefix}{digest}"
+
+
 @dataclass(frozen=True)
 class Grant:
     """One ALLOW ACL on a literal resource name: what keeps the groups apart."""
 
     principal: str  # a SASL user name (Kafka's principal is `User:<name>`)
-    operation: str  # Kafka's ACL operation: WRITE or READ
-    resource: str  # TOPIC or GROUP
+    operation: str  # Kafka's ACL operation: WRITE, READ or DESCRIBE
+    resource: str  # TOPIC, GROUP or TRANSACTIONAL_ID
     name: str
 
 
@@ -217,3 +302,46 @@ def grants(
             Grant(who, "READ", "GROUP", check_consumer_group(group)),
         ]
     return found
+
+
+def consumer_grants(layout: TopicLayout, consumer_groups: dict[str, str]) -> list[Grant]:
+    """Return the ACLs of SDK consumers in the per-group layout: `consumer_groups` maps a
+    consumer group to the principal its members log in as.
+
+    A consumer group's principal reads and writes its own offsets topic (a member loads the
+    group's offsets and stores them), reads the deliveries topic (the notices every member
+    reads) and its Kafka consumer group (membership and rebalances); nothing on another
+    group's offsets topic, so it cannot move another group's offsets. Which topic tables it
+    reads is the warehouse's to grant (docs/security.md). One principal may serve several
+    consumer groups: each grant comes once.
+    """
+    if not layout.per_group:
+        raise ValueError(
+            "consumer groups are kept apart only in the per-group layout "
+            "([kafka] topics_per_group = true): the shared offsets topic is every group's"
+        )
+    found: list[Grant] = []
+    for group, who in sorted(consumer_groups.items()):
+        own = layout.offsets_topic(group)
+        found += [
+            Grant(who, "READ", "TOPIC", own),
+            Grant(who, "WRITE", "TOPIC", own),
+            Grant(who, "READ", "TOPIC", layout.deliveries),
+            Grant(who, "READ", "GROUP", consumer_kafka_group(group)),
+        ]
+    return list(dict.fromkeys(found))
+
+
+def engine_grants(principal: str, warehouse: str) -> list[Grant]:
+    """Return the ACLs the engine's `principal` needs for its transactional producers of
+    `warehouse`: WRITE and DESCRIBE on both transactional ids (`transactional_id`).
+
+    WRITE alone implies DESCRIBE in Kafka's authorizer; both are listed so that no
+    authorizer's reading of it matters. No IdempotentWrite on the cluster: Kafka authorizes
+    a transactional producer's id by the TransactionalId ACL alone.
+    """
+    return [
+        Grant(principal, operation, "TRANSACTIONAL_ID", transactional_id(prefix, warehouse))
+        for prefix in (CHECKS_TRANSACTIONAL_PREFIX, NOTICES_TRANSACTIONAL_PREFIX)
+        for operation in ("WRITE", "DESCRIBE")
+    ]

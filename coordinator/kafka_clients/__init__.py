@@ -9,6 +9,8 @@ the configuration: coordinator/core/kafka_security.py. What is built from them:
     producer.py  a librdkafka producer whose records are each answered on their own: the
                  REST ingress's writer and the engine's check publisher build on it
     admin.py     create and delete topics: the few admin calls the product needs
+    offsets_topic.py  the consumer groups' offsets topics, created compacted (the shared
+                 one, or a consumer group's own in the per-group layout)
     metadata_refresh.py  kafka-python's metadata refresh loop kept alive when a request
                  meets a closing connection (installed by `kafka_python_options`)
     join_group.py  kafka-python's group join collected when it ended between two polls,
@@ -20,4 +22,4 @@ and check_poll.py (the REST ingress), streams/ticker.py and check_publisher.py (
 Importing this package imports none of them (the SDK never loads confluent-kafka).
 """
 
-__all__ = ["admin", "join_group", "metadata_refresh", "options", "producer"]
+__all__ = ["admin", "join_group", "metadata_refresh", "offsets_topic", "options", "producer"]

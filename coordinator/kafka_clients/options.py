@@ -23,7 +23,20 @@ from typing import Any
 
 from coordinator.core.kafka_security import KafkaSecurity
 
-__all__ = ["LIBRDKAFKA_RECOVERY", "RECOVERY", "kafka_python_options", "librdkafka_options"]
+__all__ = [
+    "COMMITTED_ONLY",
+    "LIBRDKAFKA_RECOVERY",
+    "RECOVERY",
+    "kafka_python_options",
+    "librdkafka_options",
+]
+
+#: What every kafka-python reader of the engine's check and deliveries topics is built with.
+#: The engine writes them in Kafka transactions (streams/kafka_fence.py): what a coordinator
+#: fenced by a newer one sent in a transaction it could not commit is aborted, and only a
+#: read_committed reader drops it. kafka-python reads uncommitted by default (librdkafka and
+#: Kafka's Java client read committed).
+COMMITTED_ONLY: Mapping[str, str] = {"isolation_level": "read_committed"}
 
 #: Reconnect like Kafka's Java client (reconnect.backoff.ms 50, reconnect.backoff.max.ms 1000).
 RECOVERY: Mapping[str, int] = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 1000}

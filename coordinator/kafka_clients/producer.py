@@ -1,7 +1,8 @@
 """A librdkafka producer whose records are each answered on their own: stored, or why not.
 
 Two writers share it: the REST ingress's (coordinator/rest/kafka_writer.py, halves and ops
-from producers) and the coordinator's check publisher (streams/check_publisher.py). Both
+from producers) and the coordinator's check publisher (streams/check_publisher.py; its
+records, and the delivery notices, in Kafka transactions: streams/kafka_fence.py). Both
 must know of every record whether the broker has it (acks=all), say why not when it does
 not (Kafka unreachable, or the record refused as too large), and answer in seconds while
 Kafka is down instead of queueing silently. kafka-python's pure-Python producer did this at
@@ -165,7 +166,16 @@ class Client:
 
     def _poll(self) -> None:
         while not self._closing.is_set():
-            self.producer.poll(0.1)
+            try:
+                self.producer.poll(0.1)
+            except KafkaException as exc:
+                # A transactional producer's poll raises its fatal error (fenced by a newer
+                # holder of its id, streams/kafka_fence.py): it is done, but the callbacks
+                # of its last records are still served, until its owner closes it.
+                if not self.broken:
+                    self._on_error(exc.args[0])
+                self.broken = True
+                time.sleep(0.1)
 
     def close(self, timeout: float) -> None:
         """Wait up to `timeout` s for what is in flight, then stop."""
@@ -262,16 +272,11 @@ def produce(
             return failure(topic, error)
 
 
-def send_each(
-    client: Client,
-    topics: Sequence[str],
-    records: Sequence[Record],
-    wait_seconds: float,
-) -> list[Stored | WriteFailure]:
-    """Send each record to its topic, then wait up to `wait_seconds` for every outcome.
+def hand_over(client: Client, topics: Sequence[str], records: Sequence[Record]) -> Call:
+    """Hand each record to the producer for its topic; return the call that settles them.
 
     Once a send fails otherwise than as too large, the rest are not tried: they would fail
-    alike. After a fatal error `client` is marked broken: its owner replaces it.
+    alike (each is settled with that failure).
     """
     call = Call(topics)
     failed: WriteFailure | None = None
@@ -280,6 +285,18 @@ def send_each(
             failed = produce(client, call, index, topic, record)
         if failed is not None:
             call.settle(index, failed)
+    return call
+
+
+def send_each(
+    client: Client,
+    topics: Sequence[str],
+    records: Sequence[Record],
+    wait_seconds: float,
+) -> list[Stored | WriteFailure]:
+    """Send each record to its topic (`hand_over`), then wait up to `wait_seconds` for every
+    outcome. After a fatal error `client` is marked broken: its owner replaces it."""
+    call = hand_over(client, topics, records)
     outcomes = call.wait(wait_seconds)
     if call.fatal:
         client.broken = True

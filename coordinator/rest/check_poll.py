@@ -44,7 +44,7 @@ from kafka import errors as kafka_errors
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
-from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.kafka_clients.options import COMMITTED_ONLY, kafka_python_options
 from coordinator.kafka_clients.producer import BOOTSTRAP_TIMEOUT_MS
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_record import CheckRecord
@@ -343,6 +343,7 @@ class CheckPoller:
                 session_timeout_ms=10_000,
                 heartbeat_interval_ms=3_000,
                 bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                **COMMITTED_ONLY,  # a fenced coordinator's checks are aborted
                 **kafka_python_options(self.security),
             )
         except kafka_errors.KafkaError as exc:

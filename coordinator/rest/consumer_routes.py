@@ -40,6 +40,7 @@ from fastapi import APIRouter, Path, Response
 from pydantic import AfterValidator
 
 from coordinator.core.config import Config
+from coordinator.core.topics import consumer_group_topic_problem
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.answers import (
     item_budget,
@@ -216,11 +217,16 @@ def build_consumer_router(config: Config) -> APIRouter:
         once, as `body_encoding` asks. 409: the member reads another subscription. 429: the
         group or the token holds its share of long polls waiting (receives and check polls)
         or of members in this ingress (or all are taken), or the member holds as many
-        unacknowledged messages as it may (`too_many_unacked`: ack some). 503: Kafka or the
-        warehouse failed (the member is made anew at the next call).
+        unacknowledged messages as it may (`too_many_unacked`: ack some). 422: in the
+        per-group topic layout, a group too long for an offsets topic of its own. 503: Kafka
+        or the warehouse failed (the member is made anew at the next call).
         """
         request: ReceiveRequest = body  # ReceiveBody is a ReceiveRequest
         require_consumer_group(who, group, request.topic)
+        # Only a receive makes a member: a group no offsets topic can name has none to ack.
+        layout = svc.config.kafka.layout
+        if layout.per_group and (problem := consumer_group_topic_problem(group, layout)):
+            raise ApiError(422, "invalid_request", f"group (path): {problem}")
         try:
             slot = svc.poll_slots.take(
                 _slot_key(group), holder_of(who), label=f"consumer group {group!r}"

@@ -31,6 +31,9 @@ remembers what it handed out until it is acknowledged.
     receipts     signed strings bound to the member's incarnation and to the delivery
                  attempt (receipts.py): a client cannot ack another member's messages, an
                  offset never handed out, nor a later delivery with an earlier receipt.
+    offsets      in the per-group layout a consumer group's offsets go to a topic of its
+                 own, which this ingress makes before the group's first member here starts
+                 (coordinator/kafka_clients/offsets_topic.py).
     lag          the metric reads each member's lag as of its last call (taken on that
                  call's thread): never the member's own lock, which a receive holds while
                  it reads the warehouse and Kafka, so a scrape never waits for a member.
@@ -51,11 +54,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from deltalake.exceptions import DeltaError
 from kafka import errors as kafka_errors
 
 from coordinator.core.config import Config
+from coordinator.kafka_clients.offsets_topic import ensure_offsets_topic
 from coordinator.rest.auth import Principal
 from coordinator.rest.models import ReceiptReason
 from coordinator.rest.receipts import ReceiptCodec
@@ -197,7 +202,10 @@ class ConsumerMembers:
         idle_timeout: float | None = None,
         consumer_factory: ConsumerFactory | None = None,
         codec: ReceiptCodec | None = None,
+        offsets_topic_maker: Callable[[str], object] | None = None,
     ) -> None:
+        """`offsets_topic_maker` makes a consumer group's offsets topic before its first
+        member here starts (default: in the per-group layout, `ensure_offsets_topic`)."""
         share = per_group if per_group is not None else max(1, max_members // GROUPS_AT_FULL_SHARE)
         if max_members < 1 or not 1 <= share <= max_members:
             raise ValueError(f"need max_members >= 1 and 1 <= per_group <= max_members: {share}")
@@ -209,6 +217,10 @@ class ConsumerMembers:
             idle_timeout if idle_timeout is not None else max(MIN_IDLE_SECONDS, 2 * longest_wait)
         )
         self._make = consumer_factory or self._simple_consumer
+        if offsets_topic_maker is None and config.kafka.topics_per_group:
+            offsets_topic_maker = partial(ensure_offsets_topic, config.kafka)
+        self._make_offsets_topic = offsets_topic_maker
+        self._offsets_topics: set[str] = set()  # the groups whose offsets topic was made
         self._codec = codec or ReceiptCodec()
         self._members: dict[tuple[str, str], _Member] = {}
         self._lock = threading.Lock()
@@ -389,6 +401,7 @@ class ConsumerMembers:
             with entry.start_lock:
                 if not entry.started:
                     try:
+                        self._offsets_topic_of(group)
                         entry.consumer.start()
                     except (*_UNAVAILABLE, ValueError) as exc:  # ValueError: a topic missing
                         self._fail(entry)
@@ -402,6 +415,20 @@ class ConsumerMembers:
             yield entry
         finally:
             self._release(entry)
+
+    def _offsets_topic_of(self, group: str) -> None:
+        """Make `group`'s offsets topic unless made already (per-group layout). The ingress
+        makes it, as the engine's principal, because no client may make one by writing: a
+        broker that creates topics on first use would make it uncompacted
+        (coordinator/kafka_clients/offsets_topic.py). Not under the lock: it is Kafka I/O."""
+        if self._make_offsets_topic is None:
+            return
+        with self._lock:
+            if group in self._offsets_topics:
+                return
+        self._make_offsets_topic(group)
+        with self._lock:
+            self._offsets_topics.add(group)
 
     def _take(
         self,
@@ -574,6 +601,7 @@ class ConsumerMembers:
             member=member,
             deliveries_topic=kafka.deliveries_topic,
             offsets_topic=kafka.consumer_offsets_topic,
+            topics_per_group=kafka.topics_per_group,
             security=kafka.security,
             # Polled only while its client calls: a session long enough that a busy host's
             # pauses between calls and slow joins do not expel it (its queues move 20 s after

@@ -34,7 +34,7 @@ from kafka.structs import OffsetAndMetadata
 from coordinator.core.config import KafkaConfig
 from coordinator.core.kafka_security import AuthenticationWatch, KafkaSecurity
 from coordinator.core.topics import TopicLayout, check_consumer_group
-from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.kafka_clients.options import COMMITTED_ONLY, kafka_python_options
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_claim import CheckClaim, is_claim
 from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES, msg_id_of, op_id_of
@@ -178,6 +178,7 @@ class KafkaTransport:
                     enable_auto_commit=False,
                     auto_offset_reset=auto_offset_reset,
                     bootstrap_timeout_ms=timeout_ms,
+                    **COMMITTED_ONLY,  # a fenced coordinator's checks are aborted
                     **options,
                 )
                 self._rebalances = _KeepAssignedOffsets(self._tracker, self._held)
@@ -200,6 +201,7 @@ class KafkaTransport:
                         group_id=None,
                         enable_auto_commit=False,
                         bootstrap_timeout_ms=timeout_ms,
+                        **COMMITTED_ONLY,
                         **options,
                     )
                     # Only checks of halves sent from now on can name this instance: from

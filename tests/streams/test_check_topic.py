@@ -22,6 +22,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core.config import Config
 from coordinator.kafka_clients.admin import admin_client, delete_topic, ensure_topic
+from coordinator.kafka_clients.options import COMMITTED_ONLY
 from coordinator.sdk.kafka_transport import KafkaTransport
 from coordinator.sdk.message import CheckRequest
 from streams.check_publisher import CheckPublisher
@@ -70,12 +71,14 @@ def wait_until_limit_is(config: Config, limit: int) -> None:
 
 
 def consume_all(config: Config, expected: int) -> list[Any]:
-    """Read `expected` records of the check topic with kafka-python's default fetch sizes."""
+    """Read `expected` records of the check topic with kafka-python's default fetch sizes,
+    committed only (what an aborted transaction sent is never a check)."""
     consumer = KafkaConsumer(
         config.kafka.check_topic,
         bootstrap_servers=config.kafka.bootstrap_servers,
         group_id=f"reader-{os.getpid()}-{time.monotonic_ns()}",
         auto_offset_reset="earliest",
+        **COMMITTED_ONLY,
     )
     try:
         got: list[Any] = []

@@ -44,10 +44,19 @@ which `txcoord up --auth-file` switches on (`[kafka] topics_per_group = true`):
   `txcoord.check.<group>`, READ its SDK consumer group `txcoord-sdk-<group>`; nothing on the
   shared topics or another group's;
 - operator principal: WRITE its own operator topic `txcoord.operator.<principal>` (its ops
-  are the only thing it sends; the coordinator records the principal as who sent them).
+  are the only thing it sends; the coordinator records the principal as who sent them);
+- engine principal: WRITE and DESCRIBE on the transactional ids of the warehouse's check and
+  notice producers (coordinator/core/topics.py `engine_grants`, streams/kafka_fence.py). The
+  engine is a super user here and needs no grant: these are what a managed cluster must
+  grant it, made here too so that the local stack grants what docs/security.md lists.
 
 `apply_auth` creates those topics first (a group principal may not create topics), so
 a group of the auth file can send as soon as the stack is up.
+
+The file names no SDK consumer group (its consumers are the REST ingress's `[[token.consume]]`
+grants, whose members run as the engine), so no consumer ACL is made here: an SDK consumer
+group's offsets topic and grants come from `txcoord provision --consumer-group`
+(coordinator/core/topics.py `consumer_grants`).
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.secret_files import private_file_problem, write_private
-from coordinator.core.topics import TopicLayout, grants, group_topic_problem
+from coordinator.core.topics import TopicLayout, engine_grants, grants, group_topic_problem
 
 if TYPE_CHECKING:
     from coordinator.core.config import Config
@@ -181,9 +190,9 @@ def _combined_pem(tls: BrokerTls) -> Path:
     return combined
 
 
-def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
-    """Return the ACLs of the module docstring (coordinator/core/topics.py's `grants`) for
-    kafka-python.
+def acls(auth: BrokerAuth, layout: TopicLayout, warehouse: str | None = None) -> list[Any]:
+    """Return the ACLs of the module docstring (coordinator/core/topics.py's `grants`, and
+    with `warehouse` its `engine_grants` for that warehouse) for kafka-python.
 
     `layout` must be the per-group one: shared topics cannot keep groups apart. Raises
     ConfigurationError for a group whose name no topic can hold.
@@ -204,6 +213,8 @@ def acls(auth: BrokerAuth, layout: TopicLayout) -> list[Any]:
         if problem := group_topic_problem(group, layout):
             raise ConfigurationError(f"auth file [[kafka.group]] {group!r}: {problem}")
     wanted = grants(layout, {g: who.name for g, who in auth.groups.items()}, (auth.operator.name,))
+    if warehouse is not None:  # the engine's, for `warehouse`'s transactional producers
+        wanted += engine_grants(auth.engine.name, warehouse)
     return [
         ACL(
             f"User:{g.principal}",
@@ -228,7 +239,7 @@ def apply_auth(bootstrap_servers: str, auth: BrokerAuth, config: Config) -> list
     from coordinator.kafka_clients.admin import admin_client  # noqa: PLC0415
     from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
-    wanted = acls(auth, config.kafka.layout)
+    wanted = acls(auth, config.kafka.layout, config.warehouse)
     for group in sorted(auth.groups):
         ensure_group_topics(config, group)
     ensure_operator_topic(config, auth.operator.name)

@@ -10,7 +10,9 @@ its own share of each topic's queues (coordinator/sdk/consumer/allocation.py).
 
 Nothing is committed to Kafka's offsets for the deliveries topic: notices are hints, read
 from the newest on (the group's committed queue offsets are the offsets topic's:
-coordinator/sdk/consumer/offset_store.py).
+coordinator/sdk/consumer/offset_store.py). A secured broker lets a consumer group's principal
+read the deliveries topic and join its own Kafka group only (coordinator/core/topics.py
+`consumer_grants`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from kafka.coordinator.assignors.abstract import (
 )
 
 from coordinator.core.kafka_security import KafkaSecurity
-from coordinator.kafka_clients.options import kafka_python_options
+from coordinator.core.topics import consumer_kafka_group
+from coordinator.kafka_clients.options import COMMITTED_ONLY, kafka_python_options
 from coordinator.protocol.deliveries import Notice, decode_notice
 
 log = logging.getLogger(__name__)
@@ -42,8 +45,9 @@ HEARTBEAT_INTERVAL_MS = 1000
 
 
 def kafka_group_id(group: str) -> str:
-    """Return the Kafka consumer group the members of txcoord consumer group `group` join."""
-    return f"txcoord-consumer-{group}"
+    """Return the Kafka consumer group the members of txcoord consumer group `group` join
+    (named in coordinator/core/topics.py, where its ACL is granted too)."""
+    return consumer_kafka_group(group)
 
 
 class MembersAssignor(AbstractPartitionAssignor):  # type: ignore[misc]
@@ -116,6 +120,7 @@ class GroupMembership:
             heartbeat_interval_ms=min(HEARTBEAT_INTERVAL_MS, session_timeout_ms // 3),
             partition_assignment_strategy=[self._assignor],
             allow_auto_create_topics=False,  # the coordinator creates it
+            **COMMITTED_ONLY,  # a fenced coordinator's notices are aborted
             **kafka_python_options(security),
         )
         self._consumer.subscribe([deliveries_topic], listener=listener)

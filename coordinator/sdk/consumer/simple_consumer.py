@@ -38,6 +38,12 @@ How it works (docs/consumers.md has the whole story):
   count (RocketMQ makes a new receipt handle at every delivery).
 - **Order.** With `orderly=True` a queue hands out its next message only once the previous
   one was acknowledged: per-queue order, at the price of one message in flight per queue.
+- **Offsets of its own.** With `topics_per_group=True` (the `[kafka]` setting of a secured
+  deployment) the group's offsets go to a topic of its own, `<offsets_topic>.<group>`, which
+  a secured broker lets only the group's principal write (coordinator/core/topics.py
+  `consumer_grants`); it is made beforehand (`txcoord provision --consumer-group`), and the
+  group's name is then letters, digits, '_' and '-'. Otherwise every group shares
+  `offsets_topic` (coordinator/sdk/consumer/offset_store.py).
 - **Where a new group starts.** At a group's very first start (no offset stored for it),
   `start_from` says where: "last" (default, RocketMQ's CONSUME_FROM_LAST_OFFSET: only what
   is delivered from now on), "first", or a datetime (the first message delivered at or after
@@ -61,6 +67,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from coordinator.core.config import KafkaConfig
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import TopicLayout, consumer_group_topic_problem
 from coordinator.protocol.names import topic_name_problem
 from coordinator.sdk.consumer.allocation import allocate
 from coordinator.sdk.consumer.hand_out_limits import AnswerBudget, HeldMessages, row_size
@@ -101,6 +108,7 @@ class SimpleConsumer:
         member: str | None = None,
         deliveries_topic: str = _DEFAULTS.deliveries_topic,
         offsets_topic: str = _DEFAULTS.consumer_offsets_topic,
+        topics_per_group: bool = _DEFAULTS.topics_per_group,
         security: KafkaSecurity | None = None,
         storage_options: dict[str, str] | None = None,
         session_timeout_ms: int | None = None,
@@ -124,6 +132,9 @@ class SimpleConsumer:
             raise ValueError(f"start_from must be 'first', 'last' or a datetime: {start_from!r}")
         if invisible_duration <= 0:
             raise ValueError("invisible_duration must be positive")
+        layout = TopicLayout(offsets=offsets_topic, per_group=True)
+        if topics_per_group and (problem := consumer_group_topic_problem(group, layout)):
+            raise ValueError(problem)
         self.group = group
         self.member = member or f"{group}-{uuid.uuid4().hex[:12]}"
         self.invisible_duration = invisible_duration
@@ -135,6 +146,7 @@ class SimpleConsumer:
             "bootstrap_servers": bootstrap_servers,
             "deliveries_topic": deliveries_topic,
             "offsets_topic": offsets_topic,
+            "topics_per_group": topics_per_group,
             "security": security,
             "session_timeout_ms": session_timeout_ms,
         }
@@ -173,7 +185,13 @@ class SimpleConsumer:
         if self._membership is not None:
             raise ProducerStateError("this consumer was started already")
         s = self._settings
-        self._store = OffsetStore(s["bootstrap_servers"], s["offsets_topic"], s["security"])
+        self._store = OffsetStore(
+            s["bootstrap_servers"],
+            s["offsets_topic"],
+            s["security"],
+            per_group=s["topics_per_group"],
+            group=self.group,
+        )
         self._first_start()
         extra = (
             {}

@@ -12,6 +12,11 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.cli import main
 from coordinator.core.config import load_config
+from coordinator.core.topics import (
+    CHECKS_TRANSACTIONAL_PREFIX,
+    NOTICES_TRANSACTIONAL_PREFIX,
+    transactional_id,
+)
 from coordinator.kafka_clients.admin import admin_client, delete_topic
 
 pytestmark = pytest.mark.kafka
@@ -81,8 +86,18 @@ def test_provision_creates_the_topics_and_prints_the_acls(
     entry = described["topic"][layout.half_topic("orders")]["message.timestamp.type"]
     assert entry["value"] == "LogAppendTime"
     acl_lines = [line for line in result.output.splitlines() if line.startswith("kafka-acls")]
-    # orders has a principal: five grants; billing none; the operator one.
-    assert len(acl_lines) == 6, result.output
+    # orders has a principal: five grants; billing none; the operator one; the engine four
+    # (its two transactional ids, streams/kafka_fence.py).
+    assert len(acl_lines) == 10, result.output
+    config = load_config(overrides={"kafka.bootstrap_servers": bootstrap_servers})
+    for prefix_of_id in (CHECKS_TRANSACTIONAL_PREFIX, NOTICES_TRANSACTIONAL_PREFIX):
+        taken = transactional_id(prefix_of_id, config.warehouse)
+        for operation in ("Write", "Describe"):
+            assert (
+                f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --add --allow-principal "
+                f"User:{config.kafka.principal} --operation {operation} --transactional-id "
+                f"{taken} --resource-pattern-type literal"
+            ) in acl_lines
     assert (
         f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --add --allow-principal "
         f"User:orders-app --operation Write --topic {layout.half_topic('orders')} "
@@ -111,3 +126,34 @@ def test_provision_refuses_what_cannot_be_laid_out(bootstrap_servers: str, prefi
     shared = CliRunner().invoke(main, ["provision", "--group", "orders"])
     assert shared.exit_code != 0
     assert "topics_per_group = true" in shared.output
+
+
+def test_provision_makes_a_consumer_groups_offsets_topic_and_prints_its_grants(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    offsets, deliveries = f"{prefix}-offsets", f"{prefix}-deliveries"
+    result = run(
+        bootstrap_servers, prefix, "--consumer-group", "ledger=ledger-app",
+        "--set", f"kafka.consumer_offsets_topic={offsets}",
+        "--set", f"kafka.deliveries_topic={deliveries}",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output  # no authorizer on the test broker
+    assert f"consumer group ledger: offsets topic {offsets}.ledger" in result.output
+    with admin_client(bootstrap_servers) as admin:
+        described: Any = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, f"{offsets}.ledger")]
+        )
+    assert described["topic"][f"{offsets}.ledger"]["cleanup.policy"]["value"] == "compact"
+    acl_lines = [line for line in result.output.splitlines() if line.startswith("kafka-acls")]
+    for operation, kind, name in (
+        ("Read", "--topic", f"{offsets}.ledger"),
+        ("Write", "--topic", f"{offsets}.ledger"),
+        ("Read", "--topic", deliveries),
+        ("Read", "--group", "txcoord-consumer-ledger"),
+    ):
+        assert any(
+            f"User:ledger-app --operation {operation} {kind} {name} " in line for line in acl_lines
+        ), (operation, name, result.output)
+    assert sum("User:ledger-app" in line for line in acl_lines) == 4, result.output
+    bad = run(bootstrap_servers, prefix, "--consumer-group", "a.b=x")
+    assert bad.exit_code == 2 and "offsets topic of its own" in bad.output, bad.output

@@ -86,6 +86,17 @@ def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
         ("User:orders-app", "WRITE", "TOPIC", "c.orders", "LITERAL"),  # claims (check_claim.py)
         ("User:orders-app", "READ", "GROUP", "txcoord-sdk-orders", "LITERAL"),
     }
+    # With the warehouse: the engine's transactional ids too (streams/kafka_fence.py).
+    engine = {
+        (a.principal, a.operation.name, a.resource_pattern.resource_type.name)
+        for a in acls(auth, layout, "/data/warehouse")
+        if a.principal == "User:txcoord-engine"
+    }
+    assert engine == {
+        ("User:txcoord-engine", "WRITE", "TRANSACTIONAL_ID"),
+        ("User:txcoord-engine", "DESCRIBE", "TRANSACTIONAL_ID"),
+    }
+    assert len(acls(auth, layout, "/data/warehouse")) == len(granted) + 4  # two ids
 
 
 def test_acls_need_the_per_group_layout_and_groups_kafka_can_name(tmp_path: Path) -> None:

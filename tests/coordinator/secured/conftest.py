@@ -24,6 +24,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from coordinator.core.config import Config, load_config
 from coordinator.core.kafka_security import KafkaSecurity
 from coordinator.core.topics import TopicLayout
+from coordinator.kafka_clients.options import COMMITTED_ONLY
 from coordinator.runtime.local_stack.broker_auth import BrokerAuth, apply_auth, load_broker_auth
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from streams.ingress_topics import ensure_ingress_topics
@@ -186,9 +187,12 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredK
 
 
 def read_all(bootstrap: str, topic: str, count: int, security: KafkaSecurity) -> list[Any]:
-    """Return `topic`'s records once at least `count` are there (30 s at most)."""
+    """Return `topic`'s committed records once at least `count` are there (30 s at most)."""
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, **security.client_options()
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        **COMMITTED_ONLY,  # the engine's check records come in transactions
+        **security.client_options(),
     )
     try:
         partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]

@@ -34,6 +34,7 @@ from kafka.errors import (
 from coordinator.admin.shared_topics import findings
 from coordinator.core.errors import KafkaUnavailableError
 from coordinator.core.kafka_security import KafkaSecurity
+from coordinator.core.topics import engine_grants
 from coordinator.kafka_clients import producer as kafka_producer
 from coordinator.kafka_clients.admin import admin_client
 from coordinator.protocol import ingress as fmt
@@ -118,6 +119,13 @@ def test_the_acls_are_the_documented_ones(secured_kafka: SecuredKafka) -> None:
             (f"User:{group}-app", "WRITE", layout.check_topic(group), "LITERAL"),
             (f"User:{group}-app", "READ", f"txcoord-sdk-{group}", "LITERAL"),
         }
+    # The engine's transactional ids (streams/kafka_fence.py): a super user here, granted
+    # what a managed cluster must grant it.
+    warehouse = secured_kafka.config.warehouse
+    expected |= {
+        (f"User:{g.principal}", g.operation, g.name, "LITERAL")
+        for g in engine_grants("txcoord-engine", warehouse)
+    }
     assert granted == expected
 
 

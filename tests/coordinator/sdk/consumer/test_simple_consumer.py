@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +15,10 @@ from click.testing import CliRunner
 
 from coordinator.commands.consumers import consumers
 from coordinator.core.config import Config
+from coordinator.kafka_clients.admin import delete_topic
+from coordinator.kafka_clients.offsets_topic import ensure_offsets_topic
 from coordinator.sdk.consumer import MessageView, SimpleConsumer
+from coordinator.sdk.consumer.offset_store import OffsetStore
 from tests.harness import Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
@@ -172,6 +176,45 @@ def test_tags_redelivery_and_a_restart_from_the_committed_offsets(
         pump.until(8 + 2 * QUEUES + 2, 120)  # old-*, a-*, c-*, d-0, e-0
     finally:
         again.close()
+
+
+def test_in_the_per_group_layout_a_group_keeps_its_offsets_in_a_topic_of_its_own(
+    config: Config, engine: Engine
+) -> None:
+    """With topics_per_group a group's offsets go to its own topic (which a secured broker
+    lets its principal alone write: tests/security/test_consumer_offsets_apart.py), none to
+    the shared one, and a new member reads on from them; `txcoord consumers list` finds the
+    group by its topic's name."""
+    own = replace(config.kafka, topics_per_group=True)
+    topic = ensure_offsets_topic(own, "ledger")  # as `txcoord provision --consumer-group` does
+    try:
+        commit(config, [f"p-{i}" for i in range(QUEUES)])
+        first = consumer(config, "ledger", [TOPIC], start_from="first", topics_per_group=True)
+        first.start()
+        try:
+            Pump([first]).until(QUEUES, 120)
+        finally:
+            first.close()  # stores an offset of 1 per queue
+        assert topic == f"{config.kafka.consumer_offsets_topic}.ledger"
+        shared = OffsetStore(config.kafka.bootstrap_servers, config.kafka.consumer_offsets_topic)
+        try:
+            assert "ledger" not in shared.every_group()
+        finally:
+            shared.close()
+        listed = cli(config, "list", "--json", "--set", "kafka.topics_per_group=true")
+        assert {(r["group"], r["queue_id"], r["committed"]) for r in listed["queues"]} == {
+            ("ledger", q, 1) for q in range(QUEUES)
+        }
+        commit(config, ["p-late"])
+        again = consumer(config, "ledger", [TOPIC], topics_per_group=True).start()
+        try:
+            got = Pump([again])
+            got.until(1, 120)
+            assert [m.transaction_id for m in got.got] == ["p-late"]
+        finally:
+            again.close()
+    finally:
+        delete_topic(config.kafka.bootstrap_servers, topic)
 
 
 def where(config: Config) -> list[str]:
