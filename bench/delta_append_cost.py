@@ -1,6 +1,6 @@
 """What a delta-rs append costs when the table object is kept open, against reopened.
 
-The coordinator's `BatchLedger` (streams/delta_writes.py) keeps each local table it appends
+The coordinator's `BatchLedger` (streams/writes/delta_writes.py) keeps each local table it appends
 to open between batches: opening reads the newest checkpoint and every commit after it. This
 appends a 30-row batch (as the engine does, with an app transaction and no log cleanup) N
 times to a fresh table, once keeping one table object for all appends and once opening it
@@ -12,7 +12,7 @@ of 100 appends (delta-rs works in Rust threads of this process: CPU time counts 
 
 `--files` times an append (on a freshly opened table) against the number of files the table
 already has, each with full column statistics, as `system/half_messages` and
-`system/op_records` grew before the compactor (streams/compactor.py) took them in: one file
+`system/op_records` grew before the compactor (streams/writes/compactor.py) took them in: one file
 per batch that lands halves or ops.
 
 Measured (deltalake 1.6.6, 2 cores): kept open 9.8 / 16.0 / 26.1 / 32.4 / 43.3 / 47.1 ms per

@@ -12,7 +12,7 @@ steady state of a table that commits once a second and keeps N seconds of histor
 times 20 appends two ways:
 
 - delta-rs's default, as the ledger did before (refresh, append, clean up after the commit);
-- the ledger's way now (streams/delta_writes.py): append only, no refresh, no cleanup
+- the ledger's way now (streams/writes/delta_writes.py): append only, no refresh, no cleanup
   (it cleans up once in CLEANUP_EVERY appends).
 
     .venv/bin/python bench/delta_log_growth.py [FILES ...]   # default 0 3700 21700 86500

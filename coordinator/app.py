@@ -1,13 +1,13 @@
 """The coordinator as a Spark application: `deploy/submit-coordinator` runs this file.
 
 One driver runs the whole engine: it creates the ingress topics and the system tables when
-absent, starts the heartbeat ticker and the coordinator query, and waits.
+absent, starts the heartbeat ticker and the decision query, and waits.
 SIGTERM or SIGINT stops the queries in order, letting the batches in flight finish
 (coordinator/stop_signals.py; each micro-batch is idempotent, so even a kill -9 at
 any point is safe: the next start replays from the checkpoints).
 
 Exit codes: 0 stopped on request; 2 an error (the message says which); 3 fenced: a newer
-coordinator claimed the warehouse (streams/writer_fence.py), so this one stopped without
+coordinator claimed the warehouse (streams/fence/writer_fence.py), so this one stopped without
 writing. A supervisor should restart on 2, never on 3 (a restart would fence the newer one).
 
     deploy/submit-coordinator [--master URL] -- [--config FILE] [--set key=value ...]
@@ -29,7 +29,7 @@ from coordinator.program_exit import leave
 from coordinator.runtime.engine import Engine
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
-from streams.coordinator_job import check_coordinator_state
+from streams.stage.query import check_coordinator_state
 
 log = logging.getLogger("txcoord.app")
 
@@ -41,7 +41,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """Return the application's arguments."""
     parser = argparse.ArgumentParser(
         prog="coordinator/app.py",
-        description="Run the coordinator stream until SIGTERM or SIGINT.",
+        description="Run the decision query until SIGTERM or SIGINT.",
     )
     parser.add_argument("--config", type=Path, help="TOML configuration file (contract 4)")
     parser.add_argument(

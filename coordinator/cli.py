@@ -96,9 +96,9 @@ NOISY_LOGGERS = ("kafka", "py4j", "httpx", "httpcore")
 #: dropped as late, a check published slim) always show; the lines themselves with -v.
 PER_BATCH_LOGGERS = (
     "txcoord.progress",
-    "streams.coordinator_writer",
-    "streams.ingest_job",
-    "streams.check_publisher",
+    "streams.writes.batch_writer",
+    "streams.ingest.landing_query",
+    "streams.kafka_io.check_publisher",
 )
 
 

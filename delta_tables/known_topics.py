@@ -4,7 +4,7 @@ With `auto_create_topic_enable` a half may name a topic nobody created; each suc
 a table, a metric label and a tally entry for good, so their number is bounded: `max_topics`
 in the warehouse, `max_topics_per_group` brought in by one producer group (issue 61, finding
 7). The coordinator appends a row here for each new topic a batch lets in, in the batch that
-landed its first half (streams/topic_admission.py), before the batch delivers anything: a
+landed its first half (streams/ingest/topic_admission.py), before the batch delivers anything: a
 topic's table never exists without its row, once this table does. The row names the group
 of that first half (the first by ingress position), and the writer's app id and batch, so a
 batch replayed after a crash knows which rows were its own (they are not yet known to it).

@@ -1,7 +1,7 @@
 """`system/queue_offsets`: the next free queue offset of every (topic, queue).
 
 Append-only: each batch that delivers appends one row per (topic, queue) it moved, with
-the batch id, after the topic tables and with the same batch mark (streams/delta_writes.py).
+the batch id, after the topic tables and with the same batch mark (streams/writes/delta_writes.py).
 Offsets only grow, so a queue's next offset is the largest `next_offset` of its rows
 (`next_offsets`). Rewriting one row per queue instead would make every batch rebuild the
 table's file list to remove it (seconds a batch); an append does not. A

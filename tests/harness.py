@@ -1,7 +1,7 @@
 """What the end-to-end tests share: a Kafka-ingress producer, a check responder, the engine.
 
 Producers and responders speak the documented Kafka ingress format (coordinator/protocol/ingress.py)
-through a real broker; `Engine` runs the real coordinator query in this test process's Spark
+through a real broker; `Engine` runs the real decision query in this test process's Spark
 session, stoppable and startable again.
 """
 
@@ -27,8 +27,8 @@ from coordinator.protocol.check_claim import is_claim
 from coordinator.protocol.check_record import CheckRecord
 from coordinator.runtime import engine
 from coordinator.sdk.consumer.membership import kafka_group_id
-from streams.coordinator_job import QUERY_NAME
-from streams.delivery_notices import ensure_consumer_topics
+from streams.kafka_io.delivery_notices import ensure_consumer_topics
+from streams.stage.query import QUERY_NAME
 
 GROUP = "orders"
 TOPIC = "OrderPaid"
@@ -235,7 +235,7 @@ class Engine(engine.Engine):
             self.failures.append(query.exception())
 
     def stop_coordinator(self, hurry: threading.Event | None = None) -> None:
-        """Stop the coordinator query; a failure before the stop is kept for `stop`."""
+        """Stop the decision query; a failure before the stop is kept for `stop`."""
         self._judge(self.coordinator)
         super().stop_coordinator(hurry)
 
@@ -271,7 +271,8 @@ def warm(engine: Engine, batches: int = 3) -> None:
 
 
 def watermark_past(line: dict[str, Any] | None, moment: float) -> bool:
-    """Return whether progress summary `line` (streams/progress.py) has a watermark past `moment`.
+    """Return whether progress summary `line` (streams/progress/batch_log.py) has a watermark past
+    `moment`.
 
     `moment` is epoch seconds in store time (the broker's LogAppendTime: this host's clock).
     """

@@ -3,7 +3,7 @@ heading; every repository file a code comment names exists.
 
 The docs cite code by path and each other by heading; a file moved or a heading renamed
 leaves a link that only a reader would find broken. Links to the web are not followed.
-Code comments and docstrings cite files the same way (`streams/landing.py`,
+Code comments and docstrings cite files the same way (`streams/ingest/land_rows.py`,
 `docs/performance.md`): a file moved or deleted leaves them pointing nowhere too.
 """
 

@@ -42,7 +42,7 @@ from delta_tables.table import (
     parse_interval,
     spark_table_properties,
 )
-from streams.coordinator_job import checkpoint_of
+from streams.stage.query import checkpoint_of
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Every micro-batch of the engine's queries, with the wall time it ended; where time went.
 
 The engine's own ProgressLog keeps the last 1,000 summaries without a time; the bench adds
-a listener of its own that keeps every summary (streams/progress.py `summary`: rows,
+a listener of its own that keeps every summary (streams/progress/batch_log.py `summary`: rows,
 duration, its phases, state rows, lag) with the wall clock at which Spark reported it, so
 each phase of the run can take exactly its batches.
 
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from coordinator.bench.stats import median, summarize
-from streams.progress import summary
-from streams.progress_listener import ProgressListener
+from streams.progress.batch_log import summary
+from streams.progress.listener import ProgressListener
 
 
 class BatchRecorder(ProgressListener):

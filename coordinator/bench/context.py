@@ -44,7 +44,9 @@ class BenchSettings:
     warmup: int = 200  # transactions through a fresh engine before measuring (0: none)
     warmup_max_seconds: float = 240.0  # ... then on until the JIT settles, at most this long
     idle_seconds: float = 10.0  # the engine measured with no load at all (0: not measured)
-    rest_seconds: float = 60.0  # ... and once its ticker rests (streams/tick_pace.py; 0: not)
+    rest_seconds: float = (
+        60.0  # ... and once its ticker rests (streams/kafka_io/tick_pace.py; 0: not)
+    )
     pending: tuple[int, ...] = (0, 10_000)  # unresolved-state levels (0: a baseline); () skips
     pending_window: float = 15.0  # seconds of steady load measured per level
     pending_rate: float = 50.0  # tx/s of that steady load

@@ -18,7 +18,7 @@ from typing import Any
 
 from coordinator.bench.context import PhaseContext
 from coordinator.runtime.engine import Engine
-from streams.state_rebuild import rebuild
+from streams.state.rebuild import rebuild
 
 
 def measure_rebuilds(context: PhaseContext, level: int) -> tuple[dict[str, Any], Engine]:

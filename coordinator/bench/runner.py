@@ -1,11 +1,11 @@
 """One benchmark run, start to end, on components of its own.
 
 Order: a fresh KRaft broker and warehouse in a folder of the run's own; a local Spark
-session; the engine (ticker, coordinator query) in this process, as `txcoord up` runs it,
+session; the engine (ticker, decision query) in this process, as `txcoord up` runs it,
 with the REST ingress on a thread when the REST path is measured; then
 
 1. a warm-up load, an idle look at the engine (its ticker still ticking every second), a
-   look at it resting (once the ticker has slowed down: streams/tick_pace.py), then each
+   look at it resting (once the ticker has slowed down: streams/kafka_io/tick_pace.py), then each
    path's throughput phase (throughput.py), one after the other on the same engine;
 2. the pending-state phase on a fresh engine of its own (pending.py);
 3. the ceiling (ceiling.py) and the peers (peer.py: kafka-python; java_peer.py: Kafka's
@@ -52,8 +52,8 @@ from coordinator.runtime.engine import Engine
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.local_stack.ports import free_port
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
-from streams.coordinator_job import QUERY_NAME as COORDINATOR
-from streams.progress_listener import listen
+from streams.progress.listener import listen
+from streams.stage.query import QUERY_NAME as COORDINATOR
 
 SCHEMA = "txcoord-bench/1"
 

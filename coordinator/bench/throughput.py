@@ -262,7 +262,7 @@ def idle(context: PhaseContext, seconds: float, name: str = "idle engine") -> di
 
 
 def wait_to_rest(context: PhaseContext) -> float:
-    """Wait until the engine's ticker rests (no timer near: streams/tick_pace.py); return
+    """Wait until the engine's ticker rests (no timer near: streams/kafka_io/tick_pace.py); return
     the seconds waited. Raise if it is still busy well after its horizon."""
     pace = context.engine.pace
     context.reporter.phase("waiting for the ticker to rest", None)

@@ -15,7 +15,7 @@ the local broker.
 It also prints the grants of the engine's own principal that a newer coordinator's fence
 rests on (coordinator/core/topics.py `engine_grants`): WRITE and DESCRIBE on the two
 transactional ids of the configuration's warehouse, those of its check and notice producers
-(streams/kafka_fence.py). Without them the engine does not start.
+(streams/fence/kafka_fence.py). Without them the engine does not start.
 
     txcoord provision --config prod.toml --consumer-group billing=billing-app
 
@@ -152,7 +152,7 @@ def provision(
             raise click.BadParameter(problem, param_hint="--operator")
     consumers = _consumer_principals(consumer_groups, layout)
     # Imported here: the admin API only for this command.
-    from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
+    from streams.kafka_io.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
     for group, _ in map(_group_of, groups):
         click.echo(f"group {group}: topics {', '.join(ensure_group_topics(config, group))}")

@@ -1,6 +1,6 @@
 """`txcoord state rebuild`: move the coordinator's state to a new checkpoint.
 
-The work is streams/state_rebuild.py's; this is its command line:
+The work is streams/state/rebuild.py's; this is its command line:
 
     txcoord state rebuild --partitions 8                  # the local stack (var/), stopped
     txcoord state rebuild --config prod.toml --cluster --master spark://host:7077
@@ -24,7 +24,7 @@ from coordinator.core.config import load_config, parse_overrides
 from coordinator.runtime.local_stack.broker_auth import load_broker_auth
 from coordinator.runtime.local_stack.stack import LocalStack, StackSettings
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
-from streams.state_rebuild import SOURCES, rebuild
+from streams.state.rebuild import SOURCES, rebuild
 
 
 @click.group()

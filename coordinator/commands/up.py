@@ -172,7 +172,7 @@ def up(
     """Run the whole local stack in the foreground until Ctrl-C.
 
     Starts a single-node Kafka broker (KRaft, 127.0.0.1) from the install step's jars, a
-    local Spark session with Delta Lake, the coordinator stream, and the REST
+    local Spark session with Delta Lake, the decision query, and the REST
     ingress; checks each with a real round trip, then shows a live status line. Ctrl-C (or
     SIGTERM) stops everything in order; running it again continues where it stopped (same
     broker storage, checkpoints and warehouse).

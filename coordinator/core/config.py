@@ -176,14 +176,15 @@ class KafkaConfig(SecuritySettings):
 
 @dataclass(frozen=True)
 class StreamsConfig:
-    """How the coordinator query runs."""
+    """How the decision query runs."""
 
     checkpoint_dir: str = "var/checkpoints"
     trigger_interval: timedelta = timedelta(seconds=1)
     # Heartbeats keep event time moving when no producer writes (contract 7.4).
     tick_interval: timedelta = timedelta(seconds=1)
     # That often while a check, discard or orphan may come due; otherwise this often
-    # (streams/tick_pace.py): only forgetting and expiry wait for it, and an idle stack rests.
+    # (streams/kafka_io/tick_pace.py): only forgetting and expiry wait for it, and an idle stack
+    # rests.
     idle_tick_interval: timedelta = timedelta(seconds=15)
     # How long a resolved transaction is remembered to classify later ops as duplicates or
     # conflicts, counted in store time from its decision (a timer); afterwards such an op is
@@ -192,13 +193,14 @@ class StreamsConfig:
     # How far a record's store time (the broker's LogAppendTime) may trail the newest store
     # time the coordinator has seen in another partition: its watermark trails by this much.
     # Every check and discard waits this long past its due time. Less than a
-    # trigger interval less the ticker's lead (streams/ticker.py), so the heartbeat that
+    # trigger interval less the ticker's lead (streams/kafka_io/ticker.py), so the heartbeat that
     # proves "seen up to due + skew" is read by the batch right after that moment; at a
     # whole interval (1 s) every later check waited one more batch. A single broker's store
     # times trail by milliseconds; raise it for brokers whose clocks or replication lag more.
     store_time_skew: timedelta = timedelta(seconds=0.75)
     # How often the engine compacts the small files its batches leave in the output tables,
-    # off the batch path (streams/compactor.py); 0 turns it off (`txcoord maintain` compacts then).
+    # off the batch path (streams/writes/compactor.py); 0 turns it off (`txcoord maintain` compacts
+    # then).
     compact_interval: timedelta = timedelta(minutes=1)
     # How long each table keeps the commit files of its Delta log (`delta.logRetentionDuration`):
     # time travel and a downstream reader that falls behind can reach back this far. The

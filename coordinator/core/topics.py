@@ -14,7 +14,7 @@ deployment gives every group its own topics, and every operator principal its ow
                     consumer group                            committed offsets
 
 In the per-group layout the shared half and op topics stay for the heartbeats
-(streams/ticker.py) and carry nothing else: any other record there is quarantined, since
+(streams/kafka_io/ticker.py) and carry nothing else: any other record there is quarantined, since
 Kafka cannot say who wrote it. The REST ingress sends an admin's op to the operator topic of
 its own principal (the engine's, `KafkaConfig.principal`), where the ingest takes the
 `txcoord.operator` header as the recorded "who" (the REST ingress authenticated it); on any
@@ -249,7 +249,7 @@ def consumer_kafka_group(consumer_group: str) -> str:
     return f"txcoord-consumer-{consumer_group}"
 
 
-#: The transactional ids of the engine's two Kafka producers (streams/kafka_fence.py): its
+#: The transactional ids of the engine's two Kafka producers (streams/fence/kafka_fence.py): its
 #: check records, and its delivery notices. Each is followed by a digest of the warehouse
 #: (`transactional_id`), so that every coordinator of one warehouse shares the id (a newer
 #: one's start fences an older one's producer on Kafka) and coordinators of two warehouses

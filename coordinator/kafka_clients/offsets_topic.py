@@ -4,7 +4,7 @@ A consumer group's committed offsets (coordinator/sdk/consumer/offset_store.py) 
 ever, the newest per key, so the topic is compacted. A broker that creates topics on first use
 would make one with its own defaults (deleted after 7 days, say), so no client creates it by
 writing to it. The shared layout's one topic is the engine's, made at its start
-(streams/delivery_notices.py). In the per-group layout (coordinator/core/topics.py) each
+(streams/kafka_io/delivery_notices.py). In the per-group layout (coordinator/core/topics.py) each
 consumer group has its own, made by `txcoord provision --consumer-group` or, for its REST
 consumers, by the REST ingress (coordinator/rest/consumers.py); an SDK consumer only uses it.
 """

@@ -1,7 +1,7 @@
 """The check topic's record: one codec for the coordinator that writes it and every reader.
 
 The coordinator publishes one record per check request (RocketMQ's
-CHECK_TRANSACTION_STATE) on the check topic (streams/check_topic.py sizes the topic):
+CHECK_TRANSACTION_STATE) on the check topic (streams/kafka_io/check_topic.py sizes the topic):
 
     key       transaction id (UTF-8)
     value     a JSON object, `CheckRecord.to_value()`

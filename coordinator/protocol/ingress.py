@@ -102,7 +102,8 @@ OPS: tuple[str, ...] = tuple(event.value for event in PRODUCER_OPS)
 OPERATOR_OPS: tuple[str, ...] = tuple(event.value for event in OPERATOR_ONLY_OPS)
 
 #: Room for headers (group, topic, keys, properties) on top of the body, in the ingress
-#: topics' max.message.bytes (streams/ingress_topics.py) and the Kafka transport's requests.
+#: topics' max.message.bytes (streams/kafka_io/ingress_topics.py) and the Kafka transport's
+#: requests.
 HEADER_ALLOWANCE_BYTES = 256 * 1024
 #: Queue ids a producer may name: RocketMQ topics rarely have more than a few dozen queues.
 MAX_QUEUE_ID = 1023

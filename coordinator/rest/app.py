@@ -138,7 +138,7 @@ def ensure_topic(config: Config, topic: str) -> tuple[str, ...]:
     """Create a group's own topics, or an operator topic, before its first record (per-group
     layout); return the topics now ready."""
     # Imported here, as in `serve`: the admin API only where it is needed.
-    from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
+    from streams.kafka_io.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
     role = config.kafka.layout.role_of(topic)
     try:
@@ -175,7 +175,7 @@ def build_server(config: Config, app: FastAPI | None = None) -> uvicorn.Server:
 def serve(config: Config) -> None:
     """Create the ingress topics if absent, then answer requests until SIGINT or SIGTERM."""
     # Imported here: it is the only part of the REST that needs Kafka's admin API.
-    from streams.ingress_topics import ensure_ingress_topics  # noqa: PLC0415
+    from streams.kafka_io.ingress_topics import ensure_ingress_topics  # noqa: PLC0415
 
     app = create_app(config)  # first: a bad token file is refused before any network call
     try:

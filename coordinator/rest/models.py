@@ -2,7 +2,7 @@
 
 Types are strict: a JSON number is not a string and a string is not a number, a bool is not
 an integer, and unknown fields are refused (a misspelt `bodyBase64` must not silently send
-an empty body). Every rule mirrors the ingest's (streams/ingest.py), so nothing this API
+an empty body). Every rule mirrors the ingest's (streams/ingest/transforms.py), so nothing this API
 accepts is quarantined later:
 
     producer_group   GROUP_PATTERN (RocketMQ's Validators.checkGroup, less '%' and '|')

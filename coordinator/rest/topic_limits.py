@@ -4,7 +4,7 @@ With `auto_create_topic_enable` a half may name a topic nobody created, and each
 is a table that every start of the coordinator fences, a metric label and a tally entry, for
 good. The coordinator lets in at most `max_topics` topics in the warehouse and
 `max_topics_per_group` brought in by one producer group, and quarantines a half past either
-(streams/topic_admission.py). The ingress refuses such a send before it reaches Kafka, with
+(streams/ingest/topic_admission.py). The ingress refuses such a send before it reaches Kafka, with
 `403 topic_limit`, and writes nothing: the client learns at once what the coordinator would
 decide later, as with every rule of the ingest.
 

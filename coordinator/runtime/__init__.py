@@ -1,6 +1,6 @@
 """The runtime: the engine's driver, its Spark session and the local stack.
 
-    engine.py          the ticker and the coordinator query, started and stopped in order
+    engine.py          the ticker and the decision query, started and stopped in order
     spark_session.py   the one SparkSession factory (Delta, RocksDB state, the install's jars,
                        spark-log4j2.properties)
     artifacts.py       the install step's jar cache, and where the project lives

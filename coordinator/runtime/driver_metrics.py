@@ -41,13 +41,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from coordinator.core.errors import ConfigurationError
-from streams.tally import FINISH_BUCKETS_S
+from streams.progress.tally import FINISH_BUCKETS_S
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from streams.progress import ProgressLog
-    from streams.tally import Tally
+    from streams.progress.batch_log import ProgressLog
+    from streams.progress.tally import Tally
 
 log = logging.getLogger(__name__)
 

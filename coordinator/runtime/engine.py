@@ -1,17 +1,17 @@
-"""The engine: heartbeat ticker and the coordinator query in one Spark session.
+"""The engine: heartbeat ticker and the decision query in one Spark session.
 
 `coordinator/app.py` (spark-submit) and `txcoord up` both run it. Start order: ingress
 topics and system tables (created when absent), the progress listener, the ticker, the
-coordinator query (which reads the ingress topics, lands every record and decides, one
-micro-batch at a time: streams/coordinator_job.py), the compactor of the output tables
-(streams/compactor.py). The engine says it is running once the query's first batch is done:
+decision query (which reads the ingress topics, lands every record and decides, one
+micro-batch at a time: streams/stage/query.py), the compactor of the output tables
+(streams/writes/compactor.py). The engine says it is running once the query's first batch is done:
 that batch pays the process's one-time costs (code generated and compiled, Kafka consumers
 and state stores opened: seconds), and a record sent after "running" should not wait behind
 them. Stop order: compactor, ticker, then the query. Each micro-batch
 is idempotent, so a stop — or a kill -9 — at any point is safe: the next start replays
 from the checkpoint.
 
-An orderly stop is also quiet: the query's batch gate closes first (streams/batch_gate.py),
+An orderly stop is also quiet: the query's batch gate closes first (streams/writes/batch_gate.py),
 and the query is stopped only once it is between triggers or its next batch waits at the gate,
 never while a batch writes. Interrupting a batch's writes logs Spark and py4j errors (and a
 StackOverflowError out of Spark's stop detection) for what is in fact an ordinary stop. A
@@ -38,20 +38,20 @@ from coordinator.runtime.driver_metrics import MetricsServer, serve_metrics
 from coordinator.runtime.table_counts import table_counts
 from delta_tables.log_retention import keep_logs_for
 from delta_tables.registry import create_system_tables
-from streams.batch_gate import BatchGate
-from streams.compactor import Compactor
-from streams.coordinator_job import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
-from streams.coordinator_writer import CoordinatorBatchWriter
-from streams.delivery_notices import ensure_consumer_topics
-from streams.ingress_topics import ensure_ingress_topics, subscribed_topics
-from streams.landing_repair import batches_recorded
-from streams.outage import last_commit_ms, outage_warning, topic_retention_ms
-from streams.progress import ProgressLog
-from streams.progress_listener import listen
-from streams.state_rebuild import holds_no_state, rebuild
-from streams.step_timer import StepTimer
-from streams.tally import Tally
-from streams.ticker import Ticker
+from streams.kafka_io.delivery_notices import ensure_consumer_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics, subscribed_topics
+from streams.kafka_io.outage import last_commit_ms, outage_warning, topic_retention_ms
+from streams.kafka_io.ticker import Ticker
+from streams.progress.batch_log import ProgressLog
+from streams.progress.listener import listen
+from streams.progress.step_timer import StepTimer
+from streams.progress.tally import Tally
+from streams.stage.query import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
+from streams.state.landing_repair import batches_recorded
+from streams.state.rebuild import holds_no_state, rebuild
+from streams.writes.batch_gate import BatchGate
+from streams.writes.batch_writer import CoordinatorBatchWriter
+from streams.writes.compactor import Compactor
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +85,7 @@ class Engine:
         self._unlisten: Callable[[], None] | None = None
 
     def start(self) -> Engine:
-        """Create what is missing and start the ticker and the coordinator query."""
+        """Create what is missing and start the ticker and the decision query."""
         timer = StepTimer()
         if isolation := group_isolation_problem(self.config.kafka):  # accepted, or refused
             log.warning("%s (kafka.accept_no_group_isolation = true)", isolation)
@@ -126,7 +126,7 @@ class Engine:
             fence=self.writer.fence if self.writer is not None else None,
         ).start()
         log.info(
-            "engine running: coordinator query %s; started in %s",
+            "engine running: decision query %s; started in %s",
             self.coordinator and self.coordinator.id,
             timer.summary(),
         )
@@ -179,7 +179,7 @@ class Engine:
             log.warning("%s", warning)
 
     def _await_first_batch(self) -> None:
-        """Wait until the coordinator query has run a batch, stopped, or FIRST_BATCH_WAIT passed.
+        """Wait until the decision query has run a batch, stopped, or FIRST_BATCH_WAIT passed.
 
         A batch frozen at a failpoint (coordinator/core/failpoints.py) never ends: no wait then.
         """
@@ -196,14 +196,14 @@ class Engine:
             )
 
     def start_coordinator(self) -> None:
-        """Start the coordinator query from its checkpoint."""
+        """Start the decision query from its checkpoint."""
         self.pace.saw_activity()  # its state may hold timers due any moment
         self.coordinator, self.writer = start_coordinator(
             self.spark, self.config, self.tally, BatchGate(), self.pace
         )
 
     def stop_coordinator(self, hurry: threading.Event | None = None) -> None:
-        """Stop the coordinator query (producers' records wait in Kafka)."""
+        """Stop the decision query (producers' records wait in Kafka)."""
         if self.coordinator is not None:
             gate = self.writer.gate if self.writer is not None else None
             stop_quietly(self.coordinator, gate, hurry)
@@ -256,7 +256,7 @@ class Engine:
         ]
 
     def stop(self, hurry: threading.Event | None = None) -> None:
-        """Stop the compactor, the ticker, then the coordinator query; safe to call more than once.
+        """Stop the compactor, the ticker, then the decision query; safe to call more than once.
 
         The batch in flight finishes first (up to `BATCH_FINISH_WAIT`, or until `hurry` is
         set); see the module docstring.

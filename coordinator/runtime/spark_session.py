@@ -150,7 +150,7 @@ class SparkSettings:
             # for small files: a Spark job that more than doubles the cost of each small
             # append on the coordinator's path. Tables created before carry the
             # property; this turns it off for them too. The engine compacts off the batch
-            # path instead (streams/compactor.py).
+            # path instead (streams/writes/compactor.py).
             "spark.databricks.delta.autoCompact.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
             # Bad input must become a row with a reason, never an exception that stops a

@@ -1,6 +1,6 @@
 """The tally's starting point: what the warehouse's tables hold, counted once at start.
 
-The engine seeds its tally (streams/tally.py) with these totals before the query starts, so
+The engine seeds its tally (streams/progress/tally.py) with these totals before the query starts, so
 its counts survive restarts. Two readers give the same `Totals`:
 
 - `read_totals` reads the few columns needed with `deltalake` (delta-rs, no JVM): a fraction
@@ -31,7 +31,7 @@ from coordinator.core.state_machine import TransactionState as State
 from delta_tables import check_requests, half_messages, op_records, quarantine, transactions
 from delta_tables.lookup import delta_uri
 from delta_tables.table import TableSpec
-from streams.tally import Counts
+from streams.progress.tally import Counts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

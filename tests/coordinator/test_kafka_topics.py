@@ -9,7 +9,7 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import InvalidReplicationFactorError
 
 from coordinator.kafka_clients.admin import admin_client, delete_topic
-from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics
 from tests.conftest import ConfigFactory
 
 pytestmark = pytest.mark.kafka

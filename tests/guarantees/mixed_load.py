@@ -37,7 +37,7 @@ from coordinator.core.config import Config, load_config
 from coordinator.protocol import ingress as fmt
 from delta_tables import half_messages, op_records
 from delta_tables.queue_offsets import next_offsets
-from streams.ingress_topics import ensure_group_topics
+from streams.kafka_io.ingress_topics import ensure_group_topics
 from tests.app_process import AppProcess
 from tests.conftest import settings_under
 from tests.guarantees.app_runs import AppRuns
@@ -316,7 +316,7 @@ def verify(
         assert [r.queue_offset for r in by_offset] == list(range(len(messages))), key
         # The batch by its time first: a new checkpoint generation (a lost checkpoint, a
         # rebuild) numbers its batches from 0 again, while the stage's clock only grows
-        # (streams/state_derivation.py `_at`).
+        # (streams/state/derivation.py `_at`).
         by_commit = sorted(
             messages, key=lambda r: (r.delivered_at, r.batch_id, r.committed_at, r.commit_op_id)
         )

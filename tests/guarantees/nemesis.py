@@ -45,7 +45,7 @@ from random import Random
 from deltalake import DeltaTable
 
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
-from streams.state_rebuild import SOURCES
+from streams.state.rebuild import SOURCES
 from tests.app_process import AppProcess
 from tests.guarantees.app_runs import SPARK_WORKER_TIMEOUT, exit_cause
 from tests.guarantees.mixed_load import Scenario

@@ -17,7 +17,7 @@ reads its own check topic, coordinator/core/topics.py), killed where the landing
 groups' topics and where checks go to the group's check topic. Its last kill, between the
 landing tables' commits, also loses the checkpoint folder: the start after it derives the
 state from the warehouse (contract 7.11), after landing what the killed batch had not
-(streams/landing_repair.py).
+(streams/state/landing_repair.py).
 
 The random moments come from one seeded generator (the `rng` fixture of tests/conftest.py):
 the seed is printed and named in the failure report, and `TXCOORD_TEST_SEED=<seed>` replays
@@ -74,7 +74,7 @@ PER_GROUP_CRASH_STARTS: tuple[tuple[str, ...], ...] = (
 FAILPOINTS = tuple(spec for start in CRASH_STARTS + PER_GROUP_CRASH_STARTS for spec in start)
 #: The per-group run removes the checkpoint folder after its kill between the landing tables'
 #: commits here (issue 60.3): the next start derives the state from the warehouse, after
-#: landing what the killed batch had not (streams/landing_repair.py). Only after the last
+#: landing what the killed batch had not (streams/state/landing_repair.py). Only after the last
 #: failpoint start: a start that derives the state runs the new checkpoint's first batch
 #: itself, which passes the same failpoints; killed there, the engine refuses to start until
 #: `txcoord state rebuild` finishes it (contract 7.11), a start more.

@@ -27,12 +27,12 @@ from pyspark.sql import SparkSession
 from coordinator.core.config import Config, load_config
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.failpoints import REACHED
-from streams.checkpoint_files import LocalFiles
-from streams.coordinator_checkpoint import active_facts, interrupted_rebuild
+from streams.state.checkpoint_files import LocalFiles
+from streams.state.generations import active_facts, interrupted_rebuild
 from tests.app_process import AppProcess
 from tests.conftest import settings_under
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
-from tests.streams.test_state_rebuild import TIMING
+from tests.streams.state.test_rebuild import TIMING
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
 

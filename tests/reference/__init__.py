@@ -4,6 +4,6 @@ lifecycle.py      one transaction's rules (on_input / on_timer): the model of Li
 ingest_rules.py   the ingest's rules as Spark SQL expressions: the model of Ingress.java
 
 The product runs the JVM twins (streams/jvm/); these are what a reader reads to learn the
-rules, and what tests/streams/test_lifecycle_twin.py and test_ingest_twin.py compare the
+rules, and what tests/streams/stage/test_lifecycle_twin.py and test_ingest_twin.py compare the
 twins with, on random input.
 """

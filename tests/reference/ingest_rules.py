@@ -5,9 +5,9 @@ reason, never an exception (contract 5.2 and 9; with ANSI mode on, that means `t
 `get` and `is_valid_utf8` throughout). The query runs the JVM twin of these rules
 (streams/jvm/txcoord/Ingress.java) instead: one function call per record rather than this
 tree of a few hundred expressions, whose lambda functions kept Spark from generating its
-code once per batch. tests/streams/test_ingest_twin.py proves that both give the same rows
+code once per batch. tests/streams/ingest/test_ingest_twin.py proves that both give the same rows
 for random records. What both are given (header names, limits, reason texts) is the
-product's streams/ingest_rules.py.
+product's streams/ingest/rules.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from coordinator.core.topics import TopicLayout
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.names import SYSTEM_PREFIXES, SYSTEM_TOPICS, TOPIC_NAME
-from streams.ingest_rules import (
+from streams.ingest.rules import (
     KIND_HALF,
     KIND_OP,
     LOG_APPEND_TIME,

@@ -3,8 +3,8 @@
 The readable reference model of the rules the coordinator's stateful stage runs in the JVM
 (streams/jvm/txcoord/Lifecycle.java): the stage calls its twin of `on_input` with the rows of
 one micro-batch for one transaction, and of `on_timer` when that transaction's single timer
-fires. A differential property-based test (tests/streams/test_lifecycle_twin.py) proves both
-agree; the product holds only what both are given (streams/lifecycle.py: `Rules`, and the
+fires. A differential property-based test (tests/streams/stage/test_lifecycle_twin.py) proves both
+agree; the product holds only what both are given (streams/stage/lifecycle.py: `Rules`, and the
 kinds of rows the writer acts on, `Kind`).
 A transaction is identified by (producer group, transaction id) (contract 3): the stage is keyed
 by both, so every half and op given to these functions belongs to one group, and another
@@ -30,7 +30,7 @@ interval to answer, however late the check went out. (Store time and the driver'
 assumed to agree to within a second: the broker's and the driver's clocks, NTP-synchronised
 in a cluster, the same clock locally.)
 
-What reaches this stage (see streams/coordinator_job.py): every half and every op record of
+What reaches this stage (see streams/stage/query.py): every half and every op record of
 the transaction, as they land, in whichever order (an op may come before its half; an answer
 to a check long after the half). A half whose decisive op is stored within
 `transaction_timeout` of it is decided without a check: the common, fast case.
@@ -72,7 +72,7 @@ from coordinator.core.state_machine import (
     apply,
     event_for_op,
 )
-from streams.lifecycle import Kind, Rules
+from streams.stage.lifecycle import Kind, Rules
 
 #: The op kinds that decide (COMMIT, ROLLBACK), as the state machine's table says.
 DECISIVE: tuple[str, ...] = tuple(event.value for event in DECISIVE_OPS)

@@ -54,7 +54,7 @@ from coordinator.runtime.local_stack.broker_auth import BrokerPrincipal
 from coordinator.sdk.consumer import MessageView, SimpleConsumer
 from coordinator.sdk.consumer.membership import GroupMembership
 from coordinator.sdk.consumer.offset_store import OffsetStore
-from streams.delivery_notices import ensure_consumer_topics
+from streams.kafka_io.delivery_notices import ensure_consumer_topics
 from tests.coordinator.sdk.helpers import wait_until
 from tests.coordinator.secured.conftest import SecuredKafka, start_secured
 from tests.security.conftest import deliver

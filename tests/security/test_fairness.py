@@ -29,7 +29,7 @@ from coordinator.core.config import Config
 from coordinator.rest.app import create_app
 from coordinator.rest.auth import sha256_hex
 from delta_tables import check_requests, half_messages, transactions
-from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics
 from tests.conftest import ConfigFactory
 from tests.coordinator.rest.conftest import drop_topics
 from tests.coordinator.rest.delta_io import append

@@ -24,7 +24,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from coordinator.core.config import Config, load_config
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
-from streams.check_topic import check_record
+from streams.kafka_io.check_topic import check_record
 from tests.coordinator.rest.conftest import drop_topics, make_rest_config
 from tests.coordinator.sdk.http_server import serving
 

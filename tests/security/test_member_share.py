@@ -24,7 +24,7 @@ from coordinator.rest.app import create_app
 from coordinator.rest.auth import sha256_hex
 from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.poll_slots import PollSlots
-from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics
 from tests.conftest import ConfigFactory
 from tests.coordinator.rest.conftest import drop_topics
 from tests.coordinator.rest.test_check_poll import check_row, publish

@@ -2,8 +2,8 @@
 
 Keys, values and headers of every shape the ingest must survive: invalid UTF-8, huge
 numbers, empty and oversize fields, repeated headers, names with trailing newlines, and
-records one field away from valid (tests/streams/test_fuzz_ingress.py sends them to the
-real broker; tests/streams/test_ingest_twin.py runs them through both sets of rules).
+records one field away from valid (tests/streams/ingest/test_fuzz_ingress.py sends them to the
+real broker; tests/streams/ingest/test_ingest_twin.py runs them through both sets of rules).
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def warm_up_cycle(spark: SparkSession, config: Config) -> None:
 
     A warm stack has done each kind of work once: the first delivery to a topic creates its
     table, and the first write of a fresh warehouse's table goes through Delta's own
-    idempotence check (streams/delta_writes.py). Those one-time costs (seconds) delayed
+    idempotence check (streams/writes/delta_writes.py). Those one-time costs (seconds) delayed
     every check due during them; a freshly started stack is measured by its own test above.
     """
     group = "warm-up"

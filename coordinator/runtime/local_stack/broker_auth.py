@@ -46,7 +46,7 @@ which `txcoord up --auth-file` switches on (`[kafka] topics_per_group = true`):
 - operator principal: WRITE its own operator topic `txcoord.operator.<principal>` (its ops
   are the only thing it sends; the coordinator records the principal as who sent them);
 - engine principal: WRITE and DESCRIBE on the transactional ids of the warehouse's check and
-  notice producers (coordinator/core/topics.py `engine_grants`, streams/kafka_fence.py). The
+  notice producers (coordinator/core/topics.py `engine_grants`, streams/fence/kafka_fence.py). The
   engine is a super user here and needs no grant: these are what a managed cluster must
   grant it, made here too so that the local stack grants what docs/security.md lists.
 
@@ -237,7 +237,7 @@ def apply_auth(bootstrap_servers: str, auth: BrokerAuth, config: Config) -> list
     from kafka.admin import ScramMechanism, UserScramCredentialUpsertion  # noqa: PLC0415
 
     from coordinator.kafka_clients.admin import admin_client  # noqa: PLC0415
-    from streams.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
+    from streams.kafka_io.ingress_topics import ensure_group_topics, ensure_operator_topic  # noqa: PLC0415
 
     wanted = acls(auth, config.kafka.layout, config.warehouse)
     for group in sorted(auth.groups):

@@ -1,7 +1,7 @@
 """The local stack behind `txcoord up`: broker, Spark, the engine's streams, the REST ingress.
 
 Start order: the KRaft broker (probed with a real round trip), a local Spark session
-(probed: Delta write + Kafka read), the engine (ticker, coordinator query; see
+(probed: Delta write + Kafka read), the engine (ticker, decision query; see
 coordinator/runtime/engine.py), then the REST ingress on its own thread (an application above this
 layer: the caller, `txcoord up`, hands in how to build its server). Stop order is the
 reverse, and stopping is safe at any point of a failed start. Everything keeps its state
@@ -37,9 +37,9 @@ from coordinator.runtime.local_stack.broker_auth import BrokerAuth, apply_auth
 from coordinator.runtime.local_stack.health import Health, check_kafka, check_spark
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
-from streams.coordinator_job import QUERY_NAME as COORDINATOR_QUERY
-from streams.coordinator_job import check_coordinator_state
-from streams.tally import Counts
+from streams.progress.tally import Counts
+from streams.stage.query import QUERY_NAME as COORDINATOR_QUERY
+from streams.stage.query import check_coordinator_state
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,7 +115,7 @@ class LocalStack:
         check_coordinator_state(self.config)
         kafka = self.start_broker()
         spark = self.start_spark("txcoord-up")
-        log.info("starting the coordinator stream")
+        log.info("starting the decision query")
         started = time.monotonic()
         self.engine = Engine(spark, self.config).start()
         metrics = f"; metrics at {self.engine.metrics_url}" if self.engine.metrics_url else ""

@@ -27,8 +27,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * The ingest's rules in the JVM: one raw Kafka ingress record in, its parsed fields and the
  * reason it is refused (NULL when valid) out, as one struct.
  *
- * <p>This is the twin of the Spark SQL expressions of streams/ingest_rules.py, the readable
- * reference model (tests/streams/test_ingest_twin.py proves that both agree on random
+ * <p>This is the twin of the Spark SQL expressions of streams/ingest/rules.py, the readable
+ * reference model (tests/streams/ingest/test_ingest_twin.py proves that both agree on random
  * records). One function call per record instead of an expression tree of a few hundred
  * nodes with lambda functions: Spark generates the code of such a tree again in every task,
  * and evaluates its lambdas without generated code. Every string a rule compares with, every
@@ -42,7 +42,7 @@ public final class Ingress
         scala.collection.Seq<String>, Row> {
   private static final long serialVersionUID = 1L;
 
-  /** What the function returns; streams/ingest.py spreads it into the parsed columns. */
+  /** What the function returns; streams/ingest/transforms.py spreads it into the parsed columns. */
   public static final StructType OUTPUT = new StructType(new StructField[] {
       field("transaction_id", DataTypes.StringType, true),
       field("producer_group", DataTypes.StringType, true),
@@ -65,7 +65,7 @@ public final class Ingress
       field("op_id", DataTypes.StringType, true),
   });
 
-  /** The ids of the reasons, in the order the rules are tried (streams/ingest_rules.py). */
+  /** The ids of the reasons, in the order the rules are tried (streams/ingest/rules.py). */
   static final List<String> REASONS = List.of(
       "create_time", "duplicate_header", "bad_text", "kind_not_tick", "header_bytes",
       "shared_topic", "key_missing", "key_not_utf8", "transaction_id", "group_missing", "group_pattern",

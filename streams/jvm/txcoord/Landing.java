@@ -9,7 +9,7 @@ import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The LAND row of an input row (streams/landing.py): kind LAND, the input's pass-through
+ * The LAND row of an input row (streams/ingest/land_rows.py): kind LAND, the input's pass-through
  * columns (named with the landing's prefix, the parsed ingress record) copied into the output
  * columns of the same name, every other column null.
  *

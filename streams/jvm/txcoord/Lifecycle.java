@@ -13,7 +13,7 @@ import java.util.Objects;
  *
  * <p>tests/reference/lifecycle.py is the readable reference model; this class follows it function by
  * function (same names in camelCase) so that the two can be read side by side, and
- * tests/streams/test_lifecycle_twin.py drives both with random histories and demands identical
+ * tests/streams/stage/test_lifecycle_twin.py drives both with random histories and demands identical
  * output. The table of legal moves is not repeated here: it is coordinator/core/state_machine.py's
  * TRANSITIONS, handed over as data ({@link Transitions}). No Spark in this class.
  */

@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.LongAccumulator;
 
 /**
- * The entry point PySpark calls (streams/coordinator_stage.py): the stage's input, grouped by
+ * The entry point PySpark calls (streams/stage/processor.py): the stage's input, grouped by
  * (producer group, transaction id), through {@link TransactionProcessor} in event time.
  * Every input row also comes out once as a LAND row ({@link Landing}): the query reads Kafka
  * once, and the batch's records ride with its decisions to the writer.
@@ -51,7 +51,7 @@ public final class Stage {
   /**
    * Return the stage's output for its input, starting a new checkpoint from {@code initial}:
    * rows of (producer_group, transaction_id, chunk), one per chunk of transactions, keyed by
-   * one of them, chunk being the JSON document streams/coordinator_stage.py initial_chunks
+   * one of them, chunk being the JSON document streams/stage/processor.py initial_chunks
    * makes (its stage partition and its transactions' states, each a {@link StageRows#STATE}
    * as Spark's to_json writes it), as bytes. Spark applies it in the checkpoint's first batch
    * only; {@code applied} counts the transactions loaded.

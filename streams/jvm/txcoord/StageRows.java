@@ -17,7 +17,7 @@ import txcoord.Lifecycle.Op;
 import txcoord.Lifecycle.TxState;
 
 /**
- * Rows to and from {@link Lifecycle} values: the stage's input (streams/coordinator_stage.py
+ * Rows to and from {@link Lifecycle} values: the stage's input (streams/stage/processor.py
  * INPUT_SCHEMA), its output (OUTPUT_SCHEMA, handed over by Python), and the state it keeps.
  */
 public final class StageRows {
@@ -58,7 +58,7 @@ public final class StageRows {
       field("timer_ms", DataTypes.LongType),
       field("judged_ops", DataTypes.createArrayType(DataTypes.StringType))));
 
-  /** STATE as JSON, for Python (streams/coordinator_stage.py state_schema). */
+  /** STATE as JSON, for Python (streams/stage/processor.py state_schema). */
   public static String stateJson() {
     return STATE.json();
   }
@@ -73,7 +73,7 @@ public final class StageRows {
 
   // -- input rows -> values ------------------------------------------------------------------
   /**
-   * The half an input row carries, or null (streams/coordinator_stage.py half_of); its body
+   * The half an input row carries, or null (streams/stage/processor.py half_of); its body
    * is {@code body}, read by the caller from the landed record's columns.
    */
   static Half halfOf(Row row, byte[] body) {
@@ -258,7 +258,7 @@ public final class StageRows {
     return List.copyOf(found);
   }
 
-  /** Parse a JSON document (streams/coordinator_stage.py initial_chunks: a chunk). */
+  /** Parse a JSON document (streams/stage/processor.py initial_chunks: a chunk). */
   static com.fasterxml.jackson.databind.JsonNode json(byte[] document) {
     try {
       return JSON.readTree(document);

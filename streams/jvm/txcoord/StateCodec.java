@@ -22,7 +22,7 @@ import txcoord.Lifecycle.TxState;
 
 /**
  * A transaction's state as the bytes the stage keeps (state layout v4, STATE_LAYOUT in
- * streams/coordinator_job.py).
+ * streams/stage/query.py).
  *
  * <p>Why bytes and not a {@link StageRows#STATE} row: Spark builds a value state's encoders in
  * every task of every batch (the processor's {@code init}), and for the state's nested row
@@ -164,7 +164,7 @@ public final class StateCodec {
   /**
    * The states of {@code raw} (rows of the key's fields, then the encoded state as the
    * binary column {@code value}) as rows of the key's fields, then {@link StageRows#STATE}'s:
-   * what streams/state_rebuild.py reads from a checkpoint's state.
+   * what streams/state/rebuild.py reads from a checkpoint's state.
    */
   public static Dataset<Row> decoded(Dataset<Row> raw) {
     List<StructField> fields = new ArrayList<>(List.of(StageRows.KEY.fields()));

@@ -10,8 +10,8 @@ import java.util.Set;
 
 /**
  * Which new topics a half may bring in with auto_create_topic_enable on: the ingest's one
- * rule that depends on more than the record (streams/topic_admission.py holds its readable
- * model and sets what it knows; tests/streams/test_topic_admission.py holds the two together).
+ * rule that depends on more than the record (streams/ingest/topic_admission.py holds its readable
+ * model and sets what it knows; tests/streams/ingest/test_topic_admission.py holds the two together).
  *
  * <p>The driver sets the topics the warehouse knows before each batch (each with the producer
  * group that brought it in), and this object is serialized into the batch's tasks with them.

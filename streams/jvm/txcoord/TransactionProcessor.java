@@ -35,7 +35,7 @@ import txcoord.Lifecycle.TxState;
  * one is forgotten ({@code resolved_retention} after its decision). The variable holds the
  * state as bytes ({@link StateCodec}: Spark builds a variable's encoders in every task). A
  * second variable for decided transactions lost them in this Spark
- * (tests/streams/test_retention.py failed).
+ * (tests/streams/stage/test_retention.py failed).
  */
 public final class TransactionProcessor
     extends StatefulProcessorWithInitialState<Row, Row, Row, byte[]> {

@@ -14,7 +14,7 @@ import txcoord.Lifecycle.Step;
 import txcoord.Lifecycle.TxState;
 
 /**
- * Runs a history through {@link Lifecycle}, for tests/streams/test_lifecycle_twin.py.
+ * Runs a history through {@link Lifecycle}, for tests/streams/stage/test_lifecycle_twin.py.
  *
  * <p>A history is JSON: the rules, the table of moves, and steps ("input" with halves, ops and
  * the two times; "timer" at a time, acting only if the transaction's timer is due; "restart":

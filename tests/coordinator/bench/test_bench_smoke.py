@@ -138,7 +138,7 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     # and its margin after the last batch that acted, within the bench's own bound (60 s
     # more, or it fails the run). How soon is a figure: on a loaded machine the timers'
     # batches come late, each putting the rest further off (tick_pace's rule itself is
-    # tests/streams/test_tick_pace.py's).
+    # tests/streams/kafka_io/test_tick_pace.py's).
     assert result["resting"]["seconds"] == 1
     assert 0 < result["resting"]["waited_seconds"] <= 14 + 5 + 60
     assert set(result["paths"]) == {"kafka", "rest"}

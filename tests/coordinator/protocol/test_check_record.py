@@ -14,7 +14,7 @@ from coordinator.protocol.check_record import OMITTED, CheckRecord
 from coordinator.rest.models import OPS as REST_OPS
 from coordinator.rest.models import CheckRequest as RestCheckRequest
 from coordinator.sdk.message import CheckRequest
-from streams.check_topic import check_record, slim_check_record
+from streams.kafka_io.check_topic import check_record, slim_check_record
 
 TEXT = st.text(max_size=20)
 MILLIS = st.none() | st.integers(0, 2**53)

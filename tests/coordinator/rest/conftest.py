@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from coordinator.core.config import Config, load_config
 from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
-from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics
 
 #: Where test clients address the app: a loopback name, as the open mode requires
 #: (coordinator/rest/host_guard.py; TestClient's own default, `testserver`, is refused).

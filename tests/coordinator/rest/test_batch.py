@@ -20,7 +20,7 @@ from coordinator.core.config import Config, load_config
 from coordinator.kafka_clients.admin import ensure_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
-from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics
 from tests.coordinator.rest.conftest import LOCAL, drop_topics
 from tests.coordinator.rest.kafka_io import read_all
 

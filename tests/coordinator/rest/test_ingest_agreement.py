@@ -21,7 +21,7 @@ from coordinator.rest.records import HEADER_BUDGET, Record, half_record, op_reco
 from delta_tables import half_messages, transactions
 from delta_tables.lookup import DeltaRows, TransactionLookup
 from delta_tables.registry import create_system_tables
-from streams.ingest import IngestRules, classify, halves, ops
+from streams.ingest.transforms import IngestRules, classify, halves, ops
 
 pytestmark = pytest.mark.spark
 

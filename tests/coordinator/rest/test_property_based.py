@@ -27,7 +27,7 @@ from schemathesis.generation import GenerationMode
 from coordinator.core.config import Config
 from coordinator.kafka_clients.admin import delete_topic
 from coordinator.rest.app import create_app
-from streams.delivery_notices import ensure_consumer_topics
+from streams.kafka_io.delivery_notices import ensure_consumer_topics
 from tests.coordinator.rest.conftest import LOCAL, drop_topics, make_rest_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.long]

@@ -15,8 +15,8 @@ from coordinator.core.config import Config
 from coordinator.kafka_clients.admin import delete_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
-from streams.check_topic import ensure_check_topic
-from streams.coordinator_writer import check_record
+from streams.kafka_io.check_topic import ensure_check_topic
+from streams.writes.batch_writer import check_record
 
 from .conftest import LOCAL, drop_topics, make_rest_config
 from .kafka_io import read_all

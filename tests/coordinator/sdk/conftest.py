@@ -15,7 +15,7 @@ from coordinator.core.topics import check_consumer_group
 from coordinator.kafka_clients.admin import admin_client, delete_topic, ensure_topic
 from coordinator.sdk import TransactionListener, TransactionProducer
 
-# The ingress topics' one setting the protocol depends on (streams/ingress_topics.py).
+# The ingress topics' one setting the protocol depends on (streams/kafka_io/ingress_topics.py).
 INGRESS_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
 
 

@@ -27,7 +27,7 @@ from coordinator.core.topics import TopicLayout
 from coordinator.kafka_clients.options import COMMITTED_ONLY
 from coordinator.runtime.local_stack.broker_auth import BrokerAuth, apply_auth, load_broker_auth
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
-from streams.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.ingress_topics import ensure_ingress_topics
 
 GROUPS = ("orders", "payments")
 

@@ -29,7 +29,7 @@ def test_ends_read_again_take_the_new_files_and_merge(tmp_path: Path) -> None:
     assert reader.ends(["A"]) == {}  # no table yet
     append(location, [("A", 0, 3, 1), ("A", 1, 2, 1), ("B", 0, 9, 1)])
     assert reader.ends(["A"]) == {("A", 0): 3, ("A", 1): 2}
-    # A rebuild writes batch 0 again (streams/state_rebuild.py): numbers, not batch ids, count.
+    # A rebuild writes batch 0 again (streams/state/rebuild.py): numbers, not batch ids, count.
     append(location, [("A", 0, 5, 2), ("A", 2, 1, 0)])
     assert reader.ends(["A"]) == {("A", 0): 5, ("A", 1): 2, ("A", 2): 1}
     assert reader.ends(["A", "B"]) == {("A", 0): 5, ("A", 1): 2, ("A", 2): 1, ("B", 0): 9}
