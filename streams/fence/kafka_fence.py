@@ -50,7 +50,13 @@ from coordinator.protocol.check_record import Record
 if TYPE_CHECKING:
     from streams.fence.writer_fence import WriterFence
 
-__all__ = ["CLAIM_WAIT_SECONDS", "TRANSACTION_TIMEOUT_MS", "FencedProducer", "transactional"]
+__all__ = [
+    "CLAIM_WAIT_SECONDS",
+    "TRANSACTION_TIMEOUT_MS",
+    "FencedProducer",
+    "FencedSender",
+    "transactional",
+]
 
 #: How long a transaction may stay open before the broker aborts it. Above the longest send
 #: and commit (a check record's 30 s acknowledgement, streams/kafka_io/check_publisher.py): a longer
@@ -252,3 +258,29 @@ class FencedProducer:
             f"{self.name}: could not take the transactional id {self.transactional_id} within "
             f"{self._init_timeout_seconds:.0f} s: {error.str()}"
         )
+
+
+class FencedSender:
+    """What every owner of a FencedProducer (the check publisher, the delivery notices) shows
+    the engine: the writer fence its producer asks, its transactional id, and `connect`."""
+
+    _producer: FencedProducer
+
+    @property
+    def fence(self) -> WriterFence | None:
+        """Return the writer epoch a fenced producer asks."""
+        return self._producer.fence
+
+    @fence.setter
+    def fence(self, fence: WriterFence | None) -> None:
+        self._producer.fence = fence
+
+    @property
+    def transactional_id(self) -> str:
+        """Return the transactional id of this warehouse's producers of this kind."""
+        return self._producer.transactional_id
+
+    def connect(self) -> None:
+        """Take the transactional id now (fencing an older coordinator's producer), so that a
+        batch's first records do not wait for it either."""
+        self._producer.start()

@@ -35,7 +35,7 @@ from coordinator.core.topics import (
 )
 from coordinator.kafka_clients.producer import Stored, durable_config
 from coordinator.protocol.check_record import Record
-from streams.fence.kafka_fence import FencedProducer, transactional
+from streams.fence.kafka_fence import FencedProducer, FencedSender, transactional
 from streams.kafka_io.check_topic import (
     check_record_limit,
     check_topic_max_bytes,
@@ -45,7 +45,7 @@ from streams.kafka_io.check_topic import (
 )
 
 if TYPE_CHECKING:
-    from streams.fence.writer_fence import WriterFence
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ CONNECT_TIMEOUT_MS = 30_000
 Failures = list[tuple[Any, Record, Exception]]
 
 
-class CheckPublisher:
+class CheckPublisher(FencedSender):
     """Publish a batch's CHECK rows to their groups' check topics."""
 
     def __init__(self, config: Config) -> None:
@@ -88,25 +88,6 @@ class CheckPublisher:
         )
         # The per-group check topics known to exist (coordinator/core/topics.py).
         self._check_topics: set[str] = set()
-
-    @property
-    def fence(self) -> WriterFence | None:
-        """Return the writer epoch a fenced producer asks (streams/fence/kafka_fence.py)."""
-        return self._producer.fence
-
-    @fence.setter
-    def fence(self, fence: WriterFence | None) -> None:
-        self._producer.fence = fence
-
-    @property
-    def transactional_id(self) -> str:
-        """Return the transactional id of this warehouse's check producers."""
-        return self._producer.transactional_id
-
-    def connect(self) -> None:
-        """Take the check producers' transactional id now (fencing an older coordinator's
-        producer), so that a batch's first checks do not wait for it either."""
-        self._producer.start()
 
     def send(self, rows: pa.Table, batch_id: int) -> None:
         """Publish the check rows `rows` of batch `batch_id` (retrying with fresh producers)."""

@@ -33,10 +33,10 @@ from coordinator.kafka_clients.offsets_topic import ensure_offsets_topic
 from coordinator.kafka_clients.producer import Stored, durable_config
 from coordinator.protocol.check_record import Record
 from coordinator.protocol.deliveries import QueueEnd, encode_notices
-from streams.fence.kafka_fence import FencedProducer, transactional
+from streams.fence.kafka_fence import FencedProducer, FencedSender, transactional
 
 if TYPE_CHECKING:
-    from streams.fence.writer_fence import WriterFence
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def ensure_consumer_topics(config: Config) -> None:
         ensure_offsets_topic(kafka)
 
 
-class DeliveryNotices:
+class DeliveryNotices(FencedSender):
     """Publish each delivering batch's queue ends on the deliveries topic."""
 
     def __init__(self, config: Config) -> None:
@@ -97,24 +97,6 @@ class DeliveryNotices:
         )
         #: Notices Kafka did not take (each logged): for the tests and the status.
         self.missed = 0
-
-    @property
-    def fence(self) -> WriterFence | None:
-        """Return the writer epoch a fenced producer asks (streams/fence/kafka_fence.py)."""
-        return self._producer.fence
-
-    @fence.setter
-    def fence(self, fence: WriterFence | None) -> None:
-        self._producer.fence = fence
-
-    @property
-    def transactional_id(self) -> str:
-        """Return the transactional id of this warehouse's notice producers."""
-        return self._producer.transactional_id
-
-    def connect(self) -> None:
-        """Take the notice producers' transactional id now (fencing an older coordinator's)."""
-        self._producer.start()
 
     def publish(self, batch_id: int, ends: Mapping[tuple[str, int], int]) -> None:
         """Announce that batch `batch_id` moved these (topic, queue) ends; raise only
