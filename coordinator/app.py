@@ -9,6 +9,9 @@ any point is safe: the next start replays from the checkpoints).
 Exit codes: 0 stopped on request; 2 an error (the message says which); 3 fenced: a newer
 coordinator claimed the warehouse (streams/fence/writer_fence.py), so this one stopped without
 writing. A supervisor should restart on 2, never on 3 (a restart would fence the newer one).
+A supervisor that tells only zero from non-zero (the Spark operator's `OnFailure`) is given
+codes it can act on: `--fenced-exit-code 0 --stopped-exit-code 143` makes a fenced driver a
+finished run and a drained one (SIGTERM) a failed run to restart (deploy/k8s/).
 
     deploy/submit-coordinator [--master URL] -- [--config FILE] [--set key=value ...]
 """
@@ -37,6 +40,17 @@ log = logging.getLogger("txcoord.app")
 EXIT_FENCED = 3
 
 
+def exit_code(text: str) -> int:
+    """Return `text` as a process exit code (0-255), or refuse it as argparse does."""
+    try:
+        code = int(text)
+    except ValueError:
+        code = -1
+    if not 0 <= code <= 255:
+        raise argparse.ArgumentTypeError(f"an exit code is a whole number from 0 to 255: {text!r}")
+    return code
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Return the application's arguments."""
     parser = argparse.ArgumentParser(
@@ -50,6 +64,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=[],
         metavar="KEY=VALUE",
         help="override one configuration key, e.g. --set transaction_timeout=10s",
+    )
+    parser.add_argument(
+        "--fenced-exit-code",
+        type=exit_code,
+        default=EXIT_FENCED,
+        metavar="N",
+        help="exit code when a newer coordinator took over the warehouse (default 3; 0 for a"
+        " supervisor that restarts every non-zero exit, so that it never restarts this one)",
+    )
+    parser.add_argument(
+        "--stopped-exit-code",
+        type=exit_code,
+        default=0,
+        metavar="N",
+        help="exit code after a clean stop on SIGTERM or SIGINT (default 0; 143 for a supervisor"
+        " that restarts only non-zero exits, so that a drained driver comes back)",
     )
     # Crash tests only (coordinator/core/failpoints.py): freeze at the N-th pass of a failpoint.
     parser.add_argument("--failpoint", action="append", default=[], help=argparse.SUPPRESS)
@@ -99,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         run(config, signals)
     except WriterFencedError as exc:  # not a failure to retry: someone else writes now
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FENCED
+        return int(args.fenced_exit_code)
     except TxcoordError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("txcoord coordinator stopped cleanly", flush=True)
-    return 0
+    return int(args.stopped_exit_code)
 
 
 if __name__ == "__main__":

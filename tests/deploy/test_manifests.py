@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from coordinator import app
 from coordinator.core.config import Config, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -313,6 +314,21 @@ def test_main_application_file_is_the_coordinator_in_the_image(
     assert source == ROOT / "coordinator" / "app.py"
     copied = {copy_parts(a)[1][0].strip("/") for a in runtime.all("COPY") if "--from" not in a}
     assert source.relative_to(ROOT).parts[0] in copied, "the image does not copy it"
+
+
+def test_a_fenced_driver_is_not_restarted_and_a_drained_one_is(
+    application: dict[str, Any],
+) -> None:
+    """The operator's OnFailure restarts non-zero exits only: the arguments must make a fenced
+    driver's exit zero (restarted, it would fence the newer coordinator in turn) and a clean
+    stop's (a node drain's SIGTERM) non-zero, or a drained coordinator would stay down."""
+    spec = application["spec"]
+    policy = spec["restartPolicy"]
+    assert policy["type"] == "OnFailure", "Always restarts a fenced driver too"
+    assert policy["onFailureRetries"] >= 1000, "a long-running stream is restarted every time"
+    args = app.parse_args([str(a) for a in spec["arguments"]])
+    assert args.fenced_exit_code == 0
+    assert args.stopped_exit_code != 0
 
 
 def test_class_path_is_the_jar_folders_of_the_image(
