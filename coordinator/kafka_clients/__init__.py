@@ -19,8 +19,7 @@ the configuration: coordinator/core/kafka_security.py. What is built from them:
 The clients that belong to one component stay with it and are built from these:
 coordinator/sdk/kafka_transport.py (the SDK straight to Kafka), coordinator/rest/kafka_writer.py
 and check_poll.py (the REST ingress), streams/kafka_io/ticker.py and check_publisher.py (the
-engine).
-Importing this package imports none of them (the SDK never loads confluent-kafka).
+engine). Importing this package imports none of them (the SDK never loads confluent-kafka).
 """
 
 __all__ = ["admin", "join_group", "metadata_refresh", "offsets_topic", "options", "producer"]

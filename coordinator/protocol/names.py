@@ -2,12 +2,10 @@
 
 One place for each rule, so the SDK (before sending), the REST ingress (a 4xx) and the
 ingest (quarantine, streams/ingest/transforms.py, which matches the same patterns with Spark's
-rlike)
-accept exactly the same names (tests/streams/ingest/test_ingest_name_rules.py). Topic names become
-table paths (`topics/<topic>`), so only letters, digits, '_' and '-' are accepted (RocketMQ's
-alphabet less '%' and '|', which delta-rs and object_store decode or encode in a path) and
-system topic names are refused: nothing a producer sends can address a path outside its
-topic's table.
+rlike) accept exactly the same names (tests/streams/ingest/test_ingest_name_rules.py). Topic names
+become table paths (`topics/<topic>`), so only letters, digits, '_' and '-' are accepted (RocketMQ's
+alphabet less '%' and '|', which delta-rs and object_store decode or encode in a path) and system
+topic names are refused: nothing a producer sends can address a path outside its topic's table.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The half and op records of the Kafka ingress (contract 5.2): their headers, built in one place.
 
 Pure functions over plain values: the SDK's Kafka transport, the REST ingress and the operator
-commands send what these return, and the ingest parses them (streams/ingest/transforms.py, the
-rules of
-coordinator/protocol/ingress.py). Ids are the ingest's own derivations (`msg_id_of`, `op_id_of`).
+commands send what these return, and the ingest parses them (streams/ingest/transforms.py, the rules
+of coordinator/protocol/ingress.py). Ids are the ingest's own derivations (`msg_id_of`, `op_id_of`).
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ def operator_label(principal: str, display: str | None) -> str:
     name the operator gave beside it when it differs ("alice (Alice Smith)").
 
     The ingest derives the same form from an operator topic's principal
-    (streams/ingest/transforms.py);
-    at most MAX_OPERATOR_LENGTH characters (the display name is cut).
+    (streams/ingest/transforms.py); at most MAX_OPERATOR_LENGTH characters (the display name is
+    cut).
     """
     if not display or display == principal:
         return principal[: fmt.MAX_OPERATOR_LENGTH]

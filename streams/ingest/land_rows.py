@@ -46,8 +46,7 @@ def pass_through(parsed: DataFrame) -> list[Column]:
 
 def landed_records(out: pa.Table) -> pa.Table:
     """Return the parsed ingress records (streams/ingest/transforms.py's `parse`) of the LAND rows
-    of
-    a batch collected as Arrow."""
+    of a batch collected as Arrow."""
     land = of_kind(out, KIND_LAND)
     raw = [name for name in out.column_names if name.startswith(RAW_PREFIX)]
     return land.select(raw).rename_columns([name.removeprefix(RAW_PREFIX) for name in raw])

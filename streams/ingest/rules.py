@@ -2,10 +2,9 @@
 
 The query runs the rules in the JVM (streams/jvm/txcoord/Ingress.java), through
 streams/ingest/transforms.py's `parse`: one function call per record. This module holds what that
-twin
-is handed (`twin_spec`: every header name, pattern, limit and reason text), the columns it
-returns, and the few header helpers the query shares. The readable reference model of the
-rules, a tree of Spark SQL expressions, lives with the tests that hold the two together
+twin is handed (`twin_spec`: every header name, pattern, limit and reason text), the columns it
+returns, and the few header helpers the query shares. The readable reference model of the rules, a
+tree of Spark SQL expressions, lives with the tests that hold the two together
 (tests/reference/ingest_rules.py, tests/streams/ingest/test_ingest_twin.py).
 
 Each fact has one home: the header names, patterns and limits are

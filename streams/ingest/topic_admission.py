@@ -155,8 +155,7 @@ class TopicAdmission:
     ) -> None:
         """Append the new topics batch `batch_id` let in (its `records`: the parsed ingress
         records, streams/ingest/transforms.py's columns) to `system/known_topics`; they are known
-        from
-        the next batch on."""
+        from the next batch on."""
         assert self._known is not None, "before_batch comes first"
         rows = self.new_rows(records, batch_id)
         if rows.num_rows == 0:

@@ -185,11 +185,10 @@ def stage_input(parsed: DataFrame, rules: IngestRules, skew_seconds: float) -> D
     (streams/ingest/land_rows.py), a valid half or op also as the stage's columns (pure).
 
     `parsed` is streams/ingest/transforms.py's `parse` of the Kafka ingress records. An invalid
-    record
-    (quarantined by the writer) moves no watermark: a CreateTime record may carry any clock,
-    so its event time is the epoch, which a maximum never picks. Invalid records and
-    heartbeats go to the heartbeat's key, where the stage only lands them. Nothing is
-    filtered: every record must come back as a LAND row.
+    record (quarantined by the writer) moves no watermark: a CreateTime record may carry any clock,
+    so its event time is the epoch, which a maximum never picks. Invalid records and heartbeats go
+    to the heartbeat's key, where the stage only lands them. Nothing is filtered: every record must
+    come back as a LAND row.
     """
     valid = F.col("reason").isNull()
     timed = parsed.select(

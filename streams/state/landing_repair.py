@@ -3,13 +3,12 @@
 The state is derived from the warehouse (streams/state/warehouse_state.py), and the new query reads
 Kafka from where the warehouse says every record is landed. A crash between the landing
 tables' commits of one batch (streams/ingest/landing_query.py) leaves that batch half landed: one
-table
-holds its records, another does not, in any order within a partition; and the batch's
-decisions, written beside its landing, may already name records no table holds (a half
-delivered whose row is missing). Reading Kafka on from after the newest record any table
-holds lost the rest (issue 60.3); reading the whole batch again into the new query would show
-the stage records the derived state already holds (an UNKNOWN op judged twice) and decide a
-half whose decision the derivation could not see without its row a second time.
+table holds its records, another does not, in any order within a partition; and the batch's
+decisions, written beside its landing, may already name records no table holds (a half delivered
+whose row is missing). Reading Kafka on from after the newest record any table holds lost the rest
+(issue 60.3); reading the whole batch again into the new query would show the stage records the
+derived state already holds (an UNKNOWN op judged twice) and decide a half whose decision the
+derivation could not see without its row a second time.
 
 So the rebuild completes the landing first, from what every landing commit records
 (streams/ingest/landing_coverage.py), and only then derives the state:

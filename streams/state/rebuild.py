@@ -231,9 +231,8 @@ def _start_from_warehouse(
     fence: WriterFence,
 ) -> tuple[int, Plan]:
     """Land what a crash left unlanded, derive the state and the Kafka offsets from the
-    warehouse (streams/state/landing_repair.py, streams/state/warehouse_state.py), keep the state
-    in a
-    new generation and record its plan; return the generation and the plan."""
+    warehouse (streams/state/landing_repair.py, streams/state/warehouse_state.py), keep the state in
+    a new generation and record its plan; return the generation and the plan."""
     generation = max(generations(files), default=0) + 1
     name = generation_name(generation)
     now_ms = int(time.time() * 1000)

@@ -8,11 +8,10 @@ run beside that (streams/writes/parallel_writes.py), each in its own order:
    and are appended to `topics/<topic>`; then, beside the rest of this chain, the queues'
    new next offsets are appended to `system/queue_offsets` and announced to consumers on
    the deliveries topic (streams/kafka_io/delivery_notices.py, best effort). The writer keeps what
-   it last
-   wrote there and reads the table only after a start or a replayed batch. After the
-   topic tables, FINAL rows go to `system/transactions` and then VERDICT rows to
-   `system/op_verdicts`: a message is visible before its transaction reads COMMITTED, and
-   an outcome before the verdict on its op;
+   it last wrote there and reads the table only after a start or a replayed batch. After the topic
+   tables, FINAL rows go to `system/transactions` and then VERDICT rows to `system/op_verdicts`: a
+   message is visible before its transaction reads COMMITTED, and an outcome before the verdict on
+   its op;
 2. CHECK rows go to `system/check_requests` and, at the same time, to the Kafka check topic;
 3. DISCARD rows go to `system/discarded`.
 

@@ -2,12 +2,11 @@
 
 tests/reference/ingest_rules.py's `reference_parse` (Spark SQL expressions, the readable model) and
 streams/ingest/transforms.py's `parse` (txcoord.Ingress in the JVM, what the query runs) see the
-same
-random raw records (tests/streams/ingress_records.py: near-valid, extreme and any bytes), in
-both topic layouts, with the source topics, timestamp types and positions varied too. The
-limits are drawn as well (largest body, queue count, largest check immunity), and the records
-carry values on both sides of the drawn limits. Every column of every row must be equal, valid
-or not: the reasons, and what a refused record parses into.
+same random raw records (tests/streams/ingress_records.py: near-valid, extreme and any bytes), in
+both topic layouts, with the source topics, timestamp types and positions varied too. The limits are
+drawn as well (largest body, queue count, largest check immunity), and the records carry values on
+both sides of the drawn limits. Every column of every row must be equal, valid or not: the reasons,
+and what a refused record parses into.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ per-group crash test found it: 11 delivered transactions without a final state, 
 waiting for them for good.
 
 The test stands in for the kill -9 in the process itself, as
-tests/streams/ingest/test_partial_landing.py
-does: the failpoint after the step raises, so the batch's later commits never happen.
+tests/streams/ingest/test_partial_landing.py does: the failpoint after the step raises, so the
+batch's later commits never happen.
 """
 
 from __future__ import annotations
