@@ -33,7 +33,7 @@ import functools
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -156,6 +156,15 @@ OUTCOMES = {
         renamed={"producer_group": "op_producer_group"},
     ),
 }
+
+
+#: The kinds a commit writes, in the order readers rely on (see `_commit_chain`).
+COMMIT_CHAIN = (Kind.DELIVER, Kind.FINAL, Kind.VERDICT)
+
+
+def _step_name(kinds: Sequence[Kind]) -> str:
+    """Return a chain's step name for the timer's log line, e.g. "deliver+final+verdict"."""
+    return "+".join(kind.value.lower() for kind in kinds)
 
 
 class CoordinatorBatchWriter:
@@ -342,30 +351,20 @@ class CoordinatorBatchWriter:
         # readers rely on it: a message is in its topic table before its transaction
         # reads COMMITTED, and an outcome is recorded before the verdict on the op that
         # caused it (an operator's command waits for the verdict, then reads the outcome).
-        writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]] = {
-            kind: functools.partial(self._outcome, spec) for kind, spec in OUTCOMES.items()
-        }
-        writers[Kind.CHECK] = lambda spark, rows, batch: self._check(spark, rows, batch, timer)
-        chains = [(Kind.DELIVER, Kind.FINAL, Kind.VERDICT), (Kind.CHECK,), (Kind.DISCARD,)]
-        for chain in chains:
-            kinds = [kind for kind in chain if kind in present]
-            if kinds:
-                name = "+".join(kind.value.lower() for kind in kinds)
-                steps.append(
-                    (
-                        name,
-                        functools.partial(
-                            self._write_in_order,
-                            spark,
-                            out,
-                            kinds,
-                            writers,
-                            batch_id,
-                            timer=timer,
-                            delivered=delivered,
-                        ),
-                    )
-                )
+        if commits := [kind for kind in COMMIT_CHAIN if kind in present]:
+            commit = functools.partial(
+                self._commit_chain, spark, out, commits, batch_id, timer=timer, delivered=delivered
+            )
+            steps.append((_step_name(commits), commit))
+        if Kind.CHECK in present:
+            checks = of_kind(out, Kind.CHECK.value)
+            steps.append(("check", functools.partial(self._check, spark, checks, batch_id, timer)))
+        if Kind.DISCARD in present:
+            discards = of_kind(out, Kind.DISCARD.value)
+            discard = functools.partial(
+                self._outcome, OUTCOMES[Kind.DISCARD], spark, discards, batch_id
+            )
+            steps.append(("discard", discard))
         if steps:
             run_steps(spark, steps, timer)
         failpoint("coordinator.after_batch")
@@ -386,52 +385,51 @@ class CoordinatorBatchWriter:
             immunity = max((row.immunity or 0 for row in summary), default=0)
             self.pace.saw_activity(timedelta(seconds=immunity))
 
-    def _write_in_order(
+    def _commit_chain(
         self,
         spark: SparkSession,
         out: pa.Table,
-        kinds: list[Kind],
-        writers: dict[Kind, Callable[[SparkSession, pa.Table, int], None]],
+        kinds: Sequence[Kind],
         batch_id: int,
         *,
         timer: StepTimer,
         delivered: Counter[tuple[str, int]],
     ) -> None:
-        """Write the rows of each of `kinds`, in order (`delivered`: messages per queue).
+        """Write the batch's `kinds` of COMMIT_CHAIN: deliveries first; once the topic tables
+        have them, their queues' new offsets, the notices and the outcomes side by side
+        (nothing else waits for the offsets), final states before verdicts.
 
-        Deliveries come first, and once the topic tables have them, their queues' new
-        offsets are written beside the rest of the chain: nothing in it waits for them.
+        `delivered`: how many messages each (topic, queue) receives.
         """
-        if kinds[0] is Kind.DELIVER:
-            with timer.step("deliver"):
-                offsets, ends = self._deliver(
-                    spark, of_kind(out, Kind.DELIVER.value), batch_id, delivered
-                )
-            steps: list[Step] = [
-                ("queue offsets", offsets),
-                ("notices", functools.partial(self.notices.publish, batch_id, ends)),
-            ]
-            if rest := kinds[1:]:
-                steps.append(
-                    (
-                        "+".join(kind.value.lower() for kind in rest),
-                        functools.partial(
-                            self._write_in_order,
-                            spark,
-                            out,
-                            rest,
-                            writers,
-                            batch_id,
-                            timer=timer,
-                            delivered=delivered,
-                        ),
-                    )
-                )
-            run_steps(spark, steps, timer)
+        outcomes = [kind for kind in kinds if kind is not Kind.DELIVER]
+        if Kind.DELIVER not in kinds:
+            self._outcomes(spark, out, outcomes, batch_id, timer)
             return
+        with timer.step("deliver"):
+            offsets, ends = self._deliver(
+                spark, of_kind(out, Kind.DELIVER.value), batch_id, delivered
+            )
+        steps: list[Step] = [
+            ("queue offsets", offsets),
+            ("notices", functools.partial(self.notices.publish, batch_id, ends)),
+        ]
+        if outcomes:
+            later = functools.partial(self._outcomes, spark, out, outcomes, batch_id, timer)
+            steps.append((_step_name(outcomes), later))
+        run_steps(spark, steps, timer)
+
+    def _outcomes(
+        self,
+        spark: SparkSession,
+        out: pa.Table,
+        kinds: Sequence[Kind],
+        batch_id: int,
+        timer: StepTimer,
+    ) -> None:
+        """Append the rows of each of `kinds` (OUTCOMES) to its table, in order."""
         for kind in kinds:
             with timer.step(kind.value.lower()):
-                writers[kind](spark, of_kind(out, kind.value), batch_id)
+                self._outcome(OUTCOMES[kind], spark, of_kind(out, kind.value), batch_id)
 
     def _count(self, counts: dict[tuple[str, str | None, bool | None], int]) -> None:
         def total(kind: Kind, state: str | None = None, first: bool | None = None) -> int:
