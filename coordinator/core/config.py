@@ -251,6 +251,10 @@ class RestConfig:
     # (an admin token: per group it names); one more is 429 at once. The reads share one
     # pool of threads: without a cap, one token's slow lookups took every thread (issue 61).
     max_reads_per_token: int = 8
+    # Sends (halves, ops and their batches) one token may have in flight at once; one more is
+    # 429 at once. The sends share one pool of threads: without a cap, one token's flood of
+    # sends queued every other group's behind it. An admin token and open mode are not capped.
+    max_sends_per_token: int = 16
     # /metrics names every consumer group and topic: with this, it needs a token with the
     # `metrics` right (or an admin's) of the auth file (coordinator/rest/auth.py).
     metrics_token_required: bool = False
@@ -527,6 +531,8 @@ def _rest_problems(c: Config) -> list[str]:
         found.append(f"rest.metrics_max_series must be 1..100000, not {rest.metrics_max_series}")
     if not 1 <= rest.max_reads_per_token <= 1000:
         found.append(f"rest.max_reads_per_token must be 1..1000, not {rest.max_reads_per_token}")
+    if not 1 <= rest.max_sends_per_token <= 1000:
+        found.append(f"rest.max_sends_per_token must be 1..1000, not {rest.max_sends_per_token}")
     if not 1 <= rest.max_unacked_messages <= 100_000:
         found.append(
             f"rest.max_unacked_messages must be 1..100000, not {rest.max_unacked_messages}"

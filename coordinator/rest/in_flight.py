@@ -16,8 +16,9 @@ may consume as: twice the documented share, or more; issue 61, finding 8).
                 not the others for theirs
 
 The reads (lookups, acks, changes of invisible duration) are capped by an InFlight of
-`rest.max_reads_per_token` (pools.py); the long polls by PollSlots (poll_slots.py); the
-consumer members by ConsumerMembers (consumers.py). Pure bookkeeping, thread-safe.
+`rest.max_reads_per_token`, the sends by one of `rest.max_sends_per_token` (pools.py); the
+long polls by PollSlots (poll_slots.py); the consumer members by ConsumerMembers
+(consumers.py). Pure bookkeeping, thread-safe.
 """
 
 from __future__ import annotations

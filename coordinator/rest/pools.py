@@ -5,16 +5,17 @@ read holds its thread as long as it lasts (a lookup on a slow warehouse, an ack 
 its member's receive): one token with 120 lookups in flight held every thread, and another
 group's send waited 8.3 s for one. So each kind of call has threads of its own:
 
-    writes      sends of halves and ops, and their batches        WRITE_THREADS
+    writes      sends of halves and ops, and their batches        WRITE_THREADS; at most
+                `rest.max_sends_per_token` of one token in flight (in_flight.py)
     reads       lookups, acks, changes of invisible duration      READ_THREADS; at most
                 `rest.max_reads_per_token` of one token in flight (in_flight.py)
     long polls  check polls and receives                          a thread per slot
                                                                   (poll_slots.py)
     anyio's     /healthz, /metrics
 
-`writing` and `reading` make a route's sync handler (which takes `svc`, and `who` for a
-read) into an async one that runs it on its pool. A read over its token's share is refused
-on the event loop, before it takes a thread. FastAPI reads the handler's parameters through
+`writing` and `reading` make a route's sync handler (which takes `svc` and `who`) into an
+async one that runs it on its pool. A call over its token's share is refused on the event
+loop, before it takes a thread. FastAPI reads the handler's parameters through
 `functools.wraps`, so the OpenAPI document and the validation are the handler's own.
 """
 
@@ -28,7 +29,7 @@ import anyio
 import anyio.to_thread
 
 from coordinator.rest.errors import ApiError
-from coordinator.rest.in_flight import InFlight, InFlightFullError, read_key
+from coordinator.rest.in_flight import InFlight, InFlightFullError, Ticket, holder_of, read_key
 
 __all__ = ["READ_THREADS", "WRITE_THREADS", "Pools", "reading", "writing"]
 
@@ -47,18 +48,45 @@ class Pools(Protocol):
     write_limiter: anyio.CapacityLimiter
     read_limiter: anyio.CapacityLimiter
     reads_in_flight: InFlight
+    sends_in_flight: InFlight
 
 
 def writing(handler: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """Return `handler` (a sync route taking `svc`) run on the write pool."""
+    """Return `handler` (a sync route taking `svc` and `who`) run on the write pool within its
+    token's share (an admin token and open mode: no share, they are trusted)."""
 
     @functools.wraps(handler)
     async def on_write_threads(**arguments: Any) -> T:
         svc: Pools = arguments["svc"]
-        call = functools.partial(handler, **arguments)
-        return await anyio.to_thread.run_sync(call, limiter=svc.write_limiter)
+        holder = holder_of(arguments["who"])
+        ticket = None
+        if holder is not None:
+            ticket = _take(svc.sends_in_flight, holder, f"token {holder.name!r}", "sends")
+        try:
+            call = functools.partial(handler, **arguments)
+            return await anyio.to_thread.run_sync(call, limiter=svc.write_limiter)
+        finally:
+            if ticket is not None:
+                ticket.release()
 
     return on_write_threads
+
+
+def _take(in_flight: InFlight, key: Any, label: str, setting: str) -> Ticket:
+    """Count one call of `key` in, or refuse it with 429 naming `rest.max_<setting>_per_token`."""
+    try:
+        return in_flight.take(key, label)
+    except InFlightFullError as exc:
+        what = {
+            "sends": "sends of halves, ops and batches",
+            "reads": "lookups, acks and changes of invisible duration together",
+        }[setting]
+        raise ApiError(
+            429,
+            "too_many_requests",
+            f"{exc} (rest.max_{setting}_per_token: {what})",
+            {"Retry-After": "1"},
+        ) from exc
 
 
 def reading(
@@ -73,16 +101,7 @@ def reading(
         async def on_read_threads(**arguments: Any) -> T:
             svc: Pools = arguments["svc"]
             key, label = read_key(arguments["who"], kind, arguments.get(group_argument))
-            try:
-                ticket = svc.reads_in_flight.take(key, label)
-            except InFlightFullError as exc:
-                raise ApiError(
-                    429,
-                    "too_many_requests",
-                    f"{exc} (rest.max_reads_per_token: lookups, acks and changes of "
-                    "invisible duration together)",
-                    {"Retry-After": "1"},
-                ) from exc
+            ticket = _take(svc.reads_in_flight, key, label, "reads")
             try:
                 call = functools.partial(handler, **arguments)
                 return await anyio.to_thread.run_sync(call, limiter=svc.read_limiter)

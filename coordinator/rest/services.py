@@ -85,6 +85,8 @@ class Services:
     read_limiter: anyio.CapacityLimiter = field(init=False)
     #: The reads each token has in flight, at most rest.max_reads_per_token (in_flight.py).
     reads_in_flight: InFlight = field(init=False)
+    #: The sends each token has in flight, at most rest.max_sends_per_token (in_flight.py).
+    sends_in_flight: InFlight = field(init=False)
     #: New topics past max_topics (or per group) refused before Kafka (topic_limits.py).
     topic_limits: TopicLimits = field(init=False)
 
@@ -93,4 +95,5 @@ class Services:
         self.write_limiter = anyio.CapacityLimiter(WRITE_THREADS)
         self.read_limiter = anyio.CapacityLimiter(READ_THREADS)
         self.reads_in_flight = InFlight(self.config.rest.max_reads_per_token, "reads")
+        self.sends_in_flight = InFlight(self.config.rest.max_sends_per_token, "sends")
         self.topic_limits = TopicLimits(self.config)
