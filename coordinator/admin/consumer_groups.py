@@ -177,8 +177,10 @@ class GroupLag:
 
 
 def reset(config: Config, group: str, topic: str, to: str | datetime) -> dict[int, int]:
-    """Move `group`'s offsets of `topic`'s queues to "earliest", "latest" or a time; return
-    the new offsets. Refused (ValueError) while the group has live members."""
+    """Move `group`'s offsets of `topic`'s queues to "earliest", "latest", a time, or
+    "shared" (what the group committed in the shared offsets topic: the one-time step of an
+    upgrade to the per-group layout's offsets topics); return the new offsets. Refused
+    (ValueError) while the group has live members."""
     if live := live_members(config, [group]).get(group):
         raise ValueError(
             f"consumer group {group!r} has {len(live)} live member(s) ({', '.join(live)}): "
@@ -188,22 +190,57 @@ def reset(config: Config, group: str, topic: str, to: str | datetime) -> dict[in
     ends = {q: end for (t, q), end in reader.ends([topic]).items() if t == topic}
     if not ends:
         raise ValueError(f"topic {topic!r} has no delivered message yet: nothing to reset")
-    offsets: dict[int, int] = {}
-    for queue_id, end in sorted(ends.items()):
-        if to == "earliest":
-            offsets[queue_id] = 0
-        elif to == "latest":
-            offsets[queue_id] = end
-        else:
-            assert isinstance(to, datetime)
-            first = reader.first_at_or_after(topic, queue_id, to)
-            offsets[queue_id] = end if first is None else first
+    if to == "shared":
+        offsets = _shared_offsets(config, group, topic, ends)
+    else:
+        offsets = {q: _offset_at(reader, topic, q, end, to) for q, end in sorted(ends.items())}
     store = _store(config)
     try:
         store.commit(group, RESET_MEMBER, {(topic, q): o for q, o in offsets.items()})
     finally:
         store.close()
     return offsets
+
+
+def _offset_at(reader: QueueReader, topic: str, queue_id: int, end: int, to: str | datetime) -> int:
+    """Return the offset of `topic`'s queue `queue_id` (its end `end`) that `to` names."""
+    if to == "earliest":
+        return 0
+    if to == "latest":
+        return end
+    assert isinstance(to, datetime)
+    first = reader.first_at_or_after(topic, queue_id, to)
+    return end if first is None else first
+
+
+def _shared_offsets(config: Config, group: str, topic: str, ends: dict[int, int]) -> dict[int, int]:
+    """Return `group`'s offsets of `topic` in the shared offsets topic, each at most its
+    queue's end (ValueError: not the per-group layout, or none stored there)."""
+    kafka = config.kafka
+    if not kafka.topics_per_group:
+        raise ValueError(
+            "--to shared copies a group's offsets from the shared offsets topic into its own: "
+            "that is the per-group layout's ([kafka] topics_per_group = true)"
+        )
+    try:
+        shared = OffsetStore(kafka.bootstrap_servers, kafka.consumer_offsets_topic, kafka.security)
+    except ValueError as exc:  # no shared offsets topic (a deployment that never had one)
+        raise ValueError(f"no shared offsets to copy: {exc}") from exc
+    try:
+        stored = shared.every_group().get(group, {})
+    finally:
+        shared.close()
+    offsets = {
+        queue_id: min(entry.offset, ends.get(queue_id, entry.offset))
+        for (name, queue_id), entry in stored.items()
+        if name == topic
+    }
+    if not offsets:
+        raise ValueError(
+            f"the shared offsets topic {kafka.consumer_offsets_topic!r} holds no offset of "
+            f"consumer group {group!r} for topic {topic!r}"
+        )
+    return dict(sorted(offsets.items()))
 
 
 def _store(config: Config) -> OffsetStore:

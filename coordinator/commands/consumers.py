@@ -2,7 +2,7 @@
 
     txcoord consumers list [--group G] [--json]     every group's queues: committed, end, lag,
                                                     reader (like kafka-consumer-groups.sh)
-    txcoord consumers reset G --topic T --to earliest|latest|2026-11-28T10:00:00Z
+    txcoord consumers reset G --topic T --to earliest|latest|2026-11-28T10:00:00Z|shared
 
 The work is coordinator/admin/consumer_groups.py's; this is its command line.
 """
@@ -86,20 +86,22 @@ def list_(*, group: str | None, as_json: bool, **where: Any) -> None:
     "--to",
     "to",
     required=True,
-    metavar="earliest|latest|TIME",
-    help="earliest (every message again), latest (only new ones), or an ISO 8601 time (the "
-    "first message delivered at or after it; without a zone, UTC).",
+    metavar="earliest|latest|TIME|shared",
+    help="earliest (every message again), latest (only new ones), an ISO 8601 time (the "
+    "first message delivered at or after it; without a zone, UTC), or shared: what the group "
+    "committed in the shared offsets topic (once, when moving to the per-group layout's "
+    "offsets topics).",
 )
 def reset_(*, group: str, topic: str, to: str, **where: Any) -> None:
     """Move a stopped group's offsets of one topic (refused while it has live members)."""
     config = local_config(**where)
     target: str | datetime = to
-    if to not in ("earliest", "latest"):
+    if to not in ("earliest", "latest", "shared"):
         try:
             moment = datetime.fromisoformat(to.replace("Z", "+00:00"))
         except ValueError:
             raise click.BadParameter(
-                f"{to!r} is not earliest, latest or an ISO 8601 time", param_hint="--to"
+                f"{to!r} is not earliest, latest, shared or an ISO 8601 time", param_hint="--to"
             ) from None
         target = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     try:

@@ -319,3 +319,38 @@ def follower_state(member: SimpleConsumer) -> tuple[int, int]:
     membership = member._membership
     assert membership is not None
     return membership.generation, membership.assignments
+
+
+def test_an_upgrade_to_per_group_offsets_copies_a_groups_shared_offsets_once(
+    config: Config, engine: Engine
+) -> None:
+    """A group that committed in the shared offsets topic, moved to the per-group layout:
+    `txcoord consumers reset G --to shared` copies its offsets into its own topic once, so
+    that it reads on from where it was instead of from its start (docs/consumers.md)."""
+    commit(config, [f"u-{i}" for i in range(QUEUES)])
+    before = consumer(config, "upgraded", [TOPIC], start_from="first").start()
+    try:
+        Pump([before]).until(QUEUES, 120)
+    finally:
+        before.close()  # stores an offset of 1 per queue, in the shared topic
+    own = replace(config.kafka, topics_per_group=True)
+    topic = ensure_offsets_topic(own, "upgraded")
+    try:
+        shared_only = CliRunner().invoke(
+            consumers, ["reset", "upgraded", "--topic", TOPIC, "--to", "shared", *where(config)]
+        )
+        assert shared_only.exit_code != 0 and "topics_per_group" in shared_only.output
+        per_group = ["--set", "kafka.topics_per_group=true"]
+        moved = cli(config, "reset", "upgraded", "--topic", TOPIC, "--to", "shared", *per_group,
+                    as_json=False)  # fmt: skip
+        assert moved.splitlines() == [f"upgraded {TOPIC}/{q} -> 1" for q in range(QUEUES)]
+        commit(config, ["u-late"])
+        after = consumer(config, "upgraded", [TOPIC], topics_per_group=True).start()
+        try:
+            got = Pump([after])
+            got.until(1, 120)
+            assert [m.transaction_id for m in got.got] == ["u-late"]
+        finally:
+            after.close()
+    finally:
+        delete_topic(config.kafka.bootstrap_servers, topic)
