@@ -11,7 +11,7 @@ its counts survive restarts. Two readers give the same `Totals`:
   warehouse (a Hadoop filesystem it does not know, credentials only Hadoop's configuration
   holds, a table feature it does not support).
 
-tests/coordinator/test_table_counts.py shows both agree on the same tables.
+tests/coordinator/runtime/test_table_counts.py shows both agree on the same tables.
 """
 
 from __future__ import annotations

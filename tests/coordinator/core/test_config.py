@@ -235,13 +235,13 @@ def test_set_options_are_parsed() -> None:
 
 
 def test_the_example_file_loads_and_shows_the_defaults() -> None:
-    example = Path(__file__).parents[2] / "deploy" / "txcoord.example.toml"
+    example = Path(__file__).parents[3] / "deploy" / "txcoord.example.toml"
     assert load_config(example) == load_config()
 
 
 def test_the_example_file_names_every_key() -> None:
     """Each key is in the example, set to its default or commented out (TLS, SASL, ...)."""
-    example = Path(__file__).parents[2] / "deploy" / "txcoord.example.toml"
+    example = Path(__file__).parents[3] / "deploy" / "txcoord.example.toml"
     named, section = set(), ""
     for line in example.read_text().splitlines():
         if header := re.fullmatch(r"\[(\w+)\]", line.strip()):
