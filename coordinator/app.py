@@ -7,7 +7,7 @@ SIGTERM or SIGINT stops the queries in order, letting the batches in flight fini
 any point is safe: the next start replays from the checkpoints).
 
 Exit codes: 0 stopped on request; 2 an error (the message says which); 3 fenced: a newer
-coordinator claimed the warehouse (streams/fence/writer_fence.py), so this one stopped without
+coordinator claimed the warehouse (streams/writes/writer_fence.py), so this one stopped without
 writing. A supervisor should restart on 2, never on 3 (a restart would fence the newer one).
 A supervisor that tells only zero from non-zero (the Spark operator's `OnFailure`) is given
 codes it can act on: `--fenced-exit-code 0 --stopped-exit-code 143` makes a fenced driver a
@@ -32,7 +32,7 @@ from coordinator.program_exit import leave
 from coordinator.runtime.engine import Engine
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from coordinator.stop_signals import StopSignals
-from streams.stage.query import check_coordinator_state
+from streams.query.decision_query import check_coordinator_state
 
 log = logging.getLogger("txcoord.app")
 

@@ -96,7 +96,7 @@ NOISY_LOGGERS = ("kafka", "py4j", "httpx", "httpcore")
 #: dropped as late, a check published slim) always show; the lines themselves with -v.
 PER_BATCH_LOGGERS = (
     "txcoord.progress",
-    "streams.writes.batch_writer",
+    "streams.query.batch_writer",
     "streams.ingest.landing_query",
     "streams.kafka_io.check_publisher",
 )

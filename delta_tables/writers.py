@@ -4,7 +4,7 @@ Each start of a coordinator (and each `txcoord state rebuild`) claims the next e
 before it writes anything else; the claim is a Delta commit that carries the epoch as an app
 transaction, so two starts can never claim the same one (the second's commit conflicts and it
 claims the next). Every later write of that coordinator carries its epoch too, and a table
-that has seen a newer epoch refuses it: streams/fence/writer_fence.py. The rows are the audit trail
+that has seen a newer epoch refuses it: streams/writes/writer_fence.py. The rows are the audit trail
 an operator reads when a coordinator stopped as fenced: who took over, from where, when.
 """
 

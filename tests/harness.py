@@ -28,7 +28,7 @@ from coordinator.protocol.check_record import CheckRecord
 from coordinator.runtime import engine
 from coordinator.sdk.consumer.membership import kafka_group_id
 from streams.kafka_io.delivery_notices import ensure_consumer_topics
-from streams.stage.query import QUERY_NAME
+from streams.query.decision_query import QUERY_NAME
 
 GROUP = "orders"
 TOPIC = "OrderPaid"

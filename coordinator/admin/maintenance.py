@@ -42,7 +42,7 @@ from delta_tables.table import (
     parse_interval,
     spark_table_properties,
 )
-from streams.stage.query import checkpoint_of
+from streams.query.decision_query import checkpoint_of
 
 log = logging.getLogger(__name__)
 

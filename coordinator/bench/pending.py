@@ -35,7 +35,7 @@ from coordinator.bench.visibility import latencies_ms, visible_times
 from coordinator.core.config import Config
 from coordinator.runtime.engine import Engine
 from delta_tables import topics
-from streams.stage.query import QUERY_NAME as COORDINATOR
+from streams.query.decision_query import QUERY_NAME as COORDINATOR
 
 TOPIC = "BenchPending"
 GROUP = "bench-pending"

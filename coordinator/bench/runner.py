@@ -53,7 +53,7 @@ from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBr
 from coordinator.runtime.local_stack.ports import free_port
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from streams.progress.listener import listen
-from streams.stage.query import QUERY_NAME as COORDINATOR
+from streams.query.decision_query import QUERY_NAME as COORDINATOR
 
 SCHEMA = "txcoord-bench/1"
 

@@ -10,7 +10,7 @@ projects a batch's duration at a per-request latency L between two bounds:
   CRITICAL_REQUESTS, counted from the S3 server's request log of a bench run: the offset log
   entry (s3a: a HEAD, a LIST, the PUT: 3), the state store's changelog (its partitions side by
   side: 3), the chain of Delta appends (topic tables, then `system/transactions`, then
-  `system/op_verdicts`: streams/writes/batch_writer.py), each a delta-rs commit (list the log,
+  `system/op_verdicts`: streams/query/batch_writer.py), each a delta-rs commit (list the log,
   read the new commits, PUT the data file, PUT the commit: 4, so 12), and the commit log entry
   (4): 22;
 - at worst, every request of the batch costs L in sequence.

@@ -15,7 +15,7 @@ the local broker.
 It also prints the grants of the engine's own principal that a newer coordinator's fence
 rests on (coordinator/core/topics.py `engine_grants`): WRITE and DESCRIBE on the two
 transactional ids of the configuration's warehouse, those of its check and notice producers
-(streams/fence/kafka_fence.py). Without them the engine does not start.
+(streams/kafka_io/kafka_fence.py). Without them the engine does not start.
 
     txcoord provision --config prod.toml --consumer-group billing=billing-app
 

@@ -249,7 +249,7 @@ def consumer_kafka_group(consumer_group: str) -> str:
     return f"txcoord-consumer-{consumer_group}"
 
 
-#: The transactional ids of the engine's two Kafka producers (streams/fence/kafka_fence.py): its
+#: The transactional ids of the engine's two Kafka producers (streams/kafka_io/kafka_fence.py): its
 #: check records, and its delivery notices. Each is followed by a digest of the warehouse
 #: (`transactional_id`), so that every coordinator of one warehouse shares the id (a newer
 #: one's start fences an older one's producer on Kafka) and coordinators of two warehouses

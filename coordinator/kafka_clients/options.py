@@ -32,9 +32,9 @@ __all__ = [
 ]
 
 #: What every kafka-python reader of the engine's check and deliveries topics is built with.
-#: The engine writes them in Kafka transactions (streams/fence/kafka_fence.py): what a coordinator
-#: fenced by a newer one sent in a transaction it could not commit is aborted, and only a
-#: read_committed reader drops it. kafka-python reads uncommitted by default (librdkafka and
+#: The engine writes them in Kafka transactions (streams/kafka_io/kafka_fence.py): what a
+#: coordinator fenced by a newer one sent in a transaction it could not commit is aborted, and only
+#: a read_committed reader drops it. kafka-python reads uncommitted by default (librdkafka and
 #: Kafka's Java client read committed).
 COMMITTED_ONLY: Mapping[str, str] = {"isolation_level": "read_committed"}
 

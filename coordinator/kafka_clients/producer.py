@@ -2,7 +2,7 @@
 
 Two writers share it: the REST ingress's (coordinator/rest/kafka_writer.py, halves and ops
 from producers) and the coordinator's check publisher (streams/kafka_io/check_publisher.py; its
-records, and the delivery notices, in Kafka transactions: streams/fence/kafka_fence.py). Both
+records, and the delivery notices, in Kafka transactions: streams/kafka_io/kafka_fence.py). Both
 must know of every record whether the broker has it (acks=all), say why not when it does
 not (Kafka unreachable, or the record refused as too large), and answer in seconds while
 Kafka is down instead of queueing silently. kafka-python's pure-Python producer did this at
@@ -170,7 +170,7 @@ class Client:
                 self.producer.poll(0.1)
             except KafkaException as exc:
                 # A transactional producer's poll raises its fatal error (fenced by a newer
-                # holder of its id, streams/fence/kafka_fence.py): it is done, but the callbacks
+                # holder of its id, streams/kafka_io/kafka_fence.py): it is done, but the callbacks
                 # of its last records are still served, until its owner closes it.
                 if not self.broken:
                     self._on_error(exc.args[0])

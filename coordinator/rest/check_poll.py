@@ -1,7 +1,7 @@
 """Long polls on the check topic: one Kafka consumer per producer group, shared by its pollers.
 
 The coordinator publishes each check request (RocketMQ's CHECK_TRANSACTION_STATE) on the
-check topic with header `txcoord.producer_group` (streams/writes/batch_writer.py). For a group
+check topic with header `txcoord.producer_group` (streams/query/batch_writer.py). For a group
 G the REST keeps one consumer in Kafka consumer group `txcoord-rest-G`, which reads the
 whole topic (in the per-group layout G's own check topic, coordinator/core/topics.py) and hands out
 only G's records. Pollers of G share that consumer one at a time, so each request reaches

@@ -3,7 +3,7 @@
 `coordinator/app.py` (spark-submit) and `txcoord up` both run it. Start order: ingress
 topics and system tables (created when absent), the progress listener, the ticker, the
 decision query (which reads the ingress topics, lands every record and decides, one
-micro-batch at a time: streams/stage/query.py), the compactor of the output tables
+micro-batch at a time: streams/query/decision_query.py), the compactor of the output tables
 (streams/writes/compactor.py). The engine says it is running once the query's first batch is done:
 that batch pays the process's one-time costs (code generated and compiled, Kafka consumers
 and state stores opened: seconds), and a record sent after "running" should not wait behind
@@ -46,11 +46,11 @@ from streams.progress.batch_log import ProgressLog
 from streams.progress.listener import listen
 from streams.progress.step_timer import StepTimer
 from streams.progress.tally import Tally
-from streams.stage.query import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
+from streams.query.batch_writer import CoordinatorBatchWriter
+from streams.query.decision_query import QUERY_NAME, checkpoint_of, start_coordinator, tick_pace
 from streams.state.landing_repair import batches_recorded
 from streams.state.rebuild import holds_no_state, rebuild
 from streams.writes.batch_gate import BatchGate
-from streams.writes.batch_writer import CoordinatorBatchWriter
 from streams.writes.compactor import Compactor
 
 if TYPE_CHECKING:

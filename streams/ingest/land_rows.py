@@ -5,7 +5,7 @@ must land every half and op in Delta before it decides on them (contract 1), in 
 micro-batch. So every parsed record (streams/ingest/transforms.py `parse`) enters the stateful stage
 with its columns copied under RAW_PREFIX (`pass_through`), and the stage emits it once more
 as a row of kind LAND holding those columns (txcoord.Landing, streams/jvm/), beside its
-decisions. The writer (streams/writes/batch_writer.py) lands those (streams/ingest/landing_query.py)
+decisions. The writer (streams/query/batch_writer.py) lands those (streams/ingest/landing_query.py)
 and then writes the decisions. The query reads each Kafka record once: a batch's records
 and its decisions always match, and no body is fetched twice.
 """

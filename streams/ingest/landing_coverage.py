@@ -16,7 +16,7 @@ topic and partition as the offset after the last record (`Offsets`):
 
 The writer keeps the map in memory from batch to batch (`CoverageKeeper`: a batch's `after`
 is the previous one's, moved up to its own records). It reads the tables' newest marks only
-at a start. The batch's other commits, its decisions (streams/writes/batch_writer.py), carry
+at a start. The batch's other commits, its decisions (streams/query/batch_writer.py), carry
 its coverage of the partitions it read from (`Coverage.moved`): they may commit before any
 landing commit of the batch does, and must not then hide it.
 

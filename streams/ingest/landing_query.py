@@ -1,6 +1,6 @@
 """Landing: the ingress records of a micro-batch -> three Delta tables, exactly once.
 
-The decision query (streams/stage/query.py) lands each batch's records beside that
+The decision query (streams/query/decision_query.py) lands each batch's records beside that
 batch's decisions, side by side (`IngestBatchWriter.land_rows`; the batch ends only when
 both are written, and what a crash between them leaves is for streams/state/landing_repair.py),
 appending:
@@ -38,7 +38,6 @@ from coordinator.core.config import Config
 from coordinator.core.failpoints import failpoint
 from delta_tables import half_messages, op_records, quarantine
 from delta_tables.table import TableSpec
-from streams.fence.writer_fence import WriterFence
 from streams.ingest.landing_coverage import (
     LANDING_TABLES,
     Coverage,
@@ -62,6 +61,7 @@ from streams.writes.arrow_rows import TIMESTAMP, constant, summary
 from streams.writes.batch_gate import BatchGate
 from streams.writes.delta_writes import BatchLedger, checkpoint_app_id
 from streams.writes.parallel_writes import Step, run_steps
+from streams.writes.writer_fence import WriterFence
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery

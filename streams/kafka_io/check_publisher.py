@@ -9,8 +9,8 @@ goes out slim instead of failing the batch for ever (streams/kafka_io/check_topi
 A batch's checks go out in one Kafka transaction, committed before the batch ends, by a
 producer whose transactional id every coordinator of the warehouse shares: a newer
 coordinator's start fences an older one's producer, and what the older one sent after that
-is aborted, never read (streams/fence/kafka_fence.py; the readers read committed only). A producer
-fenced so does not come back: its batch fails with WriterFencedError once the warehouse
+is aborted, never read (streams/kafka_io/kafka_fence.py; the readers read committed only). A
+producer fenced so does not come back: its batch fails with WriterFencedError once the warehouse
 shows the newer claim.
 
 The producer is librdkafka's (coordinator/kafka_clients/producer.py): its sends and acknowledgements
@@ -35,7 +35,6 @@ from coordinator.core.topics import (
 )
 from coordinator.kafka_clients.producer import Stored, durable_config
 from coordinator.protocol.check_record import Record
-from streams.fence.kafka_fence import FencedProducer, FencedSender, transactional
 from streams.kafka_io.check_topic import (
     check_record_limit,
     check_topic_max_bytes,
@@ -43,6 +42,7 @@ from streams.kafka_io.check_topic import (
     publishable_record,
     slim_check_record,
 )
+from streams.kafka_io.kafka_fence import FencedProducer, FencedSender, transactional
 
 if TYPE_CHECKING:
     pass

@@ -11,7 +11,7 @@ look at `system/queue_offsets`. The checks, not the notices, are what a batch wa
 Like the checks, notices are sent in Kafka transactions by a producer whose transactional id
 every coordinator of the warehouse shares (its own id: notices go out beside the checks,
 from another thread): a newer coordinator's start fences an older one's, whose notices
-nobody reads then (streams/fence/kafka_fence.py). Best effort ends there: a producer fenced by a
+nobody reads then (streams/kafka_io/kafka_fence.py). Best effort ends there: a producer fenced by a
 newer coordinator never takes the id back, and raises WriterFencedError, which stops the
 batch (it is fenced in the warehouse too).
 
@@ -33,7 +33,7 @@ from coordinator.kafka_clients.offsets_topic import ensure_offsets_topic
 from coordinator.kafka_clients.producer import Stored, durable_config
 from coordinator.protocol.check_record import Record
 from coordinator.protocol.deliveries import QueueEnd, encode_notices
-from streams.fence.kafka_fence import FencedProducer, FencedSender, transactional
+from streams.kafka_io.kafka_fence import FencedProducer, FencedSender, transactional
 
 if TYPE_CHECKING:
     pass

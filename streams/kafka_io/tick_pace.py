@@ -23,7 +23,7 @@ speeds:
   decides nothing a producer waits for.
 
 A process starts busy (its state may hold timers due any moment). The pace is told about
-activity by the coordinator's writer (streams/writes/batch_writer.py) once a batch's rows are
+activity by the coordinator's writer (streams/query/batch_writer.py) once a batch's rows are
 written, and read by the ticker before every tick. No Spark, no Kafka: a clock and a lock.
 """
 

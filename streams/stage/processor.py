@@ -32,9 +32,9 @@ from pyspark.sql.types import (
 from coordinator.core.state_machine import TRANSITIONS
 from delta_tables.columns import MESSAGE
 from delta_tables.half_messages import HEARTBEAT_ID
+from streams.checkpoint.generations import PARTITIONS_CONF
 from streams.ingest.land_rows import KIND_LAND, RAW_PREFIX
 from streams.stage.lifecycle import Rules
-from streams.state.generations import PARTITIONS_CONF
 
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaObject

@@ -1,7 +1,5 @@
-"""The query's checkpoint, and the state derived from the warehouse when it is lost or moved.
+"""The state derived from the warehouse, when the checkpoint is lost or moved.
 
-generations.py       the checkpoint's generations, and what each holds (Spark's own files)
-checkpoint_files.py  a checkpoint's small files, local or through Hadoop
 rebuild.py           a new generation with the state moved (rescale, rebuild, upgrade)
 warehouse_state.py   the state derived from the warehouse alone
 landing_repair.py    a rebuild lands what a crash left unlanded; Kafka is read on after it
@@ -9,4 +7,4 @@ decision_repair.py   a rebuild writes the final states and verdicts a crash left
 derivation.py        one transaction's state from its rows of the tables (pure)
 """
 
-__all__ = ["decision_repair", "generations", "landing_repair", "rebuild"]
+__all__ = ["decision_repair", "landing_repair", "rebuild"]

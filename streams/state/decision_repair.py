@@ -2,7 +2,7 @@
 
 A coordinator batch writes a decision as a chain of commits: the deliveries (the topic
 tables), then `system/transactions` (the final state), then `system/op_verdicts` (the
-verdict on the op that decided it) (streams/writes/batch_writer.py). A crash between them
+verdict on the op that decided it) (streams/query/batch_writer.py). A crash between them
 leaves a delivered transaction without its final state, or a final state without its
 deciding op's verdict. With the checkpoint the batch is replayed and writes the rest; without
 it (streams/state/rebuild.py) the state is derived from the warehouse, which takes a delivery
@@ -33,10 +33,10 @@ from coordinator.core.config import Config
 from coordinator.core.state_machine import TransactionState, Verdict
 from delta_tables import check_requests, op_records, op_verdicts, topics, transactions
 from delta_tables.registry import warehouse_tables
-from streams.fence.writer_fence import WriterFence
 from streams.stage.processor import KEY
 from streams.writes.arrow_rows import arrow_schema
 from streams.writes.delta_writes import BatchLedger
+from streams.writes.writer_fence import WriterFence
 
 COMMITTED, ROLLED_BACK = TransactionState.COMMITTED.name, TransactionState.ROLLED_BACK.name
 

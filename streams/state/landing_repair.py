@@ -46,7 +46,6 @@ from coordinator.core.config import Config
 from delta_tables import half_messages, known_topics, op_records, quarantine
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import table_path
-from streams.fence.writer_fence import WriterFence
 from streams.ingest.landing_coverage import (
     LANDING_TABLES,
     Coverage,
@@ -59,6 +58,7 @@ from streams.ingest.landing_query import IngestBatchWriter, rules_of
 from streams.ingest.topic_admission import TopicAdmission
 from streams.ingest.transforms import KIND_HALF, parse
 from streams.writes.delta_writes import newest_mark
+from streams.writes.writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The stage's state (every live transaction with its check count and timer, every decided one
 kept to judge late ops) is split into as many partitions as the checkpoint was created with,
 and only that checkpoint can resume it. A rebuild makes a new generation of the checkpoint
-(streams/state/generations.py) with any number of partitions:
+(streams/checkpoint/generations.py) with any number of partitions:
 
 1. *Finish the old generation.* A batch it planned but did not commit may have written part
    of its output under the old checkpoint's app id; only the old query can finish it
@@ -30,7 +30,7 @@ a batch, redoes it.
 
 The coordinator should be stopped while a rebuild runs. One still running is fenced before
 the rebuild reads anything (a writer epoch claimed and put on every table first:
-streams/fence/writer_fence.py): it stops at its next batch without writing, and the rebuild's
+streams/writes/writer_fence.py): it stops at its next batch without writing, and the rebuild's
 check that the old generation did not move meanwhile tells the operator.
 """
 
@@ -53,14 +53,8 @@ from coordinator.core.failpoints import failpoint
 from delta_tables import queue_offsets
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import table_path
-from streams.fence.writer_fence import WriterFence, claim_epoch
-from streams.kafka_io.ingress_topics import ingress_partitions
-from streams.kafka_io.ticker import Ticker
-from streams.stage.processor import KEY, state_schema
-from streams.stage.query import STATE_LAYOUT, rules_of, run_coordinator, take_kafka_ids
-from streams.state.checkpoint_files import Files, files_of
-from streams.state.decision_repair import repair_decisions
-from streams.state.generations import (
+from streams.checkpoint.checkpoint_files import Files, files_of
+from streams.checkpoint.generations import (
     ACTIVE_MARK,
     PARTITIONS_CONF,
     REBUILD_FILE,
@@ -72,15 +66,21 @@ from streams.state.generations import (
     generations,
     interrupted_rebuild,
 )
+from streams.kafka_io.ingress_topics import ingress_partitions
+from streams.kafka_io.ticker import Ticker
+from streams.query.decision_query import STATE_LAYOUT, rules_of, run_coordinator, take_kafka_ids
+from streams.stage.processor import KEY, state_schema
+from streams.state.decision_repair import repair_decisions
 from streams.state.landing_repair import EARLIEST, repair_landing
 from streams.state.warehouse_state import derived_state, queue_offsets_behind
 from streams.writes.arrow_rows import arrow_schema
 from streams.writes.delta_writes import BatchLedger
+from streams.writes.writer_fence import WriterFence, claim_epoch
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from streams.writes.batch_writer import CoordinatorBatchWriter
+    from streams.query.batch_writer import CoordinatorBatchWriter
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ def fence_the_warehouse(
     """Claim a writer epoch for `writer` and put it on every table of the warehouse: from
     now on no coordinator started before can commit there, nor publish on Kafka (its
     producers' transactional ids taken first, and released: the new generation's query
-    takes them again, streams/fence/kafka_fence.py)."""
+    takes them again, streams/kafka_io/kafka_fence.py)."""
     checks, notices = take_kafka_ids(config)
     checks.close()
     notices.close()

@@ -38,7 +38,7 @@ from pyspark.sql import SparkSession
 from coordinator.core.errors import WriterFencedError
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import delta_rs_uri, table_path
-from streams.fence.writer_fence import FENCE_APP_ID, WriterFence
+from streams.writes.writer_fence import FENCE_APP_ID, WriterFence
 
 log = logging.getLogger(__name__)
 

@@ -67,8 +67,8 @@ from pyspark.sql import DataFrame, SparkSession
 from coordinator.core.config import StreamsConfig
 from coordinator.protocol.deliveries import delta_rs_location
 from delta_tables.table import TableSpec, delta_rs_uri
-from streams.fence.writer_fence import FENCE_APP_ID, WriterFence
-from streams.state.checkpoint_files import files_of
+from streams.checkpoint.checkpoint_files import files_of
+from streams.writes.writer_fence import FENCE_APP_ID, WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def last_marked_batch(spark: SparkSession, location: str, app_id: str) -> int | 
 class BatchLedger:
     """Writes each micro-batch of one app id to each Delta table at most once.
 
-    With a `fence` (streams/fence/writer_fence.py), every local commit also carries the writer's
+    With a `fence` (streams/writes/writer_fence.py), every local commit also carries the writer's
     epoch, and a table that has seen a newer one refuses the write (WriterFencedError).
     """
 

@@ -43,7 +43,7 @@ from pyspark.sql import SparkSession
 from coordinator.runtime.local_stack.kafka_cluster import KafkaCluster
 from coordinator.runtime.local_stack.s3_server import S3Server
 from coordinator.runtime.local_stack.spark_cluster import ClusterError, StandaloneCluster
-from streams.state.checkpoint_files import files_of
+from streams.checkpoint.checkpoint_files import files_of
 from tests.app_process import AppProcess
 from tests.conftest import unavailable
 from tests.guarantees.app_runs import AppRuns

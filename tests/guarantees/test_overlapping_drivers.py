@@ -42,7 +42,7 @@ from coordinator.app import EXIT_FENCED
 from coordinator.protocol.deliveries import delta_rs_location
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 from delta_tables import writers
-from streams.stage.query import QUERY_NAME
+from streams.query.decision_query import QUERY_NAME
 from tests.app_process import AppProcess
 from tests.guarantees.app_runs import exit_reason
 from tests.guarantees.mixed_load import Scenario, settings_of

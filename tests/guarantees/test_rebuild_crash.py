@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 from coordinator.core.config import Config, load_config
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.failpoints import REACHED
-from streams.state.checkpoint_files import LocalFiles
-from streams.state.generations import active_facts, interrupted_rebuild
+from streams.checkpoint.checkpoint_files import LocalFiles
+from streams.checkpoint.generations import active_facts, interrupted_rebuild
 from tests.app_process import AppProcess
 from tests.conftest import settings_under
 from tests.harness import TOPIC, Engine, Producer, table, wait_for

@@ -30,7 +30,7 @@ interval to answer, however late the check went out. (Store time and the driver'
 assumed to agree to within a second: the broker's and the driver's clocks, NTP-synchronised
 in a cluster, the same clock locally.)
 
-What reaches this stage (see streams/stage/query.py): every half and every op record of
+What reaches this stage (see streams/query/decision_query.py): every half and every op record of
 the transaction, as they land, in whichever order (an op may come before its half; an answer
 to a check long after the half). A half whose decisive op is stored within
 `transaction_timeout` of it is decided without a check: the common, fast case.

@@ -46,9 +46,9 @@ which `txcoord up --auth-file` switches on (`[kafka] topics_per_group = true`):
 - operator principal: WRITE its own operator topic `txcoord.operator.<principal>` (its ops
   are the only thing it sends; the coordinator records the principal as who sent them);
 - engine principal: WRITE and DESCRIBE on the transactional ids of the warehouse's check and
-  notice producers (coordinator/core/topics.py `engine_grants`, streams/fence/kafka_fence.py). The
-  engine is a super user here and needs no grant: these are what a managed cluster must
-  grant it, made here too so that the local stack grants what docs/security.md lists.
+  notice producers (coordinator/core/topics.py `engine_grants`, streams/kafka_io/kafka_fence.py).
+  The engine is a super user here and needs no grant: these are what a managed cluster must grant
+  it, made here too so that the local stack grants what docs/security.md lists.
 
 `apply_auth` creates those topics first (a group principal may not create topics), so
 a group of the auth file can send as soon as the stack is up.

@@ -38,8 +38,8 @@ from coordinator.runtime.local_stack.health import Health, check_kafka, check_sp
 from coordinator.runtime.local_stack.kafka_broker import BrokerSettings, KafkaBroker
 from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from streams.progress.tally import Counts
-from streams.stage.query import QUERY_NAME as COORDINATOR_QUERY
-from streams.stage.query import check_coordinator_state
+from streams.query.decision_query import QUERY_NAME as COORDINATOR_QUERY
+from streams.query.decision_query import check_coordinator_state
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

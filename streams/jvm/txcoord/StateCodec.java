@@ -22,7 +22,7 @@ import txcoord.Lifecycle.TxState;
 
 /**
  * A transaction's state as the bytes the stage keeps (state layout v4, STATE_LAYOUT in
- * streams/stage/query.py).
+ * streams/query/decision_query.py).
  *
  * <p>Why bytes and not a {@link StageRows#STATE} row: Spark builds a value state's encoders in
  * every task of every batch (the processor's {@code init}), and for the state's nested row

@@ -87,7 +87,7 @@ def test_provision_creates_the_topics_and_prints_the_acls(
     assert entry["value"] == "LogAppendTime"
     acl_lines = [line for line in result.output.splitlines() if line.startswith("kafka-acls")]
     # orders has a principal: five grants; billing none; the operator one; the engine four
-    # (its two transactional ids, streams/fence/kafka_fence.py).
+    # (its two transactional ids, streams/kafka_io/kafka_fence.py).
     assert len(acl_lines) == 10, result.output
     config = load_config(overrides={"kafka.bootstrap_servers": bootstrap_servers})
     for prefix_of_id in (CHECKS_TRANSACTIONAL_PREFIX, NOTICES_TRANSACTIONAL_PREFIX):

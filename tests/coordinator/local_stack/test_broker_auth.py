@@ -86,7 +86,7 @@ def test_the_acls_are_per_group_and_operator(tmp_path: Path) -> None:
         ("User:orders-app", "WRITE", "TOPIC", "c.orders", "LITERAL"),  # claims (check_claim.py)
         ("User:orders-app", "READ", "GROUP", "txcoord-sdk-orders", "LITERAL"),
     }
-    # With the warehouse: the engine's transactional ids too (streams/fence/kafka_fence.py).
+    # With the warehouse: the engine's transactional ids too (streams/kafka_io/kafka_fence.py).
     engine = {
         (a.principal, a.operation.name, a.resource_pattern.resource_type.name)
         for a in acls(auth, layout, "/data/warehouse")

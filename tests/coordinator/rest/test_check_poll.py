@@ -15,7 +15,7 @@ from coordinator.core.config import Config
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from coordinator.rest.routes import DEFAULT_WAIT_SECONDS
-from streams.writes.batch_writer import check_record
+from streams.query.batch_writer import check_record
 from tests.coordinator.rest.conftest import LOCAL
 
 pytestmark = pytest.mark.kafka
@@ -32,7 +32,7 @@ def check_row(tx: str, group: str, number: int = 1) -> dict[str, Any]:
 
 
 def publish(config: Config, rows: list[dict[str, Any]]) -> None:
-    """Publish check requests exactly as streams/writes/batch_writer.py does."""
+    """Publish check requests exactly as streams/query/batch_writer.py does."""
     producer = KafkaProducer(bootstrap_servers=config.kafka.bootstrap_servers, acks="all")
     try:
         for row in rows:

@@ -16,7 +16,7 @@ from coordinator.kafka_clients.admin import delete_topic
 from coordinator.protocol import ingress as fmt
 from coordinator.rest.app import create_app
 from streams.kafka_io.check_topic import ensure_check_topic
-from streams.writes.batch_writer import check_record
+from streams.query.batch_writer import check_record
 
 from .conftest import LOCAL, drop_topics, make_rest_config
 from .kafka_io import read_all

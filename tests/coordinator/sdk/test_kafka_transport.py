@@ -21,7 +21,7 @@ from coordinator.sdk import (
     TransportError,
 )
 from coordinator.sdk.kafka_transport import KafkaTransport
-from streams.writes.batch_writer import check_record
+from streams.query.batch_writer import check_record
 
 from .conftest import (
     ProducerFactory,
@@ -40,7 +40,7 @@ LOG_APPEND_TIME = 1
 
 
 def check_of(transaction_id: str, group: str, check_number: int = 1) -> tuple[bytes, bytes, Any]:
-    """Return the check-topic record the coordinator writes (streams/writes/batch_writer.py)."""
+    """Return the check-topic record the coordinator writes (streams/query/batch_writer.py)."""
     row = {
         "transaction_id": transaction_id, "msg_id": "0000000000000000002A",
         "producer_group": group, "topic": "OrderPaid", "queue_id": 1, "body": b"\x00paid",

@@ -19,7 +19,7 @@ from coordinator.kafka_clients.admin import admin_client
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.check_claim import CheckClaim, is_claim
 from coordinator.sdk import TransactionProducer, kafka_transport
-from streams.writes.batch_writer import check_record
+from streams.query.batch_writer import check_record
 
 from .conftest import ProducerFactory, SdkTopics, group_members, publish, read_records
 from .helpers import RecordingListener, wait_until

@@ -47,7 +47,7 @@ from coordinator.rest.records import Record
 from coordinator.runtime.local_stack.health import check_kafka, check_spark
 from coordinator.sdk import LocalTransactionState, Message, TransactionProducer, TransportError
 from coordinator.sdk.kafka_transport import KafkaTransport
-from streams.writes.batch_writer import check_record
+from streams.query.batch_writer import check_record
 from tests.coordinator.sdk.helpers import RecordingListener, wait_until
 
 from .conftest import SecuredKafka, publish, read_all
@@ -119,7 +119,7 @@ def test_the_acls_are_the_documented_ones(secured_kafka: SecuredKafka) -> None:
             (f"User:{group}-app", "WRITE", layout.check_topic(group), "LITERAL"),
             (f"User:{group}-app", "READ", f"txcoord-sdk-{group}", "LITERAL"),
         }
-    # The engine's transactional ids (streams/fence/kafka_fence.py): a super user here, granted
+    # The engine's transactional ids (streams/kafka_io/kafka_fence.py): a super user here, granted
     # what a managed cluster must grant it.
     warehouse = secured_kafka.config.warehouse
     expected |= {

@@ -28,7 +28,7 @@ from coordinator.core.config import Config
 from coordinator.protocol.names import topic_name_problem
 from delta_tables import quarantine
 from delta_tables.registry import warehouse_tables
-from streams.writes.batch_writer import deliverable
+from streams.query.batch_writer import deliverable
 from tests.harness import Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
@@ -142,7 +142,7 @@ def test_a_delivery_to_a_name_refused_today_is_kept_out_of_every_table(
         ]
     )
     counts = Counter({("%2e%2e", 0): 1, ("Payments", 0): 1, ("a|b", 3): 1})
-    with caplog.at_level(logging.ERROR, logger="streams.writes.batch_writer"):
+    with caplog.at_level(logging.ERROR, logger="streams.query.batch_writer"):
         kept, kept_counts = deliverable(rows, counts)
     assert kept.column("transaction_id").to_pylist() == ["new-1"]
     assert kept_counts == Counter({("Payments", 0): 1})

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from pyspark.sql import SparkSession
 
-from streams.stage.query import QUERY_NAME
+from streams.query.decision_query import QUERY_NAME
 from tests.harness import FEW_SECONDS, TOPIC, Engine, Producer, table, wait_for, wait_past, warm
 from tests.streams.conftest import ConfigFactory
 

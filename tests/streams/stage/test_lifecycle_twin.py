@@ -45,8 +45,8 @@ def rule_sets(draw: st.DrawFn) -> Rules:
 
     Within what the configuration allows (coordinator/core/config.py): the expiry and the largest
     immunity are never below the timeout, and an orphan waits 2 x timeout + 10 s in the
-    product (streams/stage/query.py:rules_of), varied here around that. The histories' steps
-    (0-130 s) cross every one of these timers.
+    product (streams/query/decision_query.py:rules_of), varied here around that. The histories'
+    steps (0-130 s) cross every one of these timers.
     """
     timeout = draw(st.integers(1, 12)) * S
     return Rules(

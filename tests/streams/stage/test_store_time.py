@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from streams.stage.query import QUERY_NAME
+from streams.query.decision_query import QUERY_NAME
 from tests.conftest import config_under
 from tests.harness import (
     FEW_SECONDS,

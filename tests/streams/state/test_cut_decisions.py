@@ -28,7 +28,7 @@ from coordinator.core.config import Config
 from coordinator.core.failpoints import failpoint
 from coordinator.runtime import engine as runtime
 from streams.kafka_io.ingress_topics import ensure_ingress_topics
-from streams.writes import batch_writer
+from streams.query import batch_writer
 from tests.harness import Engine, table, wait_for
 from tests.streams.conftest import ConfigFactory
 from tests.streams.ingest.test_partial_landing import CrashError, Sender, delivered

@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
-from streams.state.checkpoint_files import LocalFiles
-from streams.state.generations import active_facts
+from streams.checkpoint.checkpoint_files import LocalFiles
+from streams.checkpoint.generations import active_facts
 from streams.state.rebuild import rebuild
 from tests.harness import TOPIC, Engine, Producer, table, wait_for
 from tests.streams.conftest import ConfigFactory

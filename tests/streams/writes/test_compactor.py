@@ -15,9 +15,9 @@ from coordinator.core.errors import WriterFencedError
 from delta_tables import half_messages, topics, transactions
 from delta_tables.registry import create_system_tables
 from delta_tables.table import TableSpec
-from streams.fence.writer_fence import claim_epoch
 from streams.writes.compactor import Compactor
 from streams.writes.delta_writes import BatchLedger
+from streams.writes.writer_fence import claim_epoch
 
 pytestmark = pytest.mark.spark
 

@@ -10,10 +10,10 @@ from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
 from delta_tables.registry import create_system_tables
+from streams.query.batch_writer import CoordinatorBatchWriter
 from streams.stage.lifecycle import Kind
 from streams.stage.processor import OUTPUT_SCHEMA
 from streams.writes.arrow_rows import arrow_schema
-from streams.writes.batch_writer import CoordinatorBatchWriter
 from tests.harness import table
 from tests.streams.conftest import ConfigFactory
 

@@ -63,7 +63,7 @@ records its layout (STATE_LAYOUT_FILE) and its partition count (Spark's offset l
 this configuration cannot resume is refused at start (`state_problem`, before Spark starts
 for a local checkpoint folder), naming `txcoord state rebuild`, which builds a new generation
 of the checkpoint with the state moved or derived from the warehouse
-(streams/state/rebuild.py, streams/state/generations.py).
+(streams/state/rebuild.py, streams/checkpoint/generations.py).
 
 Per-batch work follows the batch: the stage keeps its state in RocksDB and touches only the
 keys of the batch; the writer appends only the batch's rows and reads
@@ -83,7 +83,15 @@ from pyspark.sql import functions as F
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
 from delta_tables.half_messages import HEARTBEAT_ID
-from streams.fence.writer_fence import claim_epoch
+from streams.checkpoint.checkpoint_files import Files, files_of, is_local
+from streams.checkpoint.generations import (
+    STATE_LAYOUT_FILE,
+    CheckpointFacts,
+    active_facts,
+    active_generation,
+    generation_name,
+    interrupted_rebuild,
+)
 from streams.ingest.land_rows import RAW_PREFIX, pass_through
 from streams.ingest.landing_query import IngestBatchWriter, ingress_records
 from streams.ingest.landing_query import rules_of as ingest_rules_of
@@ -93,20 +101,12 @@ from streams.kafka_io.check_publisher import CheckPublisher
 from streams.kafka_io.delivery_notices import DeliveryNotices
 from streams.kafka_io.tick_pace import TickPace
 from streams.progress.tally import Tally
+from streams.query.batch_writer import CoordinatorBatchWriter
 from streams.stage.lifecycle import Rules
 from streams.stage.processor import INPUT_SCHEMA, decisions
-from streams.state.checkpoint_files import Files, files_of, is_local
-from streams.state.generations import (
-    STATE_LAYOUT_FILE,
-    CheckpointFacts,
-    active_facts,
-    active_generation,
-    generation_name,
-    interrupted_rebuild,
-)
 from streams.writes.batch_gate import BatchGate
-from streams.writes.batch_writer import CoordinatorBatchWriter
 from streams.writes.delta_writes import checkpoint_app_id
+from streams.writes.writer_fence import claim_epoch
 
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaObject
@@ -271,7 +271,7 @@ def check_coordinator_state(config: Config, spark: SparkSession | None = None) -
 
 
 def checkpoint_of(config: Config, spark: SparkSession | None = None) -> str:
-    """Return the location of the coordinator checkpoint in use (streams/state/generations.py;
+    """Return the location of the coordinator checkpoint in use (streams/checkpoint/generations.py;
     a remote checkpoint folder is read through `spark`)."""
     files = files_of(config.streams.checkpoint_dir, spark)
     return f"{files.root}/{generation_name(active_generation(files))}"
@@ -280,7 +280,7 @@ def checkpoint_of(config: Config, spark: SparkSession | None = None) -> str:
 def take_kafka_ids(config: Config) -> tuple[CheckPublisher, DeliveryNotices]:
     """Return the check and notice publishers of `config`'s warehouse, each holding its
     transactional id: every older coordinator's producers of the warehouse are fenced on
-    Kafka, and the transaction each left open aborted (streams/fence/kafka_fence.py).
+    Kafka, and the transaction each left open aborted (streams/kafka_io/kafka_fence.py).
 
     Before a claim of the writer epoch, so that after the claim an older coordinator
     publishes nothing. Side by side: each init waits for an earlier holder's open

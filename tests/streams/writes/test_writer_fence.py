@@ -25,7 +25,10 @@ from coordinator.runtime.engine import TAKEN_OVER
 from delta_tables import queue_offsets, topics, writers
 from delta_tables.registry import create_system_tables
 from delta_tables.table import delta_rs_uri
-from streams.fence.writer_fence import (
+from streams.query.decision_query import QUERY_NAME
+from streams.writes.arrow_rows import arrow_schema
+from streams.writes.delta_writes import BatchLedger
+from streams.writes.writer_fence import (
     CLAIM_BACKOFF_S,
     FENCE_APP_ID,
     attempts,
@@ -33,9 +36,6 @@ from streams.fence.writer_fence import (
     claim_of,
     epoch_of,
 )
-from streams.stage.query import QUERY_NAME
-from streams.writes.arrow_rows import arrow_schema
-from streams.writes.delta_writes import BatchLedger
 from tests.conftest import ConfigFactory
 from tests.harness import Engine, wait_for
 

@@ -1,6 +1,6 @@
 """The engine's Kafka writes fenced like its Delta writes: transactional ids shared per warehouse.
 
-The writer epoch (streams/fence/writer_fence.py) keeps an older coordinator out of the warehouse;
+The writer epoch (streams/writes/writer_fence.py) keeps an older coordinator out of the warehouse;
 Kafka knows nothing of it. So the check records (streams/kafka_io/check_publisher.py) and delivery
 notices (streams/kafka_io/delivery_notices.py) an older coordinator publishes are kept out Kafka's
 own way (KIP-98), as Kafka fences a zombie producer: each is sent by a transactional producer
@@ -14,7 +14,7 @@ a fenced producer sent in a transaction it never committed, nobody reads.
 The order that makes "a fenced coordinator publishes nothing after the newer one's claim" hold:
 
 - **Kafka first, then the warehouse.** A coordinator takes both ids (`start`) before it
-  claims its writer epoch (streams/stage/query.py; a rebuild's claim too,
+  claims its writer epoch (streams/query/decision_query.py; a rebuild's claim too,
   streams/state/rebuild.py): from the newer one's claim on, the older one's producers are
   already fenced, and its open transaction aborted.
 - **Fenced: ask the warehouse, never take the id back from a newer claim.** A producer the
@@ -29,8 +29,8 @@ The order that makes "a fenced coordinator publishes nothing after the newer one
 
 One window stays: a producer that took its id back because no claim came within
 CLAIM_WAIT_SECONDS, while the start that fenced it claims later still (several starts racing
-for one epoch, streams/fence/writer_fence.py CLAIM_PATIENCE_S), may commit one batch's records after
-that claim; its next batch's notice stops it.
+for one epoch, streams/writes/writer_fence.py CLAIM_PATIENCE_S), may commit one batch's records
+after that claim; its next batch's notice stops it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from coordinator.kafka_clients.producer import Client, Stored, WriteFailure, con
 from coordinator.protocol.check_record import Record
 
 if TYPE_CHECKING:
-    from streams.fence.writer_fence import WriterFence
+    from streams.writes.writer_fence import WriterFence
 
 __all__ = [
     "CLAIM_WAIT_SECONDS",

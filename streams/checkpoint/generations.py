@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from streams.state.checkpoint_files import Files
+from streams.checkpoint.checkpoint_files import Files
 
 BASE = "coordinator"
 #: Written last into a rebuilt generation: from then on it is the checkpoint.

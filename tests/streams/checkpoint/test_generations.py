@@ -10,9 +10,8 @@ import pytest
 
 from coordinator.core.config import load_config
 from coordinator.core.errors import ConfigurationError
-from streams.stage.query import STATE_LAYOUT, check_coordinator_state, state_problem
-from streams.state.checkpoint_files import LocalFiles
-from streams.state.generations import (
+from streams.checkpoint.checkpoint_files import LocalFiles
+from streams.checkpoint.generations import (
     ACTIVE_MARK,
     REBUILD_FILE,
     STATE_LAYOUT_FILE,
@@ -21,6 +20,7 @@ from streams.state.generations import (
     facts,
     interrupted_rebuild,
 )
+from streams.query.decision_query import STATE_LAYOUT, check_coordinator_state, state_problem
 
 
 def batch(root: Path, name: str, number: int, partitions: int, *, committed: bool) -> None:

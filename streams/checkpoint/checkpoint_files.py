@@ -1,6 +1,6 @@
 """Reading and writing a streaming checkpoint's small files, on a local disk or any Hadoop path.
 
-The coordinator's checkpoint (streams/state/generations.py) is read before Spark starts
+The coordinator's checkpoint (streams/checkpoint/generations.py) is read before Spark starts
 (a local one: a refused configuration must not cost a session's start-up) and through
 Hadoop's FileSystem once it runs (s3a:// and the rest): both through `Files`, so that what
 is read is decided in one place.

@@ -60,7 +60,6 @@ from delta_tables import (
 )
 from delta_tables.registry import warehouse_tables
 from delta_tables.table import TableSpec, table_path
-from streams.fence.writer_fence import WriterFence
 from streams.ingest.land_rows import (
     KIND_LAND,
     RAW_PREFIX,
@@ -88,6 +87,7 @@ from streams.writes.batch_collect import collect
 from streams.writes.batch_gate import BatchGate
 from streams.writes.delta_writes import BatchLedger
 from streams.writes.parallel_writes import Step, run_steps
+from streams.writes.writer_fence import WriterFence
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class CoordinatorBatchWriter:
         # The topic limits (streams/ingest/topic_admission.py): what each batch's ingest knows of
         # the warehouse's topics, set before the batch runs; None: no limit (auto-create off).
         self.admission = admission
-        # The writer epoch every write carries (streams/fence/writer_fence.py); the error that
+        # The writer epoch every write carries (streams/writes/writer_fence.py); the error that
         # stopped this writer once a newer coordinator took over, for the engine to report.
         self.fence = fence
         self.fenced: WriterFencedError | None = None
@@ -211,7 +211,7 @@ class CoordinatorBatchWriter:
         # Tells consumers which queues each batch moved (streams/kafka_io/delivery_notices.py).
         self.notices = notices or DeliveryNotices(config)
         # Fenced on Kafka, either asks the warehouse before it takes its id back
-        # (streams/fence/kafka_fence.py).
+        # (streams/kafka_io/kafka_fence.py).
         self.checks.fence = self.notices.fence = fence
 
     def prepare(self, spark: SparkSession) -> None:
@@ -219,7 +219,7 @@ class CoordinatorBatchWriter:
 
         Each table's last batch (its history, read once per process), the queues' next
         offsets, the Kafka producers' transactional ids (taken already when the coordinator
-        took them before its claim: streams/stage/query.py) and the first Delta append
+        took them before its claim: streams/query/decision_query.py) and the first Delta append
         of the process would cost a first batch seconds, and delay its decisions by as much
         (a check due then would go out late).
         """

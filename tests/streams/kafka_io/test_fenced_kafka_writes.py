@@ -2,13 +2,13 @@
 
 Two coordinators of one warehouse, each as a start makes it: it takes its producers'
 transactional ids (Kafka first), then claims the writer epoch in the real warehouse
-(streams/fence/writer_fence.py, local disk). The older one publishes again after the newer one's
+(streams/writes/writer_fence.py, local disk). The older one publishes again after the newer one's
 claim, as a batch in flight would. A read_committed reader, as every reader of these topics
 is (coordinator/kafka_clients/options.py COMMITTED_ONLY), must never see that record; the
 older one must raise WriterFencedError and must not take its id back (which would fence
 the newer one in turn): the newer one's producer keeps its epoch and publishes on.
 
-Real broker, real Delta; the ids are the warehouse's own (streams/fence/kafka_fence.py).
+Real broker, real Delta; the ids are the warehouse's own (streams/kafka_io/kafka_fence.py).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from coordinator.core.topics import (
 from coordinator.kafka_clients.admin import admin_client, delete_topic
 from coordinator.kafka_clients.options import COMMITTED_ONLY
 from coordinator.protocol.deliveries import decode_notice
-from streams.fence.kafka_fence import TRANSACTION_TIMEOUT_MS, transactional
-from streams.fence.writer_fence import claim_epoch
 from streams.kafka_io.check_publisher import CheckPublisher
 from streams.kafka_io.check_topic import check_record
 from streams.kafka_io.delivery_notices import DeliveryNotices, ensure_consumer_topics
 from streams.kafka_io.ingress_topics import ensure_ingress_topics
+from streams.kafka_io.kafka_fence import TRANSACTION_TIMEOUT_MS, transactional
+from streams.writes.writer_fence import claim_epoch
 from tests.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
