@@ -9,6 +9,9 @@
 #                       coordinator whose warehouse or checkpoints are on s3a://
 #   .cache/jars/stage/  the coordinator's stateful stage, compiled here from streams/jvm/
 #                       against pyspark's own jars (no jar is committed)  -> spark.jars
+#   .cache/jars/rocketmq/       RocketMQ 5's official Java client (one shaded jar)
+#   .cache/jars/rocketmq-peer/  a RocketMQ application written with it, compiled here from
+#                       deploy/jvm/rocketmq-peer/: the Java peer of the gRPC endpoint's tests
 #   .cache/jars/cds/    class archives the Spark driver's and the broker's JVMs start from,
 #                       recorded by one short run of the local stack
 #                       (coordinator/runtime/class_archives.py)
@@ -110,6 +113,7 @@ prune_provided() {
 resolve spark deploy/jvm/spark-connectors.pom.xml
 resolve kafka deploy/jvm/kafka-broker.pom.xml
 resolve s3 deploy/jvm/s3a.pom.xml
+resolve rocketmq deploy/jvm/rocketmq-client.pom.xml
 
 # 3. The stateful stage (streams/jvm/*.java), compiled against the Spark that pip installed.
 build_stage() {
@@ -133,6 +137,28 @@ build_stage() {
   stamp jars-stage $sources pyproject.toml
 }
 build_stage
+
+# The Java peer of the RocketMQ gRPC endpoint (deploy/jvm/rocketmq-peer/), against the client.
+build_rocketmq_peer() {
+  local out="$cache/jars/rocketmq-peer" classes="$cache/rocketmq-peer-classes" sources
+  sources=$(find deploy/jvm/rocketmq-peer -name '*.java' | sort)
+  # shellcheck disable=SC2086
+  if fresh jars-rocketmq-peer $sources "$cache/jars-rocketmq.stamp" && [ -f "$out/txcoord-rocketmq-peer.jar" ]; then
+    log "the RocketMQ Java peer is up to date (.cache/jars/rocketmq-peer)"
+    return
+  fi
+  need javac "a Java 17 JDK (the RocketMQ Java peer is compiled from deploy/jvm/rocketmq-peer/)"
+  log "compiling the RocketMQ Java peer (deploy/jvm/rocketmq-peer/)"
+  rm -rf "$classes" "$out" && mkdir -p "$classes" "$out"
+  # shellcheck disable=SC2086
+  javac --release 17 -Xlint:unchecked -Werror -nowarn -d "$classes" -cp "$cache/jars/rocketmq/*" $sources \
+    || die "the RocketMQ Java peer (deploy/jvm/rocketmq-peer/) did not compile"
+  jar --create --file "$out/txcoord-rocketmq-peer.jar" -C "$classes" . || die "could not package the peer"
+  rm -rf "$classes"
+  # shellcheck disable=SC2086
+  stamp jars-rocketmq-peer $sources "$cache/jars-rocketmq.stamp"
+}
+build_rocketmq_peer
 
 # 4. Class archives: the JVMs of the local stack start from classes parsed once, here. An
 # archive belongs to one JDK build and one set of jars, so any change records them again.

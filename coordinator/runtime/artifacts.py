@@ -34,14 +34,16 @@ def jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 #: The folders of jars the install step fills (deploy/install.sh).
-COMPONENTS = ("spark", "kafka", "stage", "s3")
+COMPONENTS = ("spark", "kafka", "stage", "s3", "rocketmq", "rocketmq-peer")
 
 
 def jars(component: str, cache_dir: Path | None = None) -> tuple[Path, ...]:
     """Return the sorted jars of `component`, or explain how to get them.
 
     "spark": the connectors; "kafka": the broker; "stage": the coordinator's stateful stage,
-    compiled from streams/jvm/ by the install step; "s3": Hadoop's s3a file system.
+    compiled from streams/jvm/ by the install step; "s3": Hadoop's s3a file system;
+    "rocketmq": RocketMQ 5's Java client; "rocketmq-peer": the application of
+    deploy/jvm/rocketmq-peer/, written with it (the gRPC endpoint's Java peer).
     """
     if component not in COMPONENTS:
         raise ValueError(f"component must be one of {', '.join(COMPONENTS)}, not {component!r}")
