@@ -33,7 +33,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *     left open and committed by the checker, left open and answered UNKNOWN by the checker
  *     at its first check and COMMIT at a later one. Ends once every open one was committed.
  * consume ENDPOINT TOPIC GROUP EXPECTED SECONDS [ACCESS_KEY SECRET_KEY]
- *     a simple consumer of GROUP: receives and acks until EXPECTED messages came, then
+ *     a simple consumer of GROUP (says "ready" once built, as a new group reads from then
+ *     on): receives and acks until EXPECTED messages came, then
  *     receives a while longer (a duplicate would show), or until SECONDS passed.
  * </pre>
  */
@@ -158,6 +159,7 @@ public final class RocketMqPeer {
             .setAwaitDuration(Duration.ofSeconds(5))
             .setSubscriptionExpressions(Collections.singletonMap(topic, all))
             .build()) {
+      say("{\"event\": \"ready\"}");
       while (System.nanoTime() < Math.min(deadline, quietUntil)) {
         for (MessageView view : consumer.receive(16, Duration.ofSeconds(30))) {
           received++;
