@@ -6,7 +6,8 @@ protocol/     the wire: records, names, the check record's codec (the standard l
 kafka_clients/        every Kafka client, built from the one `[kafka]` setting
 runtime/      the engine's driver, its Spark session, the local stack
 applications  sdk/ (producers: core/, protocol/ and kafka_clients/ only, no Spark), rest/ (the REST
-              ingress), admin/ (operator tools), commands/ and cli.py (`txcoord`), bench/,
+              ingress), rocketmq/ (the RocketMQ 5 gRPC endpoint, beside
+              rest/), admin/ (operator tools), commands/ and cli.py (`txcoord`), bench/,
               app.py (the coordinator under spark-submit), record_classes.py (the install
               step's recording of the class archives), stop_signals.py and program_exit.py
               (how the programs stop and end)
@@ -26,6 +27,7 @@ __all__ = [
     "protocol",
     "record_classes",
     "rest",
+    "rocketmq",
     "runtime",
     "sdk",
     "stop_signals",

@@ -46,6 +46,7 @@ LAYERS = {
     "coordinator.admin": APPLICATION,
     "coordinator.bench": APPLICATION,
     "coordinator.rest": APPLICATION,
+    "coordinator.rocketmq": APPLICATION,
     "coordinator.sdk": APPLICATION,
     "coordinator.stop_signals": APPLICATION,
 }

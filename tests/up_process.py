@@ -34,6 +34,7 @@ class Up:
             # any free metrics port: another test's stack (the README's `make up`, verbatim,
             # on the default port) may be running beside this one
             "--set", "metrics.port=0",
+            "--set", "grpc.port=0",  # and any free port of the RocketMQ endpoint, likewise
             *[arg for setting in settings for arg in ("--set", setting)],
             *options,
         ]  # fmt: skip

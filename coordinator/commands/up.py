@@ -17,7 +17,12 @@ from coordinator.core.config import Config, load_config, parse_overrides
 from coordinator.core.errors import StackError
 from coordinator.runtime.local_stack.broker_auth import load_broker_auth
 from coordinator.runtime.local_stack.cluster_profile import ClusterProfile, ProfileSettings
-from coordinator.runtime.local_stack.stack import LocalStack, RestServer, StackSettings
+from coordinator.runtime.local_stack.stack import (
+    GrpcEndpoint,
+    LocalStack,
+    RestServer,
+    StackSettings,
+)
 from coordinator.stop_signals import StopSignals
 
 #: Without a terminal (CI, a log file) the status is logged this often instead of redrawn.
@@ -30,6 +35,14 @@ def _rest_server(config: Config) -> RestServer:
     from coordinator.rest.app import build_server  # noqa: PLC0415
 
     return build_server(config)
+
+
+def _grpc_endpoint(config: Config) -> GrpcEndpoint:
+    """Build the RocketMQ gRPC endpoint (handed to the local stack, which is below it)."""
+    # Imported here: gRPC loads only when the endpoint runs.
+    from coordinator.rocketmq.server import Endpoint  # noqa: PLC0415
+
+    return Endpoint(config)
 
 
 def _status(stack: LocalStack, started: float) -> Text:
@@ -213,6 +226,7 @@ def up(
         ),
         config,
         rest_server=None if no_rest else _rest_server,
+        grpc_endpoint=_grpc_endpoint if config.grpc.enabled else None,
     )
     try:
         for health in stack.start():
@@ -221,6 +235,7 @@ def up(
             f"txcoord is up: kafka at {stack.broker.bootstrap_servers}, "
             f"warehouse {Path(stack.config.warehouse).resolve()}"
             + (f", REST at {stack.rest_url}" if stack.rest_url else "")
+            + (f", RocketMQ gRPC at {stack.grpc_address}" if stack.grpc_address else "")
             + ". Press Ctrl-C to stop.",
             highlight=False,
         )

@@ -270,6 +270,28 @@ class RestConfig:
 
 
 @dataclass(frozen=True)
+class GrpcConfig:
+    """The RocketMQ 5 gRPC endpoint (docs/rocketmq.md): RocketMQ's own clients, unchanged.
+
+    It takes the REST ingress's auth file (`rest.auth_file`) and, as the REST ingress, runs in
+    open mode on loopback only.
+    """
+
+    # On by default: `txcoord up` serves RocketMQ clients beside the REST ingress.
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    # 0 picks a free port (printed at start).
+    port: int = 8081
+    # How long a check waits for the Telemetry stream of the client that sent the half
+    # before any live producer of the group gets it (RocketMQ: the sender first).
+    check_sender_first: timedelta = timedelta(seconds=2)
+    # TLS of the endpoint (PEM files; the key unencrypted and readable by its owner only).
+    # Beyond loopback the endpoint serves TLS: signed calls must not cross a network in clear.
+    tls_certfile: str = ""
+    tls_keyfile: str = ""
+
+
+@dataclass(frozen=True)
 class MetricsConfig:
     """The coordinator driver's Prometheus endpoint (http://host:port/metrics)."""
 
@@ -308,6 +330,7 @@ class Config:
     streams: StreamsConfig = field(default_factory=StreamsConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     rest: RestConfig = field(default_factory=RestConfig)
+    grpc: GrpcConfig = field(default_factory=GrpcConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     @property
@@ -381,7 +404,7 @@ def _problems(c: Config) -> list[str]:
         found.append(f"spark.shuffle_partitions must be 1..10000, not {c.spark.shuffle_partitions}")
     if not c.warehouse:
         found.append("warehouse must not be empty")
-    found += _rest_problems(c)
+    found += _rest_problems(c) + _grpc_problems(c)
     if not -1 <= c.metrics.port <= 65535:
         found.append(
             f"metrics.port must be -1 (off), 0 (any free port) or 1..65535, not {c.metrics.port}"
@@ -545,11 +568,36 @@ def _rest_problems(c: Config) -> list[str]:
     return found
 
 
+def _grpc_problems(c: Config) -> list[str]:
+    """Return the impossible values of the [grpc] section."""
+    found = []
+    if not c.grpc.host.strip():
+        found.append("grpc.host must not be empty")
+    if not 0 <= c.grpc.port <= 65535:
+        found.append(f"grpc.port must be 0..65535 (0: any free port), not {c.grpc.port}")
+    if c.grpc.enabled and (c.grpc.host, c.grpc.port) == (c.rest.host, c.rest.port):
+        found.append(f"grpc.port and rest.port are both {c.grpc.port} on {c.grpc.host}")
+    if not timedelta(0) <= c.grpc.check_sender_first <= timedelta(minutes=1):
+        found.append(
+            f"grpc.check_sender_first must be between 0 and 1m, not {c.grpc.check_sender_first}"
+        )
+    if bool(c.grpc.tls_certfile) != bool(c.grpc.tls_keyfile):
+        found.append("grpc.tls_certfile and grpc.tls_keyfile go together")
+    for name in ("tls_certfile", "tls_keyfile"):
+        path = getattr(c.grpc, name)
+        if path and not Path(path).is_file():
+            found.append(f"grpc.{name} {path!r} is not a readable file")
+        elif path and name == "tls_keyfile":
+            found += filter(None, [private_file_problem(Path(path), "grpc.tls_keyfile")])
+    return found
+
+
 _SECTIONS: dict[str, type] = {
     "kafka": KafkaConfig,
     "streams": StreamsConfig,
     "spark": SparkConfig,
     "rest": RestConfig,
+    "grpc": GrpcConfig,
     "metrics": MetricsConfig,
 }
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

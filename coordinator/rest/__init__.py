@@ -34,4 +34,20 @@ One module per job:
 this package touches neither the network nor Kafka.
 """
 
-__all__ = ["app", "models"]
+# The RocketMQ gRPC endpoint (coordinator/rocketmq) reuses the service layer below the routes:
+# the same validation and durability for a half, the same op records, the same check polls.
+__all__ = [
+    "app",
+    "auth",
+    "check_poll",
+    "consumers",
+    "errors",
+    "in_flight",
+    "instance_ids",
+    "kafka_writer",
+    "models",
+    "poll_slots",
+    "records",
+    "routes",
+    "services",
+]

@@ -142,7 +142,11 @@ class CheckPoller:
         security: KafkaSecurity | None = None,
         sender_first: timedelta = timedelta(seconds=2),
         mailbox_bytes: int = DEFAULT_MAILBOX_BYTES,
+        consumer_group: Callable[[str], str] = consumer_group_of,
     ) -> None:
+        #: The Kafka consumer group that reads a producer group's checks: each endpoint (REST,
+        #: the RocketMQ gRPC endpoint) has its own, so each of them sees every check.
+        self.consumer_group = consumer_group
         #: How long a check waits for a poll of the instance that sent its half.
         self.sender_first = sender_first.total_seconds()
         self.bootstrap_servers = bootstrap_servers
@@ -335,7 +339,7 @@ class CheckPoller:
             return KafkaConsumer(
                 self.layout.check_topic(producer_group),
                 bootstrap_servers=self.bootstrap_servers,
-                group_id=consumer_group_of(producer_group),
+                group_id=self.consumer_group(producer_group),
                 client_id="txcoord-rest-checks",
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",

@@ -68,6 +68,20 @@ class RestServer(Protocol):
         """Serve until `should_exit` is set."""
 
 
+class GrpcEndpoint(Protocol):
+    """What the stack needs of the RocketMQ gRPC endpoint (coordinator/rocketmq/server.py)."""
+
+    @property
+    def address(self) -> str:
+        """Return `host:port` once started."""
+
+    def start(self) -> object:
+        """Listen; raise if it cannot."""
+
+    def stop(self) -> None:
+        """Stop listening and close its clients."""
+
+
 @dataclass(frozen=True)
 class Status:
     """What the status line shows."""
@@ -85,11 +99,15 @@ class LocalStack:
         settings: StackSettings,
         config: Config,
         rest_server: Callable[[Config], RestServer] | None = None,
+        grpc_endpoint: Callable[[Config], GrpcEndpoint] | None = None,
     ) -> None:
         """`rest_server` builds the REST ingress's server from the final configuration; the
-        stack runs no REST ingress without one."""
+        stack runs no REST ingress without one. `grpc_endpoint` builds the RocketMQ gRPC
+        endpoint alike."""
         self.settings = settings
         self.rest_server = rest_server
+        self.grpc_endpoint = grpc_endpoint
+        self._grpc: GrpcEndpoint | None = None
         self.config = config  # its bootstrap servers are the broker's once started
         self.broker = KafkaBroker(
             BrokerSettings(
@@ -125,7 +143,22 @@ class LocalStack:
         healths = [kafka, self._spark_health, streams]
         if self.rest_server is not None:
             healths.append(self._start_rest(self.rest_server))
+        if self.grpc_endpoint is not None:
+            healths.append(self._start_grpc(self.grpc_endpoint))
         return healths
+
+    @property
+    def grpc_address(self) -> str | None:
+        """Return the RocketMQ gRPC endpoint's `host:port` once it serves."""
+        return None if self._grpc is None else self._grpc.address
+
+    def _start_grpc(self, build: Callable[[Config], GrpcEndpoint]) -> Health:
+        started = time.monotonic()
+        endpoint = build(self.config)
+        endpoint.start()  # ConfigurationError when the port is taken
+        self._grpc = endpoint
+        detail = f"RocketMQ gRPC endpoint at {endpoint.address}"
+        return Health("grpc", True, detail, time.monotonic() - started)
 
     def start_broker(self) -> Health:
         """Start the broker (and its principals and ACLs); the configuration then names it."""
@@ -217,6 +250,10 @@ class LocalStack:
         The streams let their batches in flight finish unless `hurry` is set (see
         coordinator/runtime/engine.py).
         """
+        grpc, self._grpc = self._grpc, None
+        if grpc is not None:
+            log.info("stopping the RocketMQ gRPC endpoint")
+            grpc.stop()
         server, self._server = self._server, None
         if server is not None:
             log.info("stopping the REST ingress")

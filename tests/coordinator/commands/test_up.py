@@ -26,9 +26,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from deltalake import DeltaTable
+from rocketmq.grpc_protocol import Code, MessagingServiceStub, QueryRouteRequest
 
 from coordinator.runtime.local_stack.kafka_broker import read_info
 from coordinator.runtime.local_stack.ports import free_port
@@ -122,6 +124,24 @@ def delivered(warehouse: Path) -> Counter[str]:
     return Counter(table.column("transaction_id").to_pylist())
 
 
+def assert_rocketmq_route(address: str) -> None:
+    """QueryRoute through the official client's stub: one queue per queue of the topic,
+    each at `address`."""
+    host, port = address.rsplit(":", 1)
+    request = QueryRouteRequest()
+    request.topic.name = "OrderPaid"
+    found = request.endpoints.addresses.add()
+    found.host, found.port = host, int(port)
+    with grpc.insecure_channel(address) as channel:
+        metadata = [("x-mq-client-id", "test@1@0@up")]
+        route = MessagingServiceStub(channel).QueryRoute(request, metadata=metadata, timeout=30)
+    assert route.status.code == Code.OK, route.status
+    assert [queue.id for queue in route.message_queues] == [0, 1, 2, 3]
+    assert {queue.broker.endpoints.addresses[0].port for queue in route.message_queues} == {
+        int(port)
+    }
+
+
 def first_run(up: Up, base: str, state_dir: Path) -> tuple[str, str]:
     """Check the first start's health and round trips, stop it with Ctrl-C; return the
     broker's port and the transaction it committed."""
@@ -131,6 +151,11 @@ def first_run(up: Up, base: str, state_dir: Path) -> tuple[str, str]:
     assert "spark: healthy - Spark 4.2.0 on local[2], delta + kafka connector ok" in text, text
     assert "streams: healthy - coordinator running" in text, text
     assert f"rest: healthy - {base}" in text, text
+    # The RocketMQ gRPC endpoint beside it (open mode, loopback): it answers the official
+    # client's generated stub with this endpoint's route.
+    grpc_address = re.search(r"RocketMQ gRPC at (127\.0\.0\.1:\d+)", text)
+    assert grpc_address, text
+    assert_rocketmq_route(grpc_address.group(1))
     # A transaction through the REST ingress, the streams, and back out of the Delta tables.
     sent = httpx.post(
         f"{base}/v1/transactions",
