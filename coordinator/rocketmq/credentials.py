@@ -101,7 +101,9 @@ class Credentials:
         for entry in self._entries:  # no early exit: every entry of the name is compared
             expected = sign(entry.digest.hex(), date_time)
             named = hmac.compare_digest(entry.principal.name.encode(), access_key.encode())
-            if hmac.compare_digest(expected.encode(), signature.strip().encode()) and named:
+            # Hex in either case: the Python client writes lowercase, the Java client uppercase.
+            given = signature.strip().lower().encode()
+            if hmac.compare_digest(expected.encode(), given) and named:
                 found = entry.principal
         if found is None:
             raise RefusedError(

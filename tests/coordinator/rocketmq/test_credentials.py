@@ -3,6 +3,7 @@ signed by the official client's own Signature."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,20 @@ def test_the_official_client_s_signature_names_its_token_s_rights(checked: Check
     who = checked.authenticate(signed("orders-app", sha256_hex(TOKEN)))
     assert (who.group, who.admin, who.name) == ("orders", False, "orders-app")
     assert checked.authenticate(signed("ops", sha256_hex(TOKEN + "x"))).admin
+
+
+def test_a_signature_in_uppercase_hex_is_the_same_signature(checked: Checked) -> None:
+    """RocketMQ's Java client writes the HMAC in uppercase hex (commons-codec's
+    encodeHexString(bytes, false)), the Python client in lowercase: both are one signature
+    (found by tests/coordinator/rocketmq/test_python_client.py's Java client run)."""
+    metadata = [
+        (key, re.sub(r"Signature=(\w+)", lambda m: f"Signature={m.group(1).upper()}", value))
+        if key == "authorization"
+        else (key, value)
+        for key, value in signed("orders-app", sha256_hex(TOKEN))
+    ]
+    assert any("Signature=" in v and v != v.lower() for _, v in metadata)
+    assert checked.authenticate(metadata).name == "orders-app"
 
 
 def test_a_wrong_or_missing_signature_is_unauthorized(checked: Checked) -> None:

@@ -45,6 +45,7 @@ from tests.coordinator.rocketmq.endpoint_process import (
     start_endpoint,
     stop_endpoint,
 )
+from tests.coordinator.rocketmq.java_peer import JavaPeer
 from tests.harness import Engine, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,6 +73,14 @@ CONSUMER_TOKEN = "billing-reader-token-0123456789"
 #: A token of another producer group, for the producer of the killed endpoint: a second
 #: endpoint process polls the checks of the groups of its streams, `payments` only.
 PAYMENTS_TOKEN = "payments-app-token-0123456789abc"
+#: RocketMQ's Java client (tests/coordinator/rocketmq/java_peer.py): its own producer group
+#: and consumer group, so that no check of its halves can reach the Python producers.
+JAVA_TOPIC = "JavaOrders"
+JAVA_ACCESS_KEY = "java-app"
+JAVA_TOKEN = "java-app-token-0123456789abcdef01"
+JAVA_READER = "java-reader"
+JAVA_READER_TOKEN = "java-reader-token-0123456789abcd"
+JAVA_CONSUMER_GROUP = "java-readers"
 MAX_MESSAGE_SIZE = 64 * 1024
 #: Seconds to wait for a transaction's end: checks come every few seconds (the config below),
 #: on a loaded machine batches take seconds.
@@ -117,7 +126,11 @@ def write_auth_file(path: Path) -> Path:
         f'[[token]]\nname = "payments-app"\ngroup = "payments"\n'
         f'sha256 = "{sha256_hex(PAYMENTS_TOKEN)}"\n\n'
         f'[[token]]\nname = "billing"\nsha256 = "{sha256_hex(CONSUMER_TOKEN)}"\n'
-        '[[token.consume]]\ngroup = "billing"\ntopics = ["*"]\n'
+        '[[token.consume]]\ngroup = "billing"\ntopics = ["*"]\n\n'
+        f'[[token]]\nname = "{JAVA_ACCESS_KEY}"\ngroup = "java-orders"\n'
+        f'sha256 = "{sha256_hex(JAVA_TOKEN)}"\n\n'
+        f'[[token]]\nname = "{JAVA_READER}"\nsha256 = "{sha256_hex(JAVA_READER_TOKEN)}"\n'
+        f'[[token.consume]]\ngroup = "{JAVA_CONSUMER_GROUP}"\ntopics = ["{JAVA_TOPIC}"]\n'
     )
     path.chmod(0o600)
     return path
@@ -148,7 +161,7 @@ def stack(
         transaction_check_interval="4s",
         transaction_check_max="2",
         auto_create_topic_enable="false",
-        topics=f"{TOPIC},{README_TOPIC},{CONSUMED_TOPIC}",
+        topics=f"{TOPIC},{README_TOPIC},{CONSUMED_TOPIC},{JAVA_TOPIC}",
         max_message_size=str(MAX_MESSAGE_SIZE),
         **{
             "rest.auth_file": str(write_auth_file(root / "auth.toml")),
@@ -640,3 +653,43 @@ def test_a_killed_endpoint_loses_nothing_acknowledged_and_doubles_nothing(
     delivered_now = payments()
     assert max(delivered_now.values()) == 1, delivered_now  # nothing doubled
     assert set(delivered_now) <= ledger.committed  # nothing the application did not commit
+
+
+def test_rocketmq_s_java_client_runs_unchanged(
+    spark: SparkSession, stack: Stack, tmp_path: Path
+) -> None:
+    """RocketMQ's official Java client (Maven Central, deploy/jvm/rocketmq-peer/), with only
+    the endpoint and the credentials changed: 8 transactions committed, rolled back, left to
+    its TransactionChecker (COMMIT at the first check; UNKNOWN at the first, COMMIT at a later
+    one); its SimpleConsumer, started before, receives the 6 committed once each, and no
+    rolled back one."""
+    reader = JavaPeer(
+        tmp_path / "consumer", "consume", stack.address, JAVA_TOPIC, JAVA_CONSUMER_GROUP, "6",
+        "240", JAVA_READER, sha256_hex(JAVA_READER_TOKEN),
+    )  # fmt: skip
+    try:
+        assert reader.wait_for("ready", 120), reader.tail()
+        producer = JavaPeer(
+            tmp_path / "producer", "produce", stack.address, JAVA_TOPIC, "8",
+            JAVA_ACCESS_KEY, sha256_hex(JAVA_TOKEN),
+        )  # fmt: skip
+        assert producer.finish(300) == 0, producer.tail()
+    finally:
+        reader_code = reader.finish(300)
+    sent = {e["key"]: e for e in producer.of("sent")}
+    assert [sent[f"jk-{i}"]["action"] for i in range(8)] == [
+        "commit",
+        "rollback",
+        "open",
+        "open",
+    ] * 2
+    asked = Counter(e["key"] for e in producer.of("check"))
+    assert {k for k, e in sent.items() if e["action"] == "open"} <= set(asked), asked
+    assert all(asked[f"jk-{i}"] >= 2 for i in (3, 7)), asked  # UNKNOWN, then asked again
+    assert reader_code == 0, reader.tail()
+    received = Counter(e["key"] for e in reader.of("received"))
+    assert received == Counter(["jk-0", "jk-2", "jk-3", "jk-4", "jk-6", "jk-7"]), received
+    # The transaction ids are the client's message ids; each transaction ended as planned.
+    ends = {key: wait_for_end(spark, stack.config, e["message_id"]) for key, e in sent.items()}
+    rolled_back = {key for key, (state, _) in ends.items() if state == "ROLLED_BACK"}
+    assert rolled_back == {"jk-1", "jk-5"}, ends
