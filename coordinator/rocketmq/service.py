@@ -31,6 +31,7 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as service
 
+from coordinator.core.state_machine import Event
 from coordinator.core.topics import group_topic_problem
 from coordinator.protocol import ingress as fmt
 from coordinator.protocol.names import topic_name_problem
@@ -51,10 +52,10 @@ log = logging.getLogger("txcoord.rocketmq")
 
 _TRANSACTION_ID = fmt.TRANSACTION_ID_PATTERN
 _OPS = {
-    pb.TransactionResolution.COMMIT: "COMMIT",
-    pb.TransactionResolution.ROLLBACK: "ROLLBACK",
+    pb.TransactionResolution.COMMIT: Event.COMMIT.value,
+    pb.TransactionResolution.ROLLBACK: Event.ROLLBACK.value,
     # A checker that cannot tell: recorded for audit, decides nothing (contract 3).
-    pb.TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED: "UNKNOWN",
+    pb.TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED: Event.UNKNOWN.value,
 }
 #: How often a Telemetry stream looks whether its client is still there.
 _STREAM_TICK_SECONDS = 0.5
