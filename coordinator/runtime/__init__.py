@@ -7,6 +7,7 @@
     class_archives.py  the JVMs' class archives: where they are, the options that use them
     driver_metrics.py  the driver's Prometheus endpoint (RocketMQ's metric names)
     table_counts.py    what the warehouse's tables hold, counted once at start
+    service_entry.py   the command line of a service run on its own (REST, gRPC endpoint)
     local_stack/       the KRaft broker (open, or secured by an auth file), health probes and
                        the stack of `txcoord up`
 
@@ -19,6 +20,7 @@ __all__ = [
     "driver_metrics",
     "engine",
     "local_stack",
+    "service_entry",
     "spark_session",
     "table_counts",
 ]
