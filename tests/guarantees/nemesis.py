@@ -1,4 +1,7 @@
-"""The nemesis test's schedule: seeded random faults under the guarantee tests' mixed load.
+"""The nemesis: a schedule of seeded random faults under the guarantee tests' mixed load.
+
+The crash test runs it in its run of the shared layout, after its own kills
+(tests/guarantees/test_crash_recovery.py, which tells how to run a longer schedule).
 
 `plan` draws the whole schedule from the test's seeded generator before anything starts, so a
 seed names the same schedule on any machine (`TXCOORD_TEST_SEED=<seed>` replays it): each
@@ -38,7 +41,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from random import Random
 
@@ -49,7 +52,6 @@ from streams.state.rebuild import SOURCES
 from tests.app_process import AppProcess
 from tests.guarantees.app_runs import SPARK_WORKER_TIMEOUT, exit_cause
 from tests.guarantees.mixed_load import Scenario
-from tests.guarantees.test_crash_recovery import CRASH_STARTS
 from tests.guarantees.test_overlapping_drivers import wait_fenced
 from tests.harness import last_progress, watermark_past
 
@@ -96,8 +98,11 @@ class Step:
         return f"step {self.number}: {self.pause} s of load, then {self.kind}{what}"
 
 
-def plan(rng: Random, steps: int, partitions: int = 2) -> list[Step]:
-    """Return a schedule of `steps` faults drawn from `rng` (`partitions`: the first start's)."""
+def plan(
+    rng: Random, steps: int, failpoints: Sequence[tuple[str, ...]], partitions: int = 2
+) -> list[Step]:
+    """Return a schedule of `steps` faults drawn from `rng`: a `failpoint` step arms one of
+    `failpoints` (the crash test's starts); `partitions` is the first start's count."""
     schedule: list[Step] = []
     deck: list[str] = []
     for number in range(1, steps + 1):
@@ -106,7 +111,7 @@ def plan(rng: Random, steps: int, partitions: int = 2) -> list[Step]:
         kind = deck.pop()
         step = Step(number, kind, pause=round(rng.uniform(3, 10), 1))
         if kind == FAILPOINT:
-            step = replace(step, failpoints=rng.choice(CRASH_STARTS))
+            step = replace(step, failpoints=rng.choice(failpoints))
         elif kind in (BROKER, FREEZE):
             step = replace(step, seconds=round(rng.uniform(2, 8), 1))
         elif kind == LOST_CHECKPOINT:
@@ -165,6 +170,24 @@ def halves_landed(warehouse: str) -> bool:
     return bool(table.to_pyarrow_table(columns=["msg_id"]).num_rows)
 
 
+def settle(run: Scenario, when: str, looked: Callable[[], None] = lambda: None) -> None:
+    """Wait until the newest coordinator's watermark passed this moment (a batch after a
+    fault), starting it again after an acceptable exit; `looked` is called at each look."""
+    moment = time.time()
+    deadline = time.monotonic() + SETTLE_BOUND
+    while True:
+        app = run.alive(when)
+        looked()
+        if watermark_past(last_progress(app.lines()), moment):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{when}: the coordinator's watermark did not pass the end of the fault "
+                f"within {SETTLE_BOUND} s:\n{app.tail(60)}"
+            )
+        time.sleep(1)
+
+
 class Nemesis:
     """Runs a schedule's faults against one scenario's coordinators and the broker."""
 
@@ -201,19 +224,7 @@ class Nemesis:
     def settle(self, when: str) -> None:
         """Wait until the newest coordinator's watermark passed this moment (a batch after
         the fault), starting it again after an acceptable exit."""
-        moment = time.time()
-        deadline = time.monotonic() + SETTLE_BOUND
-        while True:
-            app = self.run.alive(when)
-            self._note_unplanned()
-            if watermark_past(last_progress(app.lines()), moment):
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{when}: the coordinator's watermark did not pass the end of the fault "
-                    f"within {SETTLE_BOUND} s:\n{app.tail(60)}"
-                )
-            time.sleep(1)
+        settle(self.run, when, self._note_unplanned)
 
     def _note_unplanned(self) -> None:
         for entry in self.run.runs.unplanned[self._unplanned_seen :]:

@@ -171,7 +171,7 @@ def test_each_part_of_the_cluster_profile_dies_under_load_and_nothing_is_lost_or
             # 5 s more of load (10 transactions) lands after the outage; `finish` then waits
             # for every one of them to be decided, which the coordinator must do past it.
             time.sleep(5)
-            run.finish(spark)
+            run.finish()
         finally:
             code = run.close()
     assert code == 0, run.apps[-1].tail()

@@ -1,22 +1,24 @@
 """contract 7.10: two coordinators on one warehouse overlap, under load, with kill -9s.
 
-Twice: with the warehouse and the checkpoints on local disk, and in a bucket of an S3 API
-(moto's server, `s3a://`; delta-rs commits there with a conditional PUT).
-
 The same mixed load as the crash test (tests/guarantees/test_crash_recovery.py: commits,
 rollbacks, transactions only a check decides, never-answered ones that end discarded, a few
 malformed records) runs throughout, against real applications (`deploy/submit-coordinator`)
 sharing one configuration, as a restarted driver overlapping a stale one would:
 
-1. a zombie: the running coordinator is frozen (SIGSTOP: a long GC pause, a partitioned
-   node) at a random moment; a second one starts and runs under load; then the first wakes
-   up, in the middle of whatever it was doing. It must stop without writing (exit code 3,
-   "fenced"), whatever it was doing;
-2. a second coordinator started beside a running one: the running one stops, fenced;
+1. a zombie (`zombie`): the running coordinator is frozen (SIGSTOP: a long GC pause, a
+   partitioned node) at a random moment; a second one starts and runs under load; then the
+   first wakes up, in the middle of whatever it was doing. It must stop without writing
+   (exit code 3, "fenced"), whatever it was doing;
+2. a second coordinator started beside a running one (`second_beside`): the running one
+   stops, fenced;
 3. the newest is killed with SIGKILL at a random moment and started again.
 
-On S3, the zombie (1) only: 2 and 3 exercise nothing S3 adds, and the cluster test kills its
-driver there (tests/guarantees/test_cluster_faults.py).
+With the warehouse and the checkpoints on local disk, 1 and 2 run in the crash test's run of
+the shared layout (tests/guarantees/test_crash_recovery.py), after its kills and before its
+random schedule: one start, one drain and one check of the warehouse for all of them; there
+3 is that run's own random kill. Here, in a bucket of an S3 API (moto's server, `s3a://`;
+delta-rs commits there with a conditional PUT), the zombie (1) only: 2 and 3 exercise nothing
+S3 adds, and the cluster test kills its driver there (tests/guarantees/test_cluster_faults.py).
 
 Then every table must show what the crash test's checks demand (every acknowledged record
 landed once, every committed message exactly once with dense queue offsets in commit order,
@@ -41,6 +43,7 @@ from pyspark.sql import SparkSession
 from coordinator.app import EXIT_FENCED
 from coordinator.protocol.deliveries import delta_rs_location
 from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
+from coordinator.runtime.local_stack.s3_server import S3Server
 from delta_tables import writers
 from streams.query.decision_query import QUERY_NAME
 from tests.app_process import AppProcess
@@ -82,84 +85,78 @@ def batches_with_rows(app: AppProcess) -> int:
     return count
 
 
-def settings_on(store: str, bootstrap_servers: str, tmp_path: Path,
-                request: pytest.FixtureRequest, spark: SparkSession) -> dict[str, str]:  # fmt: skip
-    """Return the run's configuration: warehouse and checkpoints on local disk, or in a
-    bucket of the S3 API (which the test's session then reads through s3a too)."""
-    if store == "local":
-        return settings_of(bootstrap_servers, tmp_path)
-    warehouse: str = request.getfixturevalue("s3_warehouse")
-    request.getfixturevalue("s3_api").configure(spark)
-    checkpoints = f"{warehouse.rsplit('/', 1)[0]}/checkpoints"
-    return settings_of(
-        bootstrap_servers, tmp_path, warehouse=warehouse, **{"streams.checkpoint_dir": checkpoints}
+def writer_epochs(run: Scenario) -> list[int]:
+    """Return the epochs claimed in the run's `system/writers`, sorted."""
+    claims = DeltaTable(delta_rs_location(writers.TABLE.path(run.config.warehouse)))
+    return sorted(claims.to_pyarrow_table().column("epoch").to_pylist())
+
+
+def zombie(run: Scenario, rng: random.Random) -> None:
+    """Freeze the newest coordinator at a random moment, start a newer one, wake the frozen
+    one once the newer has written under the load: it must stop fenced."""
+    # The sleeps are the scenario (when the freeze comes, how long the overlap lasts);
+    # every check after them waits for a positive marker.
+    time.sleep(rng.uniform(4, 10))
+    first = run.alive("before the freeze")
+    os.killpg(first.process.pid, signal.SIGSTOP)
+    second = run.start()
+    # The zombie wakes once the newer one has taken over and written under the load (a
+    # positive marker: two of its batches landed records), at a random moment after; a
+    # fixed 20-40 s was mostly waiting once that had happened. (Should the newer one exit
+    # meanwhile, `alive` judges its reason and starts it again.)
+    wait_for(
+        lambda: batches_with_rows(second) >= 2 or second.process.poll() is not None,
+        FENCED_BOUND,
+        "two batches of the newer coordinator",
     )
+    time.sleep(rng.uniform(3, 10))
+    os.killpg(first.process.pid, signal.SIGCONT)
+    wait_fenced(first, "the coordinator that froze")
+
+
+def second_beside(run: Scenario) -> None:
+    """Start a second coordinator beside the running one: the running one must stop fenced."""
+    running = run.alive("before the second coordinator")
+    run.start()
+    wait_fenced(running, "the coordinator running when a newer one started")
 
 
 @pytest.mark.timeout(2400)
-@pytest.mark.parametrize("store", ["local", "s3"])
-def test_a_newer_coordinator_fences_the_older_one_and_nothing_is_lost_or_doubled(
+def test_a_frozen_coordinator_woken_on_s3_is_fenced_and_nothing_is_lost_or_doubled(
     *,
     spark: SparkSession,
     broker: KafkaBroker,
     tmp_path: Path,
     rng: random.Random,
-    store: str,
-    request: pytest.FixtureRequest,
+    s3_api: S3Server,
+    s3_warehouse: str,
 ) -> None:
     began = time.monotonic()
-    settings = settings_on(store, broker.bootstrap_servers, tmp_path, request, spark)
+    s3_api.configure(spark)  # the test reads the topics back through s3a too
+    checkpoints = f"{s3_warehouse.rsplit('/', 1)[0]}/checkpoints"
+    settings = settings_of(
+        broker.bootstrap_servers,
+        tmp_path,
+        warehouse=s3_warehouse,
+        **{"streams.checkpoint_dir": checkpoints},
+    )
     run = Scenario(settings, rng, acceptable=(CONCURRENT_LOG,))
     try:
-        # The sleeps are the scenario (when the freeze and the kill come, how long the
-        # overlap lasts); every check after them waits for a positive marker.
-        time.sleep(rng.uniform(4, 10))
-        first = run.apps[0]
-        os.killpg(first.process.pid, signal.SIGSTOP)
-        second = run.start()
-        # The zombie wakes once the newer one has taken over and written under the load (a
-        # positive marker: two of its batches landed records), at a random moment after;
-        # a fixed 20-40 s was mostly waiting once that had happened. (Should the newer one
-        # exit meanwhile, `alive` below judges its reason and starts it again.)
-        wait_for(
-            lambda: batches_with_rows(second) >= 2 or second.process.poll() is not None,
-            FENCED_BOUND,
-            "two batches of the newer coordinator",
-        )
-        time.sleep(rng.uniform(3, 10))
-        os.killpg(first.process.pid, signal.SIGCONT)
-        wait_fenced(first, "the coordinator that froze")
-
-        # On S3 the zombie is the case to prove (a stale writer's commit refused there by the
-        # conditional PUT); the rest runs on local disk, and the cluster test kills its
-        # driver on S3 (test_cluster_faults.py).
-        if store == "local":
-            second = run.alive("after the frozen one woke")
-            run.start()
-            wait_fenced(second, "the coordinator running when a newer one started")
-            time.sleep(rng.uniform(3, 10))
-            run.alive("before the random kill").kill9()
-            run.start()
-            # 5 s more of load (10 transactions) for the restarted one, which `finish` then
-            # waits to see decided.
-            time.sleep(5)
-        run.finish(spark)
+        # On S3 the zombie is the case to prove: a stale writer's commit refused there by
+        # the conditional PUT.
+        zombie(run, rng)
+        run.finish()
     finally:
         code = run.close()
     assert code == 0, run.apps[-1].tail()
     run.verify(spark)
-    claims = DeltaTable(delta_rs_location(writers.TABLE.path(run.config.warehouse)))
-    claims = claims.to_pyarrow_table()
-    epochs = sorted(claims.column("epoch").to_pylist())
+    epochs = writer_epochs(run)
     # One claim per start that got as far as its query (a start that died before claims
     # nothing), never two alike: consecutive from 1.
     assert epochs == list(range(1, len(epochs) + 1)), epochs
-    assert (4 if store == "local" else 2) <= len(epochs) <= run.runs.starts, (
-        epochs,
-        run.runs.starts,
-    )
+    assert 2 <= len(epochs) <= run.runs.starts, (epochs, run.runs.starts)
     print(
-        f"overlap test ({store}): {time.monotonic() - began:.0f} s, {len(run.sent)} transactions, "
+        f"overlap test (s3): {time.monotonic() - began:.0f} s, {len(run.sent)} transactions, "
         f"{run.runs.starts} starts",
         flush=True,
     )
