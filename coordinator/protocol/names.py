@@ -65,13 +65,11 @@ def transaction_id_problem(value: object) -> str | None:
     return None
 
 
-def group_problem(value: object) -> str | None:
-    """Return why `value` cannot be a producer group, or None if it can."""
+def group_problem(value: object, field: str = "producer_group") -> str | None:
+    """Return why `value` cannot be a group (a producer group, or a consumer group: the same
+    rule, `field` naming which), or None if it can."""
     if not isinstance(value, str):
-        return f"producer_group must be a string, not {type(value).__name__}"
+        return f"{field} must be a string, not {type(value).__name__}"
     if not _GROUP.fullmatch(value):
-        return (
-            f"producer_group must be 1-255 characters of {NAME_CHARACTERS_TEXT}, "
-            f"not {value[:300]!r}"
-        )
+        return f"{field} must be 1-255 characters of {NAME_CHARACTERS_TEXT}, not {value[:300]!r}"
     return None

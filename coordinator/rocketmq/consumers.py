@@ -30,6 +30,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as service
 
 from coordinator.core.topics import consumer_group_topic_problem
+from coordinator.protocol.names import group_problem
 from coordinator.rest.auth import Principal, require_consume
 from coordinator.rest.consumers import (
     ConsumersFullError,
@@ -129,6 +130,9 @@ class ConsumerCalls(Calls):
         if resource.resource_namespace:
             raise RefusedError(Code.UNSUPPORTED, "resource namespaces are not supported")
         group = str(resource.name)
+        # The REST ingress's rule for a consumer group (its path), in either layout.
+        if problem := group_problem(group, "group"):
+            raise RefusedError(Code.ILLEGAL_CONSUMER_GROUP, problem)
         layout = self.services.config.kafka.layout
         if layout.per_group and (problem := consumer_group_topic_problem(group, layout)):
             raise RefusedError(Code.ILLEGAL_CONSUMER_GROUP, f"group: {problem}")

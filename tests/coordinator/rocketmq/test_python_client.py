@@ -429,6 +429,9 @@ def test_refusals_carry_their_code_and_the_endpoint_goes_on(
         receive.group.name = "not-granted"
         assert receive_status(consumer_only, receive) == Code.FORBIDDEN
         assert receive_status(raw, receive) == Code.FORBIDDEN  # a producer token consumes not
+        for name in ("%2e%2e", "a/b", "x y", ""):  # the REST ingress's rule for the group
+            receive.group.name = name
+            assert receive_status(consumer_only, receive) == Code.ILLEGAL_CONSUMER_GROUP, name
         ack = service.AckMessageRequest()
         ack.group.name, ack.topic.name = "billing", CONSUMED_TOPIC
         ack.entries.add(message_id="m", receipt_handle="not a receipt")
