@@ -14,6 +14,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 
 import uvicorn
@@ -23,7 +24,7 @@ from coordinator.admin.consumer_groups import GroupLag
 from coordinator.core.config import Config, group_isolation_problem
 from coordinator.core.errors import KafkaUnavailableError, TxcoordError
 from coordinator.rest.auth import Authenticator, require_safe_listen
-from coordinator.rest.check_poll import CheckPoller
+from coordinator.rest.check_poll import CheckPoller, consumer_group_of
 from coordinator.rest.consumer_routes import build_consumer_router
 from coordinator.rest.consumers import ConsumerMembers
 from coordinator.rest.errors import install_error_handlers
@@ -73,24 +74,9 @@ def create_app(
     services = Services(
         config=config,
         auth=auth,
-        writer=writer
-        or KafkaWriter(
-            config.kafka.bootstrap_servers,
-            config.kafka.layout,
-            max_message_size=config.max_message_size,
-            security=config.kafka.security,
-            principal=config.kafka.principal,
-            ensure_topic=functools.partial(ensure_topic, config),
-        ),
+        writer=writer or ingress_writer(config),
         lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
-        poller=poller
-        or CheckPoller(
-            config.kafka.bootstrap_servers,
-            config.kafka.layout,
-            security=config.kafka.security,
-            sender_first=config.rest.check_sender_first,
-            mailbox_bytes=config.rest.check_mailbox_size,
-        ),
+        poller=poller or check_poller(config, config.rest.check_sender_first),
         consumers=consumers or ConsumerMembers(config),
         metrics=Metrics(max_series=config.rest.metrics_max_series),
         clock=clock,
@@ -132,6 +118,39 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=services.metrics)  # outermost: sees all
     install_openapi(app)
     return app
+
+
+def ingress_writer(config: Config, client_id: str = "txcoord-rest") -> KafkaWriter:
+    """Return the Kafka writer of an ingress of `config` (the REST ingress, the RocketMQ
+    endpoint): one idempotent acks=all producer, made on first use, that creates a group's
+    own topics before its first record."""
+    return KafkaWriter(
+        config.kafka.bootstrap_servers,
+        config.kafka.layout,
+        max_message_size=config.max_message_size,
+        client_id=client_id,
+        security=config.kafka.security,
+        principal=config.kafka.principal,
+        ensure_topic=functools.partial(ensure_topic, config),
+    )
+
+
+def check_poller(
+    config: Config,
+    sender_first: timedelta,
+    consumer_group: Callable[[str], str] = consumer_group_of,
+) -> CheckPoller:
+    """Return the check poller of an ingress of `config`: the sender's instance gets a check
+    first, for `sender_first`; `consumer_group` names the Kafka consumer group that reads a
+    producer group's checks (each ingress its own, so each sees every check)."""
+    return CheckPoller(
+        config.kafka.bootstrap_servers,
+        config.kafka.layout,
+        security=config.kafka.security,
+        sender_first=sender_first,
+        mailbox_bytes=config.rest.check_mailbox_size,
+        consumer_group=consumer_group,
+    )
 
 
 def ensure_topic(config: Config, topic: str) -> tuple[str, ...]:

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import logging
 import re
 import tomllib
@@ -62,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coordinator.core import listen_safety
 from coordinator.core.config import RestConfig
 from coordinator.core.errors import ConfigurationError
 from coordinator.core.secret_files import private_file_problem
@@ -344,37 +344,23 @@ class Authenticator:
         return found
 
 
-def is_loopback(host: str) -> bool:
-    """Return True if `host` names only this machine: 127.0.0.0/8, ::1 or localhost."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # another host name: it may resolve to anything
-
-
 def require_safe_listen(auth: Authenticator, rest: RestConfig) -> None:
-    """Refuse to listen where a caller's secrets or powers would reach others.
-
-    Open mode (no tokens: every caller is admin) listens on loopback only. Beyond loopback
-    the ingress serves TLS (`rest.tls_certfile`), or is declared to sit behind a proxy that
-    does (`rest.behind_tls_proxy`): a bearer token sent in clear is anyone's on the path.
-    """
-    host = rest.host
-    if auth.open_mode and not is_loopback(host):
-        raise ConfigurationError(
-            "the REST ingress in open mode (no rest.auth_file: every caller may act for every "
-            "producer group) listens on a loopback address only (127.0.0.0/8, ::1, localhost), "
-            f"not rest.host={host!r}: set rest.auth_file to a token file, or rest.host to "
-            "127.0.0.1"
+    """Refuse to listen where a caller's secrets or powers would reach others
+    (coordinator/core/listen_safety.py): open mode on loopback only; beyond loopback the
+    ingress serves TLS (`rest.tls_certfile`), or is declared to sit behind a proxy that
+    does (`rest.behind_tls_proxy`)."""
+    listen_safety.require_safe_listen(
+        listen_safety.Listener(
+            server="the REST ingress",
+            host_setting="rest.host",
+            host=rest.host,
+            open_mode=auth.open_mode,
+            secured=bool(rest.tls_certfile or rest.behind_tls_proxy),
+            in_clear="bearer tokens over plain HTTP",
+            secure_with="set rest.tls_certfile and rest.tls_keyfile (PEM) to serve TLS, or "
+            "rest.behind_tls_proxy = true when a proxy in front of it terminates TLS",
         )
-    if not is_loopback(host) and not (rest.tls_certfile or rest.behind_tls_proxy):
-        raise ConfigurationError(
-            f"the REST ingress on rest.host={host!r} would take bearer tokens over plain HTTP "
-            "beyond this machine: set rest.tls_certfile and rest.tls_keyfile (PEM) to serve "
-            "TLS, or rest.behind_tls_proxy = true when a proxy in front of it terminates TLS"
-        )
+    )
 
 
 def require_group(principal: Principal, group: str, what: str) -> None:

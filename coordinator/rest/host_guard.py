@@ -26,7 +26,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coordinator.rest.auth import is_loopback
+from coordinator.core.listen_safety import is_loopback
 from coordinator.rest.errors import error_response
 
 

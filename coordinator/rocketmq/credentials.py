@@ -29,9 +29,9 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from coordinator.core import listen_safety
 from coordinator.core.config import Config
-from coordinator.core.errors import ConfigurationError
-from coordinator.rest.auth import OPEN_MODE, Principal, TokenEntry, is_loopback, load_token_file
+from coordinator.rest.auth import OPEN_MODE, Principal, TokenEntry, load_token_file
 from coordinator.rocketmq.codes import Code, RefusedError
 
 __all__ = ["Credentials", "require_safe_listen", "sign"]
@@ -113,24 +113,18 @@ class Credentials:
 
 
 def require_safe_listen(credentials: Credentials, config: Config) -> None:
-    """Refuse to listen where open mode's powers or signatures in clear would reach others.
-
-    Open mode (no auth file: every caller is admin) listens on loopback only. Beyond
-    loopback the endpoint serves TLS (`grpc.tls_certfile`): a signature sent in clear is
-    anyone's on the path to replay.
-    """
-    host = config.grpc.host
-    if is_loopback(host):
-        return
-    if credentials.open_mode:
-        raise ConfigurationError(
-            "the RocketMQ gRPC endpoint in open mode (no rest.auth_file: every caller may act "
-            f"for every producer group) listens on a loopback address only, not "
-            f"grpc.host={host!r}: set rest.auth_file, or grpc.host to 127.0.0.1"
+    """Refuse to listen where open mode's powers or signatures in clear would reach others
+    (coordinator/core/listen_safety.py): open mode on loopback only; beyond loopback the
+    endpoint serves TLS (`grpc.tls_certfile`), or a signature sent in clear is anyone's on
+    the path to replay."""
+    listen_safety.require_safe_listen(
+        listen_safety.Listener(
+            server="the RocketMQ gRPC endpoint",
+            host_setting="grpc.host",
+            host=config.grpc.host,
+            open_mode=credentials.open_mode,
+            secured=bool(config.grpc.tls_certfile),
+            in_clear="signed calls over plain gRPC",
+            secure_with="set grpc.tls_certfile and grpc.tls_keyfile (PEM) to serve TLS",
         )
-    if not config.grpc.tls_certfile:
-        raise ConfigurationError(
-            f"the RocketMQ gRPC endpoint on grpc.host={host!r} would take signed calls over "
-            "plain gRPC beyond this machine: set grpc.tls_certfile and grpc.tls_keyfile (PEM) "
-            "to serve TLS"
-        )
+    )

@@ -9,7 +9,6 @@ check) and the live Telemetry streams. Nothing connects before the first call.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from concurrent import futures
@@ -21,11 +20,9 @@ from rocketmq.grpc_protocol import service_pb2_grpc as service_grpc
 
 from coordinator.core.config import Config
 from coordinator.core.errors import ConfigurationError
-from coordinator.rest.app import ensure_topic
+from coordinator.rest.app import check_poller, ingress_writer
 from coordinator.rest.auth import Authenticator
-from coordinator.rest.check_poll import CheckPoller
 from coordinator.rest.consumers import ConsumerMembers
-from coordinator.rest.kafka_writer import KafkaWriter
 from coordinator.rest.services import Lookup, Poller, Services, Writer
 from coordinator.rocketmq.credentials import CLIENT_ID, Credentials, require_safe_listen
 from coordinator.rocketmq.service import MessagingService
@@ -71,26 +68,10 @@ class Endpoint:
             config=config,
             # The REST service layer's own checks see an admin: who may act is decided here.
             auth=Authenticator(None),
-            writer=writer
-            or KafkaWriter(
-                config.kafka.bootstrap_servers,
-                config.kafka.layout,
-                max_message_size=config.max_message_size,
-                client_id="txcoord-rocketmq",
-                security=config.kafka.security,
-                principal=config.kafka.principal,
-                ensure_topic=functools.partial(ensure_topic, config),
-            ),
+            writer=writer or ingress_writer(config, client_id="txcoord-rocketmq"),
             lookup=lookup or TransactionLookup(DeltaRows(config.warehouse)),
             poller=poller
-            or CheckPoller(
-                config.kafka.bootstrap_servers,
-                config.kafka.layout,
-                security=config.kafka.security,
-                sender_first=config.grpc.check_sender_first,
-                mailbox_bytes=config.rest.check_mailbox_size,
-                consumer_group=consumer_group_of,
-            ),
+            or check_poller(config, config.grpc.check_sender_first, consumer_group_of),
             consumers=ConsumerMembers(config),
         )
         self.streams = LiveStreams(self.services.poller, max_streams=MAX_STREAMS)
