@@ -194,17 +194,10 @@ def build_server(config: Config, app: FastAPI | None = None) -> uvicorn.Server:
 def serve(config: Config) -> None:
     """Create the ingress topics if absent, then answer requests until SIGINT or SIGTERM."""
     # Imported here: it is the only part of the REST that needs Kafka's admin API.
-    from streams.kafka_io.ingress_topics import ensure_ingress_topics  # noqa: PLC0415
+    from streams.kafka_io.ingress_topics import prepare_ingress_topics  # noqa: PLC0415
 
     app = create_app(config)  # first: a bad token file is refused before any network call
-    try:
-        ensure_ingress_topics(config)
-    except TxcoordError:
-        raise
-    except Exception as exc:
-        raise TxcoordError(
-            f"cannot prepare the ingress topics on {config.kafka.bootstrap_servers}: {exc}"
-        ) from exc
+    prepare_ingress_topics(config)
     server = build_server(config, app)
     scheme = "https" if config.rest.tls_certfile else "http"
     log.info("REST ingress on %s://%s:%d", scheme, config.rest.host, config.rest.port)

@@ -22,18 +22,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         # Imported here: gRPC and Kafka's admin API load only once the configuration is known.
         from coordinator.rocketmq.server import Endpoint  # noqa: PLC0415
-        from streams.kafka_io.ingress_topics import ensure_ingress_topics  # noqa: PLC0415
+        from streams.kafka_io.ingress_topics import prepare_ingress_topics  # noqa: PLC0415
 
         endpoint = Endpoint(config)  # first: a bad auth file is refused before any network call
-        try:
-            # The ingest needs them with LogAppendTime: never let a send create them.
-            ensure_ingress_topics(config)
-        except TxcoordError:
-            raise
-        except Exception as exc:
-            raise TxcoordError(
-                f"cannot prepare the ingress topics on {config.kafka.bootstrap_servers}: {exc}"
-            ) from exc
+        prepare_ingress_topics(config)
         endpoint.start()
     except TxcoordError as exc:
         print(f"txcoord rocketmq: {exc}", file=sys.stderr)

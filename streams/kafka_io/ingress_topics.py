@@ -9,7 +9,7 @@ from typing import Any
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from coordinator.core.config import Config
-from coordinator.core.errors import ConfigurationError
+from coordinator.core.errors import ConfigurationError, TxcoordError
 from coordinator.kafka_clients.admin import admin_client, ensure_configured_topic
 from coordinator.protocol.ingress import HEADER_ALLOWANCE_BYTES
 from streams.kafka_io.check_topic import ensure_check_topic
@@ -33,6 +33,21 @@ def ensure_ingress_topics(config: Config) -> None:
     own topics are created by `ensure_group_topics`.
     """
     _ensure(config, (config.kafka.half_topic, config.kafka.op_topic), config.kafka.check_topic)
+
+
+def prepare_ingress_topics(config: Config) -> None:
+    """`ensure_ingress_topics` for a service about to take sends (the REST ingress, the gRPC
+    endpoint): any failure is a TxcoordError that names the brokers, so the service refuses
+    to start with one clear line instead of a traceback."""
+    try:
+        # The ingest needs them with LogAppendTime: never let a send create them.
+        ensure_ingress_topics(config)
+    except TxcoordError:
+        raise
+    except Exception as exc:
+        raise TxcoordError(
+            f"cannot prepare the ingress topics on {config.kafka.bootstrap_servers}: {exc}"
+        ) from exc
 
 
 def subscribed_topics(config: Config, admin: Any) -> list[str]:
