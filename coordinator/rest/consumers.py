@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -241,6 +241,7 @@ class ConsumerMembers:
         max_bytes: int | None = None,
         render: Renderer | None = None,
         holder: Principal | None = None,
+        queues: Collection[tuple[str, int]] | None = None,
     ) -> Received:
         """Hand out up to `max_messages` messages to `member` of `group` (made and started if
         new), waiting up to `wait_seconds` for the first; each invisible `invisible_seconds`.
@@ -249,7 +250,8 @@ class ConsumerMembers:
         the rendered messages take at most `max_bytes` in all (None: any), but for a first
         one larger alone. Raises UnackedLimitError if the member may take no new message
         (rest.max_unacked_messages, rest.max_unacked_size) and none is due again. A new
-        member counts against `holder`'s share (None: its group's only).
+        member counts against `holder`'s share (None: its group's only). With `queues`, only
+        messages of those of the member's queues (SimpleConsumer.receive).
         """
         name = member or f"rest-{uuid.uuid4().hex[:16]}"
         with self._using_new(
@@ -269,10 +271,10 @@ class ConsumerMembers:
                 # Full: only redeliveries may come, and only those due now (no waiting).
                 wait = 0.0 if consumer.unacked_full() else wait_seconds
                 if render is None:
-                    messages = consumer.receive(max_messages, wait)
+                    messages = consumer.receive(max_messages, wait, queues=queues)
                 else:
                     messages = consumer.receive(
-                        max_messages, wait, max_bytes=max_bytes, size_of=size_of
+                        max_messages, wait, max_bytes=max_bytes, size_of=size_of, queues=queues
                     )
                 if invisible_seconds != consumer.invisible_duration:  # set at the first call
                     for message in messages:
@@ -316,6 +318,27 @@ class ConsumerMembers:
         return self._settle(
             group, member, receipts, lambda c, v: c.change_invisible_duration(v, seconds)
         )
+
+    def assigned(self, group: str, member: str) -> list[tuple[str, int]] | None:
+        """Return the queues `member` of `group` reads now, or None if it is not serving."""
+        entry = self._use(group, member)
+        if entry is None:
+            return None
+        try:
+            return entry.consumer.assigned()
+        finally:
+            self._release(entry)
+
+    def leave(self, group: str, member: str) -> bool:
+        """Have `member` of `group` closed once no call uses it (it leaves the group, its
+        queues go to the others: a RocketMQ client's NotifyClientTermination); False if it
+        is not here."""
+        with self._lock:
+            entry = self._members.get((group, member))
+            if entry is None or entry.closing:
+                return False
+            entry.failed = True  # closed by the reaper's next round, as a failed one is
+            return True
 
     # -- what metrics read ---------------------------------------------------------------
     def count(self) -> int:

@@ -10,8 +10,10 @@
                              the answer; every other message type: UNSUPPORTED
     EndTransaction           COMMIT / ROLLBACK (TRANSACTION_RESOLUTION_UNSPECIFIED: UNKNOWN) as an
                              op record, from_check when the source is SOURCE_SERVER_CHECK
-    NotifyClientTermination  the client's streams closed
-    ReceiveMessage, AckMessage, ChangeInvisibleDuration   a SimpleConsumer's (consumers.py)
+    NotifyClientTermination  the client's streams closed; a consumer's members leave their
+                             group (their queues go to its other members)
+    ReceiveMessage, AckMessage, ChangeInvisibleDuration, QueryAssignment   a SimpleConsumer's
+                             and a PushConsumer's (consumers.py, push.py)
     the rest                 NOT_IMPLEMENTED / UNSUPPORTED (unsupported.py)
 
 Every call is authenticated first (credentials.py). A refusal is a Status with a RocketMQ
@@ -44,6 +46,7 @@ from coordinator.rocketmq.calls import client_id_of
 from coordinator.rocketmq.codes import Code, RefusedError, ok, status
 from coordinator.rocketmq.consumers import ConsumerCalls
 from coordinator.rocketmq.messages import half_request, instance_of
+from coordinator.rocketmq.push import push_settings
 from coordinator.rocketmq.telemetry import LiveStream, LiveStreams, TooManyStreamsError
 
 __all__ = ["MessagingService"]
@@ -140,7 +143,9 @@ class MessagingService(ConsumerCalls):
 
     def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         def terminate(who: Principal) -> Any:
-            self.streams.terminated(client_id_of(context))
+            client_id = client_id_of(context)
+            self.streams.terminated(client_id)
+            self.terminated(client_id, who)
             return service.NotifyClientTerminationResponse(status=ok())
 
         return self._call(context, service.NotifyClientTerminationResponse, terminate)
@@ -205,6 +210,11 @@ class MessagingService(ConsumerCalls):
             self.streams.producer_settings(stream, topics)
             settings.publishing.max_body_size = self.services.config.max_message_size
             settings.publishing.validate_message_type = True
+        elif settings.client_type in (pb.ClientType.PUSH_CONSUMER, pb.ClientType.SIMPLE_CONSUMER):
+            self.clients.settings(stream.client_id, settings)
+            if settings.client_type == pb.ClientType.PUSH_CONSUMER:
+                max_wait = self.services.config.rest.check_poll_max_wait.total_seconds()
+                push_settings(settings, max_wait)
         stream.push(service.TelemetryCommand(status=ok(), settings=settings))
 
     def _group(self, who: Principal, topic: str) -> str:

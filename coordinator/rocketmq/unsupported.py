@@ -1,10 +1,12 @@
 """The RPCs this endpoint does not serve: each answers NOT_IMPLEMENTED, never an error.
 
-A push consumer's and a pull consumer's calls (QueryAssignment,
-ForwardMessageToDeadLetterQueue, PullMessage and the offsets) and RocketMQ's newer ones
-(RecallMessage, SyncLiteSubscription: UNSUPPORTED) get a Status a client reads as "not
-here" (rocketmq-client raises UnsupportedException). A SimpleConsumer's calls are served
-(consumers.py); a push consumer reads through txcoord's own consumers (contract 5.5).
+A pull consumer's calls (PullMessage and the offsets), ForwardMessageToDeadLetterQueue and
+RocketMQ's newer ones (RecallMessage, SyncLiteSubscription: UNSUPPORTED) get a Status a
+client reads as "not here" (rocketmq-client raises UnsupportedException). A SimpleConsumer's
+and a PushConsumer's calls are served (consumers.py). There is no dead-letter queue: a push
+consumer calls ForwardMessageToDeadLetterQueue only in a FIFO group, and this endpoint's
+groups are not FIFO (push.py), so a message whose consumption keeps failing comes again
+after each backoff, its delivery attempt counting up.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from coordinator.rocketmq.codes import Code, status
 __all__ = ["Unsupported"]
 
 _CONSUMERS = (
-    "only SimpleConsumer's calls are served by this endpoint: read committed messages with "
-    "a SimpleConsumer, or with txcoord's PushConsumer (docs/consumers.md)"
+    "only SimpleConsumer's and PushConsumer's calls are served by this endpoint: read "
+    "committed messages with either (docs/rocketmq.md)"
 )
 
 
@@ -32,12 +34,14 @@ def _answer(response: type, what: str) -> Any:
 class Unsupported(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The MessagingService calls that answer NOT_IMPLEMENTED."""
 
-    def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's name
-        return _answer(service.QueryAssignmentResponse, "QueryAssignment")
-
     def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
-        return _answer(
-            service.ForwardMessageToDeadLetterQueueResponse, "ForwardMessageToDeadLetterQueue"
+        response = service.ForwardMessageToDeadLetterQueueResponse
+        return response(
+            status=status(
+                Code.NOT_IMPLEMENTED,
+                "ForwardMessageToDeadLetterQueue: there is no dead-letter queue here, and no "
+                "FIFO consumer group (a failed message comes again after its backoff)",
+            )
         )
 
     def PullMessage(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802

@@ -59,7 +59,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -242,11 +242,14 @@ class SimpleConsumer:
         *,
         max_bytes: int | None = None,
         size_of: Callable[[MessageView], int] | None = None,
+        queues: Collection[Queue] | None = None,
     ) -> list[MessageView]:
         """Return up to `max_messages` messages, waiting up to `wait_seconds` for the first.
 
         With `max_bytes`, the messages together measure at most that by `size_of` (default:
-        body, keys, tags and properties), except a first message larger on its own.
+        body, keys, tags and properties), except a first message larger on its own. With
+        `queues`, only messages of those of its queues (a RocketMQ push consumer reads
+        queue by queue; an empty one takes part in the group and hands out nothing).
         """
         if not 1 <= max_messages <= 10_000:
             raise ValueError("max_messages must be 1..10000")
@@ -257,7 +260,7 @@ class SimpleConsumer:
             while True:
                 self._maintain(0.0)
                 with self._lock:
-                    taken = self._take(AnswerBudget(max_messages, max_bytes, size_of))
+                    taken = self._take(AnswerBudget(max_messages, max_bytes, size_of), queues)
                 remaining = deadline - time.monotonic()
                 if taken or remaining <= 0:
                     return taken
@@ -480,13 +483,15 @@ class SimpleConsumer:
                 if queue in self._owned:
                     self._owned[queue].stored = offset
 
-    def _take(self, answer: AnswerBudget) -> list[MessageView]:
+    def _take(
+        self, answer: AnswerBudget, only: Collection[Queue] | None = None
+    ) -> list[MessageView]:
         """Hand out what fits `answer` and the bounds on what is held: due redeliveries
-        first, then new messages (lock held)."""
+        first, then new messages, of the queues of `only` if given (lock held)."""
         now = time.monotonic()
         visible_again = now + self.invisible_duration
         self._held.begin()
-        queues = sorted(self._owned)
+        queues = sorted(q for q in self._owned if only is None or q in only)
         if not queues or self._handing_over:
             return answer.messages
         self._turn = (self._turn + 1) % len(queues)

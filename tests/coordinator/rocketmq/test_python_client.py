@@ -411,8 +411,17 @@ def test_refusals_carry_their_code_and_the_endpoint_goes_on(
         bad_id = service.EndTransactionRequest(transaction_id="", resolution=1)
         bad_id.topic.name = TOPIC
         assert raw.call("EndTransaction", bad_id).status.code == Code.INVALID_TRANSACTION_ID
-        assignment = raw.call("QueryAssignment", service.QueryAssignmentRequest())
-        assert assignment.status.code == Code.NOT_IMPLEMENTED
+        # A push consumer's QueryAssignment is served (and checked); there is no DLQ.
+        assert (
+            raw.call("QueryAssignment", service.QueryAssignmentRequest()).status.code
+            == Code.ILLEGAL_TOPIC
+        )
+        assert (
+            raw.call(
+                "ForwardMessageToDeadLetterQueue", service.ForwardMessageToDeadLetterQueueRequest()
+            ).status.code
+            == Code.NOT_IMPLEMENTED
+        )
         (received,) = list(
             raw.stub.ReceiveMessage(service.ReceiveMessageRequest(), metadata=raw.metadata())
         )

@@ -1,6 +1,8 @@
 package txcoord.peer;
 
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -14,6 +16,8 @@ import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.consumer.FilterExpression;
 import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
 import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
 import org.apache.rocketmq.client.apis.message.Message;
 import org.apache.rocketmq.client.apis.message.MessageView;
@@ -22,6 +26,7 @@ import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.apis.producer.Transaction;
 import org.apache.rocketmq.client.apis.producer.TransactionChecker;
 import org.apache.rocketmq.client.apis.producer.TransactionResolution;
+import org.apache.rocketmq.client.java.message.MessageViewImpl;
 
 /**
  * A RocketMQ 5 application as its authors write it, with RocketMQ's own Java client: only the
@@ -36,6 +41,12 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *     a simple consumer of GROUP (says "ready" once built, as a new group reads from then
  *     on): receives and acks until EXPECTED messages came, then
  *     receives a while longer (a duplicate would show), or until SECONDS passed.
+ * push ENDPOINT TOPIC GROUP STOP_FILE SECONDS [ACCESS_KEY SECRET_KEY]
+ *     a push consumer of GROUP with one consumption thread (so its listener sees a queue's
+ *     messages in the order they came): says "ready" once built, "received" for each message
+ *     (its queue and offset: MessageViewImpl, the client's own view), consumed with SUCCESS;
+ *     once STOP_FILE exists (or SECONDS passed) it closes, which tells the server it
+ *     terminates, and says "closed".
  * </pre>
  */
 public final class RocketMqPeer {
@@ -47,8 +58,10 @@ public final class RocketMqPeer {
     switch (args.length > 0 ? args[0] : "") {
       case "produce" -> System.exit(produce(args));
       case "consume" -> System.exit(consume(args));
+      case "push" -> System.exit(push(args));
       default -> {
-        System.err.println("usage: produce ENDPOINT TOPIC COUNT [AK SK] | consume ENDPOINT TOPIC GROUP EXPECTED SECONDS [AK SK]");
+        System.err.println("usage: produce ENDPOINT TOPIC COUNT [AK SK] | consume ENDPOINT TOPIC GROUP EXPECTED SECONDS [AK SK]"
+            + " | push ENDPOINT TOPIC GROUP STOP_FILE SECONDS [AK SK]");
         System.exit(2);
       }
     }
@@ -176,5 +189,38 @@ public final class RocketMqPeer {
       say(String.format("{\"event\": \"done\", \"received\": %d}", received));
       return received >= expected ? 0 : 1;
     }
+  }
+
+  private static int push(String[] args) throws Exception {
+    String endpoint = args[1];
+    String topic = args[2];
+    String group = args[3];
+    Path stop = Path.of(args[4]);
+    long deadline = System.nanoTime() + Duration.ofSeconds(Long.parseLong(args[5])).toNanos();
+    ClientServiceProvider provider = ClientServiceProvider.loadService();
+    FilterExpression all = new FilterExpression("*", FilterExpressionType.TAG);
+    PushConsumer consumer =
+        provider.newPushConsumerBuilder()
+            .setClientConfiguration(configuration(endpoint, args, 6))
+            .setConsumerGroup(group)
+            .setSubscriptionExpressions(Collections.singletonMap(topic, all))
+            .setConsumptionThreadCount(1)
+            .setMessageListener(
+                view -> {
+                  MessageViewImpl impl = (MessageViewImpl) view;
+                  say(String.format(
+                      "{\"event\": \"received\", \"key\": \"%s\", \"message_id\": \"%s\", \"queue\": %d, \"offset\": %d, \"attempt\": %d}",
+                      key(view), view.getMessageId(), impl.getMessageQueue().getQueueId(),
+                      impl.getOffset(), view.getDeliveryAttempt()));
+                  return ConsumeResult.SUCCESS;
+                })
+            .build();
+    say("{\"event\": \"ready\"}");
+    while (System.nanoTime() < deadline && !Files.exists(stop)) {
+      Thread.sleep(100);
+    }
+    consumer.close();
+    say("{\"event\": \"closed\"}");
+    return 0;
   }
 }
