@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from coordinator.runtime.engine import Engine
 
 
+#: The ingress paths a run can drive: the Kafka record format (contract 5.2), the REST ingress
+#: (5.1), RocketMQ's Java client over the gRPC endpoint (5.6).
+PATHS = ("kafka", "rest", "grpc")
+
+
 class Reporter(Protocol):
     """Where a run reports its progress (the command draws a progress bar from it)."""
 
@@ -40,6 +45,9 @@ class BenchSettings:
     rate: float | None = None  # target tx/s; None: as fast as the window allows
     window: int = 10_000  # most transactions sent and not yet decided
     batch: int = 500  # transactions per Kafka flush / REST batch request
+    # The gRPC path's Java client threads, each one transaction at a time (its concurrency,
+    # as `batch` is the other paths'): the client sends a transactional message synchronously.
+    grpc_senders: int = 32
     mix: str = DEFAULT_MIX
     warmup: int = 200  # transactions through a fresh engine before measuring (0: none)
     warmup_max_seconds: float = 240.0  # ... then on until the JIT settles, at most this long
@@ -75,8 +83,8 @@ class BenchSettings:
     state_dir: Path | None = None  # None: a temporary folder, removed afterwards
 
     def __post_init__(self) -> None:
-        if not self.paths or not set(self.paths) <= {"kafka", "rest"}:
-            raise ValueError(f"paths must be kafka and/or rest, not {self.paths}")
+        if not self.paths or not set(self.paths) <= set(PATHS):
+            raise ValueError(f"paths must be some of {', '.join(PATHS)}, not {self.paths}")
         if (self.duration is None) == (self.count is None):
             raise ValueError("give exactly one of duration and count")
         if self.duration is not None and self.duration <= 0:
@@ -92,6 +100,7 @@ class BenchSettings:
         for name in (
             "window",
             "batch",
+            "grpc_senders",
             "peer_producers",
             "java_peer_records",
             "java_peer_batch",

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
@@ -33,20 +34,29 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _rows(location: str, columns: list[str], prefix: str) -> list[dict[str, Any]]:
+#: Which transactions a reading is about: those whose id starts with a prefix (the Kafka and
+#: REST paths: the bench's ids), or the keys of a mapping from the warehouse's ids to the
+#: bench's (the gRPC path: the ids are the Java client's message ids), read as the bench's.
+Select = str | Mapping[str, str]
+
+
+def _rows(location: str, columns: list[str], select: Select) -> list[dict[str, Any]]:
     if not commits_of(location):
         return []
     table = DeltaTable(delta_rs_location(location)).to_pyarrow_table(columns=columns)
-    rows: list[dict[str, Any]] = table.filter(
-        pc.starts_with(table["transaction_id"], prefix)
-    ).to_pylist()
-    return rows
+    ids = table["transaction_id"]
+    if isinstance(select, str):
+        return list(table.filter(pc.starts_with(ids, select)).to_pylist())
+    rows = table.filter(pc.is_in(ids, value_set=pa.array(list(select), pa.string()))).to_pylist()
+    for row in rows:
+        row["transaction_id"] = select[row["transaction_id"]]
+    return list(rows)
 
 
-def final_states(warehouse: str, prefix: str) -> dict[str, str]:
-    """Return transaction id -> its newest final state, for ids starting with `prefix`."""
+def final_states(warehouse: str, select: Select) -> dict[str, str]:
+    """Return transaction id -> its newest final state, of the transactions `select` names."""
     rows = _rows(
-        transactions.TABLE.path(warehouse), ["transaction_id", "state", "resolved_at"], prefix
+        transactions.TABLE.path(warehouse), ["transaction_id", "state", "resolved_at"], select
     )
     rows.sort(key=lambda row: row["resolved_at"])
     return {row["transaction_id"]: row["state"] for row in rows}
@@ -82,17 +92,17 @@ def judge(sent: Iterable[str], states: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _check_rows(warehouse: str, prefix: str) -> list[dict[str, Any]]:
+def _check_rows(warehouse: str, select: Select) -> list[dict[str, Any]]:
     return _rows(
         check_requests.TABLE.path(warehouse),
         ["transaction_id", "check_number", "prepared_at", "requested_at"],
-        prefix,
+        select,
     )
 
 
-def first_check_delays_ms(warehouse: str, prefix: str, timeout_ms: int) -> list[float]:
-    """Return requested_at - prepared_at - timeout (ms) of each first check of the prefix."""
-    rows = _check_rows(warehouse, prefix)
+def first_check_delays_ms(warehouse: str, select: Select, timeout_ms: int) -> list[float]:
+    """Return requested_at - prepared_at - timeout (ms) of each first check `select` names."""
+    rows = _check_rows(warehouse, select)
     first: dict[str, float] = {}
     for row in rows:
         if row["check_number"] != 1 or row["prepared_at"] is None:
@@ -102,17 +112,26 @@ def first_check_delays_ms(warehouse: str, prefix: str, timeout_ms: int) -> list[
     return list(first.values())
 
 
-def requested_at_ms(warehouse: str, prefix: str) -> dict[tuple[str, int], int]:
-    """Return (transaction id, check number) -> requested_at (ms) of the prefix's checks.
+def requested_at_ms(warehouse: str, select: Select) -> dict[tuple[str, int], int]:
+    """Return (transaction id, check number) -> requested_at (ms) of the checks `select` names.
 
     A check recorded twice (a replayed batch) keeps its earlier time.
     """
     requested: dict[tuple[str, int], int] = {}
-    for row in _check_rows(warehouse, prefix):
+    for row in _check_rows(warehouse, select):
         key = (row["transaction_id"], int(row["check_number"]))
         at = _ms(row["requested_at"])
         requested[key] = min(at, requested.get(key, at))
     return requested
+
+
+def prepared_at_ms(warehouse: str, select: Select) -> dict[str, int]:
+    """Return transaction id -> its half's store time (ms), as its first check recorded it."""
+    return {
+        row["transaction_id"]: _ms(row["prepared_at"])
+        for row in _check_rows(warehouse, select)
+        if row["check_number"] == 1 and row["prepared_at"] is not None
+    }
 
 
 def later_check_delays_ms(

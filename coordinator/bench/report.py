@@ -58,6 +58,22 @@ def _paths_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _client_latency(result: dict[str, Any]) -> list[str]:
+    """Return the gRPC path's Java client's own latencies (none for the other paths)."""
+    lines = []
+    for path, p in (result.get("paths") or {}).items():
+        latency = p.get("client_latency_ms")
+        if latency:
+            lines += [
+                "",
+                f"{path} path, RocketMQ's Java client ({p.get('senders')} sender threads, one "
+                f"transaction each at a time): send() ms p50 / p95 / p99 "
+                f"{_pcts(latency['send'])}; commit()/rollback() ms p50 / p95 / p99 "
+                f"{_pcts(latency['end'])}.",
+            ]
+    return lines
+
+
 #: The rows of the check timeliness table: the first check, the later ones (n >= 2).
 _TIMELINESS = (("first", "check_timeliness_ms"), ("later", "later_check_timeliness_ms"))
 
@@ -375,6 +391,7 @@ def markdown(result: dict[str, Any], image: str | None) -> str:
         "## Throughput and latency",
         "",
         *_paths_table(result),
+        *_client_latency(result),
         *_checks_table(result),
         *_consume(result),
         "",

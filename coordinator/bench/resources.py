@@ -7,10 +7,12 @@ Processes, found by their relation to the benchmark's own process:
     python workers    the Python processes under the Spark JVM (pyspark.daemon and its
                       workers: the ingest's Arrow conversions; the stage runs in the JVM)
     bench process     this process: the coordinator's Python driver (foreachBatch), the REST
-                      ingress, the ticker, and the benchmark's own bookkeeping
+                      ingress, the RocketMQ gRPC endpoint, the ticker, and the benchmark's own
+                      bookkeeping
     load processes    the Python children of this process that send load (and the peer's
                       producers): live ones from /proc, finished ones from this process's
-                      reaped-children time (the Java peer's JVMs too, once reaped)
+                      reaped-children time (the Java peer's JVMs and the gRPC path's Java load
+                      too, once reaped)
     other processes   everything else on the machine: /proc/stat's busy time minus the above
 
 CPU time is utime + stime (+ the children they reaped, for the workers: pyspark.daemon

@@ -2,7 +2,8 @@
 
 Order: a fresh KRaft broker and warehouse in a folder of the run's own; a local Spark
 session; the engine (ticker, decision query) in this process, as `txcoord up` runs it,
-with the REST ingress on a thread when the REST path is measured; then
+with the REST ingress on a thread when the REST path is measured and the RocketMQ gRPC endpoint
+when the gRPC path is; then
 
 1. a warm-up load, an idle look at the engine (its ticker still ticking every second), a
    look at it resting (once the ticker has slowed down: streams/kafka_io/tick_pace.py), then each
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -173,6 +174,8 @@ class Bench:
             "rest.host": "127.0.0.1",
             "rest.port": str(free_port()),
             "rest.auth_file": "",
+            "grpc.host": "127.0.0.1",
+            "grpc.port": str(free_port()),
             "metrics.port": "-1",
         }
         config = load_config(self.config_file, self.environ, {**self.overrides, **forced})
@@ -204,6 +207,38 @@ class Bench:
             thread.join(0.1)
         if not server.started:
             raise RuntimeError(f"the REST ingress did not start on port {config.rest.port}")
+        return stop
+
+    def _ingresses(self, config: Config) -> Callable[[], None]:
+        """Start the REST ingress and the gRPC endpoint if the paths need them; return their
+        stop (a stop runs once: the exit stack runs them too, whatever fails)."""
+        stops = []
+        if "rest" in self.settings.paths:
+            stops.append(self._rest(config))
+        if "grpc" in self.settings.paths:
+            stops.append(self._grpc(config))
+
+        def stop() -> None:
+            for each in stops:
+                each()
+
+        return stop
+
+    def _grpc(self, config: Config) -> Callable[[], None]:
+        """Start the RocketMQ gRPC endpoint (open, on loopback); return its stop."""
+        # Imported here: gRPC and RocketMQ's protocol load only when the gRPC path runs.
+        from coordinator.rocketmq.server import Endpoint  # noqa: PLC0415
+
+        self.reporter.phase("starting the RocketMQ gRPC endpoint", None)
+        endpoint = Endpoint(config).start()
+        stopped = threading.Event()
+
+        def stop() -> None:
+            if not stopped.is_set():
+                stopped.set()
+                endpoint.stop()
+
+        self._stack.callback(stop)
         return stop
 
     @contextlib.contextmanager
@@ -260,7 +295,7 @@ class Bench:
 
             engine = self._engine(spark, config, "the engine")
             engine_started = time.monotonic()
-            stop_rest = self._rest(config) if "rest" in settings.paths else None
+            stop_ingresses = self._ingresses(config)
             context = PhaseContext(
                 settings, config, engine, recorder, self.reporter, work_dir, self.stamp
             )
@@ -269,8 +304,7 @@ class Bench:
             if settings.consume:
                 with self._measure("consume"):
                     result["consume"] = run_consume(context)
-            if stop_rest is not None:
-                stop_rest()
+            stop_ingresses()
             engine.stop()
             result["delta_commits"] = _commits(config, time.monotonic() - engine_started)
             result["s3"] = self._on_s3(spark, config, context) if settings.s3 else None
@@ -474,6 +508,19 @@ def _settings_source(configuration: Mapping[str, Any]) -> str:
     return "the default"
 
 
+GRPC_NOTE = (
+    "grpc path: RocketMQ's own Java client (rocketmq-client-java, Maven Central; "
+    "deploy/jvm/rocketmq-peer/txcoord/peer/RocketMqBench.java) in one JVM, a transactional "
+    "Producer with its TransactionChecker, against the gRPC endpoint running in the bench "
+    "process (open mode, loopback). Each of its `grpc_senders` threads runs one transaction at "
+    "a time (beginTransaction, send, then commit() or rollback(), or neither for the checked "
+    "kinds), "
+    "as the client sends transactional messages synchronously; the same mix, window and rate "
+    "as the other paths. Its JVM's CPU counts among the load processes; the endpoint's is the "
+    "bench process's. client_latency_ms: the client's own send and commit/rollback calls."
+)
+
+
 def notes(result: dict[str, Any]) -> list[str]:
     """Return what a reader must know to read the numbers honestly."""
     configuration = result.get("configuration") or {}
@@ -507,9 +554,11 @@ def notes(result: dict[str, Any]) -> list[str]:
         "transactions undecided (closed loop) unless --rate is given. If the run was too "
         "short for a steady state, it falls back to 90% of the transactions over the time "
         "from the first send (`sustained_method` says which).",
-        "commit_to_visible_ms: from the COMMIT op's acknowledgement (Kafka ack callback, or "
-        "the REST 202) to the modification time of the Delta commit file that added the "
-        "row to topics/<topic>; checked commits start at the COMMIT answer's acknowledgement.",
+        "commit_to_visible_ms: from the COMMIT op's acknowledgement (Kafka ack callback, the "
+        "REST 202, or the return of the Java client's commit()) to the modification time of "
+        "the Delta commit file that added the row to topics/<topic>; checked commits start "
+        "at the COMMIT answer's acknowledgement (grpc: when the client's TransactionChecker "
+        "returned COMMIT; the client sends the EndTransaction after, untimed).",
         "check_timeliness_ms: first check requested_at - prepared_at - transaction_timeout. "
         "A check is due transaction_timeout after the half was stored and goes out once the "
         "coordinator has seen everything stored up to then (its store-time lag: about two "
@@ -542,4 +591,6 @@ def notes(result: dict[str, Any]) -> list[str]:
         "producers, p50...p99.9 the median of the producers' figures. ours_over_java_<shape> "
         "divides tx/s; ..._records divides our tx/s (one message each) by its records/s.",
     ]
+    if "grpc" in ((result.get("settings") or {}).get("paths") or ()):
+        found.append(GRPC_NOTE)
     return found

@@ -1,5 +1,9 @@
 """One path's throughput phase: drive the load, wait for every decision, then judge it.
 
+The load of the Kafka and REST paths is a Python child process (load.py); the gRPC path's is
+RocketMQ's Java client in a JVM (grpc_driver.py), whose transaction ids in the warehouse are
+the client's message ids, read back as the bench's (its messages' keys).
+
 Numbers, each labelled by what it measures:
 
 - offered_tx_per_s: transactions sent (half and op acknowledged) per second of sending;
@@ -13,7 +17,8 @@ Numbers, each labelled by what it measures:
 - in_flight_median: sent minus decided while sending (with the latency, Little's law:
   throughput ~ in flight / latency, so a saturated closed loop shows the window's latency);
 - commit_to_visible_ms: a COMMIT op's acknowledgement to its row's Delta commit in
-  topics/<topic> (for checked and rechecked commits: the COMMIT answer's acknowledgement);
+  topics/<topic> (for checked and rechecked commits: the COMMIT answer's acknowledgement; on
+  the gRPC path the return of the Java client's commit(), and its checker's COMMIT answer);
 - check_timeliness_ms: first check's requested_at - prepared_at - transaction_timeout, as the
   coordinator recorded it, and as the producer received it;
 - later_check_timeliness_ms: check n's (n >= 2) requested_at - requested_at(n-1) -
@@ -33,13 +38,16 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.bench.batches import where_time_went
 from coordinator.bench.context import PhaseContext
+from coordinator.bench.grpc_driver import GrpcLoad, GrpcPlan
 from coordinator.bench.jit import Settling, compile_seconds, spent
 from coordinator.bench.load import LoadPlan, LoadProcess
 from coordinator.bench.outcomes import (
+    Select,
     final_states,
     first_check_delays_ms,
     judge,
     later_check_delays_ms,
+    prepared_at_ms,
     requested_at_ms,
 )
 from coordinator.bench.stats import median, summarize, sustained_rate
@@ -51,7 +59,7 @@ from coordinator.core.topics import check_consumer_group
 from coordinator.kafka_clients.options import COMMITTED_ONLY
 from delta_tables import topics
 
-TOPICS = {"kafka": "BenchKafka", "rest": "BenchRest"}
+TOPICS = {"kafka": "BenchKafka", "rest": "BenchRest", "grpc": "BenchGrpc"}
 POLL_SECONDS = 0.25
 
 
@@ -71,7 +79,7 @@ def decisions_since(context: PhaseContext) -> Callable[[], int]:
 
 
 def drive(
-    load: LoadProcess,
+    load: LoadProcess | GrpcLoad,
     context: PhaseContext,
     decided: Callable[[], int],
     label: str,
@@ -146,8 +154,9 @@ def plan_for(context: PhaseContext, path: str, run: str, **fields: Any) -> LoadP
     )
 
 
-def skip_earlier_checks(bootstrap_servers: str, check_topic: str, group: str) -> None:
-    """Start `group`'s check consumers at the check topic's end (before its load sends).
+def skip_earlier_checks(bootstrap_servers: str, check_topic: str, consumer_group: str) -> None:
+    """Start the check consumers of `consumer_group` at the check topic's end (before its load
+    sends).
 
     The SDK's consumers of a new group read the shared check topic from its start (never
     miss a check); in the bench the topic already holds every check of the warm-up (about
@@ -156,7 +165,7 @@ def skip_earlier_checks(bootstrap_servers: str, check_topic: str, group: str) ->
     """
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
-        group_id=check_consumer_group(group),
+        group_id=consumer_group,
         enable_auto_commit=False,
         **COMMITTED_ONLY,  # its end offsets: the last stable ones, as the SDK's reader sees
     )
@@ -171,10 +180,47 @@ def skip_earlier_checks(bootstrap_servers: str, check_topic: str, group: str) ->
         consumer.close()
 
 
+def grpc_load(context: PhaseContext, run: str) -> GrpcLoad:
+    """Return the gRPC path's load: RocketMQ's Java client against the context's endpoint.
+
+    The endpoint runs open (the bench gives it no auth file), so the producer group is named
+    like the topic (docs/rocketmq.md); its check consumers skip the warm-up's checks, as the
+    Kafka path's do.
+    """
+    # Imported here: gRPC and RocketMQ's protocol load only when the gRPC path runs.
+    from coordinator.rocketmq.server import consumer_group_of  # noqa: PLC0415
+
+    settings, config = context.settings, context.config
+    topic = TOPICS["grpc"]
+    skip_earlier_checks(
+        config.kafka.bootstrap_servers, config.kafka.check_topic, consumer_group_of(topic)
+    )
+    return GrpcLoad(
+        GrpcPlan(
+            endpoint=f"{config.grpc.host}:{config.grpc.port}",
+            topic=topic,
+            run=run,
+            mix=settings.mix,
+            out_file=context.work_dir / f"load-{run}.tsv",
+            home=context.work_dir / f"grpc-load-{run}",
+            count=settings.count,
+            duration=settings.duration,
+            window=settings.window,
+            rate=settings.rate,
+            senders=settings.grpc_senders,
+        )
+    )
+
+
 def run_path(context: PhaseContext, path: str) -> dict[str, Any]:
     """Drive one path with the settings' mix; return its judged numbers."""
     settings = context.settings
     run = f"b{context.stamp}-{path}"
+    if path == "grpc":
+        context.reporter.phase(f"{path} path", settings.count)
+        load = grpc_load(context, run)
+        driven = drive(load, context, decisions_since(context), f"{path} path")
+        return judge_path(context, path, run, driven)
     plan = plan_for(
         context,
         path,
@@ -190,7 +236,9 @@ def run_path(context: PhaseContext, path: str) -> dict[str, Any]:
         senders=1 if path == "kafka" else 2,
     )
     if path == "kafka":  # the REST path's checks are read by group from a table
-        skip_earlier_checks(plan.bootstrap_servers, plan.check_topic, plan.group)
+        skip_earlier_checks(
+            plan.bootstrap_servers, plan.check_topic, check_consumer_group(plan.group)
+        )
     context.reporter.phase(f"{path} path", settings.count)
     driven = drive(LoadProcess(plan), context, decisions_since(context), f"{path} path")
     return judge_path(context, path, run, driven)
@@ -284,14 +332,23 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
     warehouse = context.config.warehouse
     load = driven.load
     sent = [row[0] for row in load["transactions"]]
-    verdict = judge(sent, final_states(warehouse, f"{run}-"))
+    # The gRPC path's transaction ids are the Java client's message ids: read as the bench's.
+    ids: dict[str, str] | None = load.get("ids")
+    select: Select = f"{run}-" if ids is None else ids
+    verdict = judge(sent, final_states(warehouse, select))
     visible = visible_times(topics.table(TOPICS[path]).path(warehouse))
+    if ids is not None:
+        visible = {ids[tx]: at for tx, at in visible.items() if tx in ids}
     commit_acks = {
         tx: op_ack
         for tx, kind, _, op_ack in load["transactions"]
         if kind == "commit" and op_ack is not None
     }
     responder = load.get("responder") or {}
+    if ids is not None:  # the Java checker sees no store time: the warehouse has it
+        prepared = prepared_at_ms(warehouse, ids)
+        for tx, first in responder.get("first_checks", {}).items():
+            first[1] = prepared.get(tx)
     answer_acks = {
         tx: at
         for tx, (op, at) in (responder.get("answers") or {}).items()
@@ -305,7 +362,7 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
         for at, prepared, _ in (responder.get("first_checks") or {}).values()
         if prepared is not None
     ]
-    later = later_check_timeliness(context, run, responder)
+    later = later_check_timeliness(context, select, responder)
     started = load["send_started_ms"] / 1000
     finished = load["send_finished_ms"] / 1000
     series = [(at - started, count) for at, _, count in driven.series]
@@ -333,13 +390,15 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
         "commit_to_visible_ms": summarize(latencies_ms(commit_acks, visible)),
         "checked_commit_to_visible_ms": summarize(latencies_ms(answer_acks, visible)),
         "check_timeliness_ms": {
-            "recorded": summarize(first_check_delays_ms(warehouse, f"{run}-", timeout_ms)),
+            "recorded": summarize(first_check_delays_ms(warehouse, select, timeout_ms)),
             "received_by_producer": summarize(received),
         },
         "later_check_timeliness_ms": later,
         "responder": {
             k: v for k, v in responder.items() if k not in ("answers", "first_checks", "arrivals")
         },
+        # The gRPC path's: its Java client's own latencies, and its sender threads.
+        **{key: load[key] for key in ("client_latency_ms", "senders") if key in load},
         "load_process": {
             "cpu_seconds": load["cpu_seconds"],
             "peak_rss_bytes": load["peak_rss_bytes"],
@@ -350,7 +409,7 @@ def judge_path(context: PhaseContext, path: str, run: str, driven: Driven) -> di
 
 
 def later_check_timeliness(
-    context: PhaseContext, run: str, responder: dict[str, Any]
+    context: PhaseContext, select: Select, responder: dict[str, Any]
 ) -> dict[str, Any]:
     """Return the summaries of later checks' lateness, recorded and received by the producer.
 
@@ -358,7 +417,7 @@ def later_check_timeliness(
     the warehouse's.
     """
     interval_ms = int(context.config.transaction_check_interval.total_seconds() * 1000)
-    recorded = requested_at_ms(context.config.warehouse, f"{run}-")
+    recorded = requested_at_ms(context.config.warehouse, select)
     received: dict[tuple[str, int], int] = {}
     requested = dict(recorded)
     for tx, number, at, requested_at in responder.get("arrivals") or ():

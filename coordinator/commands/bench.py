@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from coordinator.bench.context import BenchSettings
+from coordinator.bench.context import PATHS, BenchSettings
 from coordinator.bench.report import write
 from coordinator.bench.runner import Bench
 from coordinator.bench.workload import DEFAULT_MIX, Mix
@@ -77,6 +77,13 @@ def _levels(text: str) -> tuple[int, ...]:
         return tuple(int(float(part)) for part in text.split(",") if part.strip())
     except ValueError:
         raise click.BadParameter(f"expected numbers such as 1e4,1e5, not {text!r}") from None
+
+
+def _paths(given: tuple[str, ...]) -> tuple[str, ...]:
+    """Return the paths `--path` names, in the order given (both, all: their paths)."""
+    named = {"both": ("kafka", "rest"), "all": PATHS}
+    found = [path for each in given for path in named.get(each, (each,))]
+    return tuple(dict.fromkeys(found))
 
 
 def _summary(result: dict[str, Any], console: Console) -> None:
@@ -177,10 +184,20 @@ def _summary(result: dict[str, Any], console: Console) -> None:
 @click.option(
     "--path",
     "path",
-    type=click.Choice(["kafka", "rest", "both"]),
-    default="both",
+    type=click.Choice([*PATHS, "both", "all"]),
+    multiple=True,
+    default=("both",),
     show_default=True,
-    help="Ingress path(s) to drive.",
+    help="Ingress path to drive, repeatable: kafka, rest, grpc (RocketMQ's Java client on the "
+    "gRPC endpoint); both: kafka and rest; all: the three.",
+)
+@click.option(
+    "--grpc-senders",
+    type=click.IntRange(1, 1024),
+    default=32,
+    show_default=True,
+    help="Threads of the gRPC path's Java client, each one transaction at a time (the "
+    "client sends transactional messages synchronously).",
 )
 @click.option("--mix", default=DEFAULT_MIX, show_default=True, help="Kinds and weights.")
 @click.option(
@@ -352,7 +369,8 @@ def bench(
     rate: float | None,
     window: int,
     batch: int,
-    path: str,
+    path: tuple[str, ...],
+    grpc_senders: int,
     mix: str,
     warmup: int,
     warmup_max_seconds: float,
@@ -386,8 +404,9 @@ def bench(
 ) -> None:
     """Measure txcoord end to end on this machine, with Kafka's transactions as the peer.
 
-    Starts its own broker, Spark, engine and REST ingress; drives transactions of the mix
-    through the Kafka and/or REST ingress; waits for every decision; then measures
+    Starts its own broker, Spark, engine, REST ingress and gRPC endpoint (as the paths need);
+    drives transactions of the mix through the Kafka ingress, the REST ingress and/or
+    RocketMQ's Java client on the gRPC endpoint; waits for every decision; then measures
     batch time against unresolved state, the raw Kafka→Delta append rate (the ceiling), and
     two peers: kafka-python's transactional producer, and Kafka's own ProducerPerformance
     (Java client) with short and batched transactions. Writes JSON, markdown and PNG to --out.
@@ -395,12 +414,13 @@ def bench(
     try:
         Mix.parse(mix)
         settings = BenchSettings(
-            paths=("kafka", "rest") if path == "both" else (path,),
+            paths=_paths(path),
             duration=duration if duration is not None else (None if count else 30.0),
             count=count,
             rate=rate,
             window=window,
             batch=batch,
+            grpc_senders=grpc_senders,
             mix=mix,
             warmup=warmup,
             warmup_max_seconds=warmup_max_seconds,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.bench.resources import BENCH, BROKER, SPARK, WORKERS
+from coordinator.bench.resources import BENCH, BROKER, LOAD, SPARK, WORKERS
 from coordinator.runtime.artifacts import PROJECT_ROOT
 from tests.conftest import unavailable
 
@@ -55,7 +55,7 @@ def _check_references(result: dict[str, Any]) -> None:
 def _check_cpu_per_transaction(result: dict[str, Any]) -> None:
     """The issue-13 figure, from the same phases: every path's CPU per decided transaction,
     the Spark JVM's part of it, and the same CPU in the Java peer's records."""
-    assert set(result["cpu_per_transaction"]) == {"kafka", "rest"}
+    assert set(result["cpu_per_transaction"]) == {"kafka", "rest", "grpc"}
     for path, cost in result["cpu_per_transaction"].items():
         phase = result["resources"]["phases"][f"{path} path"]["processes"]
         decided = result["paths"][path]["transactions"]["decided"]
@@ -96,14 +96,32 @@ def _check_path(path: dict[str, Any]) -> None:
     assert path["series"]
 
 
+def _check_grpc(result: dict[str, Any]) -> None:
+    """The gRPC path ran RocketMQ's Java client: its own latencies, its checker's answers (no
+    check of a kind that had decided), its JVM's CPU among the load processes."""
+    grpc = result["paths"]["grpc"]
+    assert grpc["senders"] > 0
+    latency = grpc["client_latency_ms"]
+    assert latency["send"]["count"] == 200
+    assert latency["end"]["count"] == 180  # commit and rollback kinds; the checker ends the rest
+    assert grpc["responder"]["checks_received"] >= 24  # 20 first checks, 4 second ones
+    assert grpc["responder"]["unexpected_checks"] == 0
+    assert grpc["load_process"]["cpu_seconds"] > 0
+    assert grpc["load_process"]["peak_rss_bytes"] > 0
+    phase = result["resources"]["phases"]["grpc path"]["processes"]
+    # The phase reads the reaped JVM's CPU from /proc in clock ticks, the load from wait4.
+    assert phase[LOAD]["cpu_seconds"] >= grpc["load_process"]["cpu_seconds"] - 0.1, phase
+    assert any("grpc path: RocketMQ's own Java client" in note for note in result["notes"])
+
+
 @pytest.mark.timeout(900)
-def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
+def test_bench_runs_every_path_and_the_references(tmp_path: Path) -> None:
     if shutil.which("java") is None:
         unavailable("the benchmark", RuntimeError("java is not on PATH"))
     out = tmp_path / "results"
     command = [
         sys.executable, "-m", "coordinator", "bench",
-        "--count", "200", "--path", "both", "--window", "1000", "--batch", "50",
+        "--count", "200", "--path", "both", "--path", "grpc", "--window", "1000", "--batch", "50",
         "--warmup", "20", "--warmup-max-seconds", "3", "--idle-seconds", "2", "--rest-seconds", "1",
         "--check-interval", "3s",  # rechecked transactions decide sooner
         "--pending", "1000", "--pending-window", "4", "--pending-rate", "20",
@@ -141,9 +159,10 @@ def test_bench_runs_both_paths_and_the_references(tmp_path: Path) -> None:
     # tests/streams/kafka_io/test_tick_pace.py's).
     assert result["resting"]["seconds"] == 1
     assert 0 < result["resting"]["waited_seconds"] <= 14 + 5 + 60
-    assert set(result["paths"]) == {"kafka", "rest"}
+    assert list(result["paths"]) == ["kafka", "rest", "grpc"]
     for path in result["paths"].values():
         _check_path(path)
+    _check_grpc(result)
 
     levels = result["pending"]["levels"]
     assert [level["pending"] for level in levels] == [1000]
