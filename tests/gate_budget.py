@@ -122,8 +122,9 @@ class GateClock:
 
     def app_runs(self) -> list[str]:
         """Return the application starts' longest per master, and every unplanned exit: the
-        figures the start bound (tests/guarantees/app_runs.py START_BOUND) and the accepted
-        exit causes are set from."""
+        figures the start bounds (tests/guarantees/app_runs.py START_BOUND on local[2],
+        CLUSTER_START_BOUND on the standalone cluster: two to three times the longest start
+        beside a CPU hog) and the accepted exit causes are set from."""
         lines = []
         for master in sorted({m for _, m, _ in self.starts}):
             times = sorted(s for s, m, _ in self.starts if m == master)

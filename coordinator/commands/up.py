@@ -16,7 +16,11 @@ from rich.text import Text
 from coordinator.core.config import Config, load_config, parse_overrides
 from coordinator.core.errors import StackError
 from coordinator.runtime.local_stack.broker_auth import load_broker_auth
-from coordinator.runtime.local_stack.cluster_profile import ClusterProfile, ProfileSettings
+from coordinator.runtime.local_stack.cluster_profile import (
+    START_BOUND,
+    ClusterProfile,
+    ProfileSettings,
+)
 from coordinator.runtime.local_stack.stack import (
     GrpcEndpoint,
     LocalStack,
@@ -168,6 +172,13 @@ def _up_cluster(
     "master with two workers, the coordinator submitted to it, the REST ingress. Starts "
     "fresh each time (docs/deployment.md).",
 )
+@click.option(
+    "--start-timeout",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="With --cluster: how long the coordinator may take to start on the cluster before "
+    f"up gives up [default: {START_BOUND:.0f}; ~60 s on a loaded 2-core machine].",
+)
 def up(
     *,
     config_file: Path | None,
@@ -181,6 +192,7 @@ def up(
     kafka_port: int,
     driver_memory: str,
     cluster: bool,
+    start_timeout: float | None,
 ) -> None:
     """Run the whole local stack in the foreground until Ctrl-C.
 
@@ -203,9 +215,15 @@ def up(
         if clash := [name for name, given in chosen_elsewhere.items() if given]:
             raise click.UsageError(f"--cluster chooses these itself: {', '.join(clash)}")
         rest = {"rest.port": str(port)} if port is not None else {}
-        profile = ProfileSettings(state_dir / "cluster", driver_memory=driver_memory)
+        profile = ProfileSettings(
+            state_dir / "cluster",
+            driver_memory=driver_memory,
+            start_bound=start_timeout or START_BOUND,
+        )
         _up_cluster(console, config_file, {**rest, **parse_overrides(list(overrides))}, profile)
         return
+    if start_timeout is not None:
+        raise click.UsageError("--start-timeout is for --cluster (the coordinator's start there)")
     # Ctrl-C or SIGTERM: abandon a start; once up, one orderly stop (coordinator/stop_signals.py).
     signals = StopSignals(interrupting=True).install()
     chosen = {"streams.checkpoint_dir": str(state_dir / "checkpoints")}

@@ -69,7 +69,7 @@ STORE_UNREACHABLE = (
     r"|\bsoftware\.amazon\.awssdk\.core\.exception\.(SdkClientException"
     r"|ApiCallTimeoutException|ApiCallAttemptTimeoutException)\b"
     r"|\bjava\.net\.(SocketTimeoutException|ConnectException)\b"
-    r"|Generic S3 error: .*(timed out|error sending request|connection)"
+    r"|Generic S3 error: [^|]*(timed out|error sending request|connection)"
 )
 
 

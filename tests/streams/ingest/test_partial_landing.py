@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 from kafka import KafkaProducer
 from kafka.partitioner.abc import Partitioner
 from pyspark.sql import SparkSession
@@ -41,7 +43,7 @@ from streams.ingest import landing_query
 from streams.ingest.landing_query import IngestBatchWriter
 from streams.kafka_io.ingress_topics import ensure_ingress_topics
 from streams.state.rebuild import rebuild
-from tests.harness import GROUP, TOPIC, Engine, Producer, table, wait_for
+from tests.harness import GROUP, TOPIC, Engine, Producer, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -169,7 +171,7 @@ def _at(future: Any) -> tuple[int, int]:
 def crashed_run(spark: SparkSession, config: Config, survivor: str | None) -> None:
     """Run the engine until its first batch has crashed, then stop it; `survivor` alone of
     the landing tables has committed (None: none has)."""
-    before = landed(spark, config)
+    before = landed(config)
     crashed = runtime.Engine(spark, config).start()
     try:
         query = crashed.coordinator
@@ -178,19 +180,13 @@ def crashed_run(spark: SparkSession, config: Config, survivor: str | None) -> No
         assert "CrashError" in str(query.exception()), query.exception()
     finally:
         crashed.stop()
-    after = landed(spark, config)
+    after = landed(config)
     assert {name for name in LANDING if after[name] != before[name]} == {survivor} - {None}
 
 
-def landed(spark: SparkSession, config: Config) -> dict[str, int]:
+def landed(config: Config) -> dict[str, int]:
     """Return how many rows each landing table holds (0: none yet, or no table)."""
-    found = {}
-    for name in LANDING:
-        try:
-            found[name] = table(spark, config, name).count()
-        except Exception:  # not created yet
-            found[name] = 0
-    return found
+    return {name: len(rows(config, name, lambda r: True)) for name in LANDING}
 
 
 @pytest.mark.parametrize("survivor", [*LANDING, None], ids=[*LANDING, "none"])
@@ -215,11 +211,11 @@ def test_a_rebuild_after_a_crash_between_the_landing_commits_lands_and_decides_o
             sender.commit(tx)
         later = sender.batch("later", halves=3, commits=3)
         committed = first + later
-        wait_for(lambda: sorted(delivered(spark, config)) == sorted(committed), 150,
+        wait_for(lambda: sorted(delivered(config)) == sorted(committed), 150,
                  "every committed half delivered")  # fmt: skip
     finally:
         engine.stop()
-    verify(spark, config, sender, committed)
+    verify(config, sender, committed)
 
 
 def test_a_second_crash_in_the_first_batch_after_the_rebuild_is_still_exactly_once(
@@ -257,49 +253,59 @@ def test_a_second_crash_in_the_first_batch_after_the_rebuild_is_still_exactly_on
             sender.commit(tx)
         committed = first + second + third
         sender.kafka.flush(60)
-        wait_for(lambda: sorted(delivered(spark, config)) == sorted(committed), 150,
+        wait_for(lambda: sorted(delivered(config)) == sorted(committed), 150,
                  "every committed half delivered")  # fmt: skip
     finally:
         engine.stop()
-    verify(spark, config, sender, committed)
+    verify(config, sender, committed)
 
 
-def verify(spark: SparkSession, config: Config, sender: Sender, committed: list[str]) -> None:
+def verify(config: Config, sender: Sender, committed: list[str]) -> None:
     """Every record sent landed once in its table, every transaction decided once."""
-    halves = rows(spark, config, half_messages.TABLE.name, lambda r: r.kind == "HALF")
-    at = Counter((r.ingress_partition, r.ingress_offset) for r in halves)
+    halves = rows(config, half_messages.TABLE.name, lambda r: r["kind"] == "HALF")
+    at = Counter((r["ingress_partition"], r["ingress_offset"]) for r in halves)
     assert [key for key, n in at.items() if n > 1] == [], "a half landed twice"
     assert set(sender.halves.values()) - set(at) == set(), "an acknowledged half not landed"
-    ops = rows(spark, config, op_records.TABLE.name, lambda r: r.kind == "OP")
-    at = Counter((r.ingress_partition, r.ingress_offset) for r in ops)
+    ops = rows(config, op_records.TABLE.name, lambda r: r["kind"] == "OP")
+    at = Counter((r["ingress_partition"], r["ingress_offset"]) for r in ops)
     assert [key for key, n in at.items() if n > 1] == [], "an op landed twice"
     assert set(sender.ops.values()) - set(at) == set(), "an acknowledged op not landed"
     refused = Counter(
-        (r.source_topic, r.source_partition, r.source_offset)
-        for r in rows(spark, config, quarantine.TABLE.name, lambda r: True)
+        (r["source_topic"], r["source_partition"], r["source_offset"])
+        for r in rows(config, quarantine.TABLE.name, lambda r: True)
     )
     assert [key for key, n in refused.items() if n > 1] == [], "a record quarantined twice"
     assert sender.malformed - set(refused) == set(), "an acknowledged malformed record lost"
 
-    shipped = delivered(spark, config)
+    shipped = delivered(config)
     assert sorted(shipped) == sorted(committed), Counter(shipped).most_common(3)  # each once
     finals = Counter(
-        (r.transaction_id, r.state) for r in table(spark, config, "system/transactions").collect()
+        (r["transaction_id"], r["state"]) for r in rows(config, "system/transactions", all_rows)
     )
     assert finals == Counter((tx, "COMMITTED") for tx in committed), finals
-    verdicts = Counter(r.op_id for r in table(spark, config, "system/op_verdicts").collect())
+    verdicts = Counter(r["op_id"] for r in rows(config, "system/op_verdicts", all_rows))
     assert max(verdicts.values()) == 1, verdicts.most_common(3)  # each op judged once
-    assert {r.op_id for r in ops} - set(verdicts) == set(), "an op without a verdict"
+    assert {r["op_id"] for r in ops} - set(verdicts) == set(), "an op without a verdict"
 
 
-def rows(spark: SparkSession, config: Config, name: str, keep: Callable[[Any], bool]) -> list[Any]:
-    return [r for r in table(spark, config, name).collect() if keep(r)]
+def all_rows(row: dict[str, Any]) -> bool:
+    return True
 
 
-def delivered(spark: SparkSession, config: Config) -> list[str]:
-    """Return the transaction id of every row of the topic table (repeats included)."""
+def rows(config: Config, name: str, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """Return the rows of warehouse table `name` that `keep` keeps ([]: no table yet).
+
+    Read with delta-rs, the library the coordinator commits its batches with: the same
+    snapshot as a Spark read, without a Spark job per read (a second or more each, and
+    the test reads after every step and once a second while it waits).
+    """
     try:
-        found = table(spark, config, f"topics/{TOPIC}").select("transaction_id").collect()
-    except Exception:  # not created yet
+        found = DeltaTable(f"{config.warehouse}/{name}").to_pyarrow_table().to_pylist()
+    except TableNotFoundError:  # not created yet
         return []
-    return [row.transaction_id for row in found]
+    return [row for row in found if keep(row)]
+
+
+def delivered(config: Config) -> list[str]:
+    """Return the transaction id of every row of the topic table (repeats included)."""
+    return [row["transaction_id"] for row in rows(config, f"topics/{TOPIC}", all_rows)]
