@@ -19,6 +19,7 @@ rebuild.py       how long `txcoord state rebuild` takes with that state, both wa
 jit.py           the Spark JVM's JIT compilers: warm-up until they settle, and each phase's cost
 peer.py          the peer: kafka-python's transactional producer, read_committed consumer
 java_peer.py     the Java peer: Kafka's own ProducerPerformance, transactional
+grpc_driver.py   the gRPC path: RocketMQ's Java client (RocketMqBench.java) against the endpoint
 ceiling.py       the substrate's ceiling: raw Kafka -> Delta append, no join
 resources.py     CPU seconds and peak RSS per process (/proc)
 cpu_cost.py      CPU per decided transaction, and the same in Java peer records

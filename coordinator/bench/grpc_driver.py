@@ -33,6 +33,7 @@ from typing import Any
 from coordinator.bench.resources import memory
 from coordinator.bench.stats import summarize
 from coordinator.bench.workload import KINDS, Mix, kind_of
+from coordinator.core.state_machine import Event
 from coordinator.runtime.artifacts import jars
 
 MAIN = "txcoord.peer.RocketMqBench"
@@ -96,7 +97,7 @@ def parse_records(lines: Iterable[str]) -> dict[str, Any]:
             arrivals.setdefault((key, number), at)
             if number == 1:
                 first_checks.setdefault(key, [at, None, None])
-            if answer != "UNKNOWN":
+            if answer != Event.UNKNOWN.value:  # RocketMQ's resolution: the producer's op
                 answers.setdefault(key, [answer, at])
     return {
         "transactions": transactions,

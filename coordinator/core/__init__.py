@@ -11,6 +11,7 @@ protocol, the engine and the applications all build on it without pulling Spark 
     failpoints.py     named points where the crash tests freeze or kill the coordinator
     kafka_security.py TLS/SASL settings of every Kafka client, secrets kept out of logs
     library_logs.py   a client library's transient ERROR logged as the WARNING it is
+    listen_safety.py  where a server taking credentials may listen: open on loopback, TLS beyond
     secret_files.py   files holding a secret are readable by their owner only
     topics.py         which Kafka topic carries what: shared, or one set per producer group
 """
@@ -23,6 +24,7 @@ __all__ = [
     "failpoints",
     "kafka_security",
     "library_logs",
+    "listen_safety",
     "secret_files",
     "state_machine",
     "topics",

@@ -1,5 +1,5 @@
 """The RocketMQ 5 gRPC endpoint (apache.rocketmq.v2.MessagingService; docs/rocketmq.md): the
-official RocketMQ clients' transactional producers and simple consumers, unchanged but for
+official RocketMQ clients' transactional producers, simple and push consumers, unchanged but for
 the endpoint.
 
 An application beside the REST ingress (coordinator/rest), on its service layer: a half
@@ -14,7 +14,9 @@ same check topic. The protocol's generated modules are rocketmq-python-client's
     telemetry.py    the live Telemetry streams, and the check-backs pushed to them
     unsupported.py  the calls answered NOT_IMPLEMENTED / UNSUPPORTED
     calls.py        what every call shares: its parts, authentication, refusals as Codes
-    consumers.py    a SimpleConsumer's calls, onto the REST ingress's consumers (contract 5.5)
+    consumers.py    a SimpleConsumer's and a PushConsumer's calls, onto the REST ingress's
+                    consumers (contract 5.5)
+    push.py         the push consumers' clients: their Settings, filters and assignments
     service.py      the MessagingService calls of a transactional producer
     server.py       Endpoint: the gRPC server of a configuration, started and stopped
 
@@ -29,6 +31,7 @@ __all__ = [
     "consumers",
     "credentials",
     "messages",
+    "push",
     "server",
     "service",
     "telemetry",
