@@ -36,7 +36,13 @@ from coordinator.rest.models import CheckRequest, SendRequest
 from coordinator.rocketmq.codes import Code, RefusedError
 from coordinator.sdk.consumer import MessageView
 
-__all__ = ["check_command", "delivered_message", "half_request", "instance_of"]
+__all__ = [
+    "check_command",
+    "delivered_message",
+    "describe_queue",
+    "half_request",
+    "instance_of",
+]
 
 #: Properties of a half that RocketMQ carries as system properties: set here, never by a client.
 BORN_TIMESTAMP = "txcoord.born_timestamp"
@@ -45,6 +51,19 @@ BORN_HOST = "txcoord.born_host"
 _OWN_PROPERTIES = (BORN_TIMESTAMP, BORN_HOST, fmt.PRODUCER_INSTANCE_PROPERTY)
 #: Longest born host kept (an address; RocketMQ sends "ip" or "ip:port").
 _MAX_BORN_HOST = 255
+
+
+def describe_queue(into: pb.MessageQueue, topic: str, queue_id: int, endpoints: Any) -> None:
+    """Fill `into` with queue `queue_id` of `topic` as every answer describes it (QueryRoute's
+    and QueryAssignment's alike: a push consumer compares them across answers, so they must
+    never vary): one broker, this endpoint at `endpoints`, transactional messages only."""
+    into.topic.name = topic
+    into.id = queue_id
+    into.permission = pb.Permission.READ_WRITE
+    into.broker.name = "txcoord"
+    into.broker.id = 0
+    into.broker.endpoints.CopyFrom(endpoints)
+    into.accept_message_types.append(pb.MessageType.TRANSACTION)
 
 
 def instance_of(client_id: str) -> str:

@@ -27,6 +27,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as service
 
 from coordinator.rocketmq.codes import ok
+from coordinator.rocketmq.messages import describe_queue
 
 __all__ = [
     "BACKOFF_INITIAL_SECONDS",
@@ -115,18 +116,11 @@ def push_settings(settings: pb.Settings, long_polling_seconds: float) -> None:
 def assignment_response(
     topic: str, queue_ids: list[int], endpoints: pb.Endpoints
 ) -> service.QueryAssignmentResponse:
-    """Return the QueryAssignment answer of `topic`'s queues `queue_ids`: each as QueryRoute
-    describes it (the client compares them across answers, so they never vary)."""
+    """Return the QueryAssignment answer of `topic`'s queues `queue_ids`, each described as
+    QueryRoute describes it."""
     answer = service.QueryAssignmentResponse(status=ok())
     for queue_id in sorted(queue_ids):
-        message_queue = answer.assignments.add().message_queue
-        message_queue.topic.name = topic
-        message_queue.id = queue_id
-        message_queue.permission = pb.Permission.READ_WRITE
-        message_queue.broker.name = "txcoord"
-        message_queue.broker.id = 0
-        message_queue.broker.endpoints.CopyFrom(endpoints)
-        message_queue.accept_message_types.append(pb.MessageType.TRANSACTION)
+        describe_queue(answer.assignments.add().message_queue, topic, queue_id, endpoints)
     return answer
 
 

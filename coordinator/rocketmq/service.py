@@ -45,7 +45,7 @@ from coordinator.rest.routes import send_half
 from coordinator.rocketmq.calls import client_id_of
 from coordinator.rocketmq.codes import Code, RefusedError, ok, status
 from coordinator.rocketmq.consumers import ConsumerCalls
-from coordinator.rocketmq.messages import half_request, instance_of
+from coordinator.rocketmq.messages import describe_queue, half_request, instance_of
 from coordinator.rocketmq.push import push_settings
 from coordinator.rocketmq.telemetry import LiveStream, LiveStreams, TooManyStreamsError
 
@@ -76,14 +76,7 @@ class MessagingService(ConsumerCalls):
             endpoints.CopyFrom(request.endpoints)
             answer = service.QueryRouteResponse(status=ok())
             for queue_id in range(self.services.config.default_queue_count):
-                message_queue = answer.message_queues.add()
-                message_queue.topic.name = topic
-                message_queue.id = queue_id
-                message_queue.permission = pb.Permission.READ_WRITE
-                message_queue.broker.name = "txcoord"
-                message_queue.broker.id = 0
-                message_queue.broker.endpoints.CopyFrom(endpoints)
-                message_queue.accept_message_types.append(pb.MessageType.TRANSACTION)
+                describe_queue(answer.message_queues.add(), topic, queue_id, endpoints)
             return answer
 
         return self._call(context, service.QueryRouteResponse, route)
