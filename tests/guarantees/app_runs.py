@@ -33,10 +33,11 @@ from tests.app_process import AppProcess
 #: Seconds to wait for the application to say it runs (JVM and Spark warm-up): hang signals,
 #: two to three times the longest start the gate measured on a loaded host (tests/gate_budget.py
 #: prints every run's starts, longest first per master). On local[2]: median 14.3 s, longest
-#: 42.4 s idle; median 17.3 s, longest 40.1 s beside a one-core CPU hog. On the Spark standalone
-#: cluster (its executors' JVMs cold): 47.8 s idle, 59.9 s hogged. They were 240 s and 360 s,
-#: set when a cluster start still created its tables with Spark jobs (delta_tables/table.py).
-START_BOUND = 120
+#: 42.4 s idle; beside a one-core CPU hog median 17.3-18.7 s, longest 40.1 s and 70.2 s (the
+#: per-group crash test's restart after its kill, 2026-12-06). On the Spark standalone cluster
+#: (its executors' JVMs cold): 47.8 s idle, 59.9-65.9 s hogged. They were 240 s and 360 s, set
+#: when a cluster start still created its tables with Spark jobs (delta_tables/table.py).
+START_BOUND = 180
 CLUSTER_START_BOUND = 180
 #: Seconds to wait for a start's failpoints, after it runs.
 FAILPOINT_BOUND = 600

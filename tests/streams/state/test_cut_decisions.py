@@ -114,7 +114,7 @@ def test_a_start_without_the_checkpoint_writes_what_a_cut_decision_left_unwritte
     second = sender.batch("second", halves=4, commits=2)
     crash = DecisionCrash(monkeypatch, "coordinator.after_topic_append")
     crashed_run(spark, config, crash)
-    assert sorted(delivered(spark, config)) == sorted(first[:2] + second[:2])
+    assert sorted(delivered(config)) == sorted(first[:2] + second[:2])
     assert not any(tx in second for tx, _ in finals(spark, config))
 
     engine = Engine(spark, config)
@@ -125,7 +125,7 @@ def test_a_start_without_the_checkpoint_writes_what_a_cut_decision_left_unwritte
         committed = first + second
         wait_for(
             lambda: (
-                sorted(delivered(spark, config)) == sorted(committed)
+                sorted(delivered(config)) == sorted(committed)
                 and sum(finals(spark, config).values()) == len(committed)
             ),
             150,
@@ -133,7 +133,7 @@ def test_a_start_without_the_checkpoint_writes_what_a_cut_decision_left_unwritte
         )
     finally:
         engine.stop()
-    assert sorted(delivered(spark, config)) == sorted(committed)  # each once
+    assert sorted(delivered(config)) == sorted(committed)  # each once
     assert finals(spark, config) == Counter((tx, "COMMITTED") for tx in committed)
     judged = verdicts(spark, config)
     assert max(judged.values()) == 1, judged.most_common(3)  # each op judged once
