@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.conftest import JVM_SCRATCH, TEST_JVM_OPTIONS
+from tests.conftest import JVM_SCRATCH, TEST_JVM_OPTIONS, TEST_SPARK_JVM_OPTIONS
 from tests.jvm_scratch import PREFIX, owner_pid, sweep_abandoned
 
 if TYPE_CHECKING:
@@ -59,3 +59,14 @@ def test_the_session_jvm_has_room_for_its_compiled_code(spark: SparkSession) -> 
     size = int(hotspot.getVMOption("ReservedCodeCacheSize").getValue())
     assert size == 240 * 2**20, TEST_JVM_OPTIONS
     assert hotspot.getVMOption("TieredStopAtLevel").getValue() == "1"
+
+
+def test_the_session_jvm_collects_with_the_serial_collector(spark: SparkSession) -> None:
+    """G1's concurrent threads cost the busy suite CPU (tests/conftest.py)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    collectors = [
+        bean.getName()
+        for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    ]
+    assert collectors == ["Copy", "MarkSweepCompact"], (collectors, TEST_SPARK_JVM_OPTIONS)

@@ -31,7 +31,7 @@ from streams.checkpoint.checkpoint_files import LocalFiles
 from streams.checkpoint.generations import active_facts, interrupted_rebuild
 from tests.app_process import AppProcess
 from tests.conftest import settings_under
-from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, count, table, wait_for
 from tests.streams.state.test_rebuild import TIMING
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -131,7 +131,7 @@ def test_a_rebuild_killed_at_any_step_is_finished_by_running_it_again(
                 producer.half(tx)
             producer.flush()
             wait_for(
-                lambda: table(spark, config, "system/check_requests").count() >= WAITING,
+                lambda: count(config, "system/check_requests") >= WAITING,
                 120,
                 "a first check of each",
             )
@@ -158,7 +158,7 @@ def test_a_rebuild_killed_at_any_step_is_finished_by_running_it_again(
             producer.flush()
             wait_for(
                 lambda: (
-                    table(spark, config, f"topics/{TOPIC}").count() >= WAITING
+                    count(config, f"topics/{TOPIC}") >= WAITING
                     and conflicts(spark, config) == ["waiting-0"]
                 ),
                 120,

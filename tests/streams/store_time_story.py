@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
-from tests.harness import TOPIC, Producer, Responder, table, wait_for
+from tests.harness import TOPIC, Producer, Responder, count, table, wait_for
 
 TIMEOUT, INTERVAL, CHECK_MAX = 3, 4, 3
 
@@ -117,7 +117,7 @@ def warm_up_cycle(spark: SparkSession, config: Config) -> None:
         producer.half(f"{WARM_UP}checked", group=group)
         producer.flush()
         wait_for(
-            lambda: table(spark, config, "system/transactions").count() >= 2,
+            lambda: count(config, "system/transactions") >= 2,
             240,
             "the warm-up transactions to end",
         )

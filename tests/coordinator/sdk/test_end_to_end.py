@@ -37,7 +37,7 @@ from coordinator.sdk import (
     TransactionProducer,
 )
 from tests.coordinator.sdk.http_server import serving
-from tests.harness import Engine, table, wait_for
+from tests.harness import Engine, count, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -156,7 +156,7 @@ def test_mod5_through_the_sdk_over_rest_and_kafka_with_a_producer_gone(
                 for i in range(PER_GROUP // 2, PER_GROUP):
                     second.send_message_in_transaction(message(group, i))
             wait_for(
-                lambda: table(spark, config, "system/transactions").count() >= 2 * PER_GROUP,
+                lambda: count(config, "system/transactions") >= 2 * PER_GROUP,
                 600,
                 "every transaction to end",
             )
@@ -276,7 +276,7 @@ def test_the_readme_sdk_example_runs_from_an_sdk_only_install(
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.strip().startswith(str(tmp_path / "venv"))
         wait_for(
-            lambda: table(spark, config, "system/transactions").count() >= 1,
+            lambda: count(config, "system/transactions") >= 1,
             300,
             "the README's transaction to end",
         )

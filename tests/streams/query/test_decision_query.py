@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from coordinator.core.config import Config
 from coordinator.runtime.table_counts import table_counts
 from streams.progress.tally import Counts
-from tests.harness import TOPIC, Engine, Producer, Responder, table, wait_for, wait_past
+from tests.harness import TOPIC, Engine, Producer, Responder, count, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -69,9 +69,7 @@ def test_rocketmq_mod5_scenario(spark: SparkSession, config: Config, engine: Eng
             producer.op(tx, "ROLLBACK")
     producer.close()
 
-    wait_for(
-        lambda: table(spark, config, "system/transactions").count() >= 20, 480, "20 final states"
-    )
+    wait_for(lambda: count(config, "system/transactions") >= 20, 480, "20 final states")
     # A check wrongly sent after a decision (or after the discard) would be due within one
     # check interval of the last one: once the engine's event time is past that, it would show.
     due = time.time() + config.transaction_check_interval.total_seconds()

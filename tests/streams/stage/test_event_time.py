@@ -10,7 +10,17 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streams.query.decision_query import QUERY_NAME
-from tests.harness import FEW_SECONDS, TOPIC, Engine, Producer, table, wait_for, wait_past, warm
+from tests.harness import (
+    FEW_SECONDS,
+    TOPIC,
+    Engine,
+    Producer,
+    count,
+    table,
+    wait_for,
+    wait_past,
+    warm,
+)
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -34,7 +44,7 @@ def test_a_quiet_system_checks_on_time(spark: SparkSession, make_config: ConfigF
         producer.close()
         wait_for(engine.pace.busy, 30, "the half's batch to wake the ticker")
         wait_for(
-            lambda: table(spark, config, "system/discarded").count() == 1,
+            lambda: count(config, "system/discarded") == 1,
             240,
             "the hanging transaction to be discarded",
         )
@@ -104,8 +114,8 @@ def test_a_long_stop_with_a_backlog_drops_nothing(
         engine.start_coordinator()
         wait_for(
             lambda: (
-                table(spark, config, "system/transactions").count() >= 4 * rounds
-                and table(spark, config, "system/check_requests").count() >= 3
+                count(config, "system/transactions") >= 4 * rounds
+                and count(config, "system/check_requests") >= 3
             ),
             300,
             "the backlog to be decided",

@@ -44,6 +44,7 @@ from tests.harness import (
     Producer,
     Reply,
     Responder,
+    count,
     table,
     wait_for,
     warm,
@@ -119,7 +120,7 @@ def test_a_freshly_started_stack_sends_the_first_check_on_time(
         producer.half("cold")  # right after the start, and no other traffic at all
         producer.close()
         wait_for(
-            lambda: table(spark, config, "system/check_requests").count() >= 1,
+            lambda: count(config, "system/check_requests") >= 1,
             300,
             "the first check",
         )
@@ -150,7 +151,7 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
     try:
         warm(engine)
         producer.half("lagging").get(timeout=60)
-        wait_for(lambda: table(spark, config, "system/check_requests").count() >= 1, 240, "check 1")
+        wait_for(lambda: count(config, "system/check_requests") >= 1, 240, "check 1")
         engine.stop_coordinator()
         producer.op("lagging", "COMMIT", from_check=True).get(timeout=60)
         # The scenario, not a synchronisation: the query stays down past the moment a
@@ -162,8 +163,8 @@ def test_an_answer_stored_while_the_coordinator_lags_wins_over_every_timer(
         # Ended, and the answer landed and judged (APPLIED, or LATE after a discard).
         wait_for(
             lambda: (
-                table(spark, config, "system/transactions").count() >= 1
-                and table(spark, config, "system/op_verdicts").count() >= 1
+                count(config, "system/transactions") >= 1
+                and count(config, "system/op_verdicts") >= 1
             ),
             240,
             "the transaction to end and its answer to be judged",
@@ -215,13 +216,13 @@ def stories(
         producer.close()
 
         def finals() -> int:
-            return table(spark, config, "system/transactions").count()
+            return count(config, "system/transactions")
 
         wait_for(lambda: finals() >= len(txs), 300, "every transaction to end")
         # Every answer sent is judged (a late one too): nothing of the run is still on its way.
         sent = len(responder.sent)
         wait_for(
-            lambda: table(spark, config, "system/op_verdicts").count() >= sent,
+            lambda: count(config, "system/op_verdicts") >= sent,
             120,
             f"verdicts on the {sent} answers",
         )
