@@ -27,7 +27,6 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from deltalake import DeltaTable
@@ -49,6 +48,7 @@ from tests.harness import (
     Responder,
     as_group,
     last_progress,
+    rows,
     wait_for,
     watermark_past,
 )
@@ -255,18 +255,6 @@ def verify_ingest(config: Config, load: Load) -> list[Any]:
 def read(spark: SparkSession, config: Config, name: str) -> list[Any]:
     """Return every row of warehouse table `name`, read by Spark."""
     return spark.read.format("delta").load(f"{config.warehouse}/{name}").collect()
-
-
-def rows(config: Config, name: str) -> list[Any]:
-    """Return every row of warehouse table `name`, read by delta-rs (attributes by column,
-    as Spark's rows have them).
-
-    The checks read the system tables this way: on local disk the checks of a run went from
-    9-23 s with a Spark query per table to 4-11 s (on the S3 API, ~10 s either way). Spark
-    still reads the topics and the queue offsets (`verify`), so both readers are held to the
-    tables."""
-    table = DeltaTable(delta_rs_location(f"{config.warehouse}/{name}")).to_pyarrow_table()
-    return [SimpleNamespace(**row) for row in table.to_pylist()]
 
 
 def decided(config: Config) -> set[str]:

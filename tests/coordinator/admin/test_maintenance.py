@@ -24,7 +24,7 @@ from coordinator.core.config import Config
 from coordinator.protocol.deliveries import delta_rs_location
 from coordinator.runtime.local_stack.s3_server import S3Server
 from delta_tables.table import REMOVED_FILES_PROPERTY
-from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, rows, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = pytest.mark.long
@@ -80,7 +80,7 @@ def config(make_config: ConfigFactory) -> Config:
 def delivered(spark: SparkSession, config: Config) -> list[str]:
     if not (Path(config.warehouse) / "topics" / TOPIC / "_delta_log").is_dir():
         return []  # nothing delivered yet
-    return sorted(r.transaction_id for r in table(spark, config, f"topics/{TOPIC}").collect())
+    return sorted(r.transaction_id for r in rows(config, f"topics/{TOPIC}"))
 
 
 @pytest.mark.spark

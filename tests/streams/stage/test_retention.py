@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
-from tests.harness import TOPIC, Engine, Producer, table, wait_for, wait_past
+from tests.harness import TOPIC, Engine, Producer, rows, table, wait_for, wait_past
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -37,8 +37,8 @@ def config(make_config: ConfigFactory) -> Config:
 
 
 def verdicts(spark: SparkSession, config: Config) -> list[tuple[str, str]]:
-    rows = table(spark, config, "system/op_verdicts").collect()
-    return sorted((r.op, r.verdict) for r in rows if r.transaction_id == "kept")
+    found = rows(config, "system/op_verdicts")
+    return sorted((r.op, r.verdict) for r in found if r.transaction_id == "kept")
 
 
 def test_a_resolved_transaction_is_judged_within_the_retention_and_forgotten_after(

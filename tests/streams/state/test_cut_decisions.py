@@ -29,7 +29,7 @@ from coordinator.core.failpoints import failpoint
 from coordinator.runtime import engine as runtime
 from streams.kafka_io.ingress_topics import ensure_ingress_topics
 from streams.query import batch_writer
-from tests.harness import Engine, table, wait_for
+from tests.harness import Engine, rows, table, wait_for
 from tests.streams.conftest import ConfigFactory
 from tests.streams.ingest.test_partial_landing import CrashError, Sender, delivered
 
@@ -93,12 +93,12 @@ def crashed_run(spark: SparkSession, config: Config, crash: DecisionCrash) -> No
 
 
 def finals(spark: SparkSession, config: Config) -> Counter[tuple[str, str]]:
-    rows = table(spark, config, "system/transactions").collect()
-    return Counter((r.transaction_id, r.state) for r in rows)
+    found = rows(config, "system/transactions")
+    return Counter((r.transaction_id, r.state) for r in found)
 
 
 def verdicts(spark: SparkSession, config: Config) -> Counter[str]:
-    return Counter(r.op_id for r in table(spark, config, "system/op_verdicts").collect())
+    return Counter(r.op_id for r in rows(config, "system/op_verdicts"))
 
 
 def test_a_start_without_the_checkpoint_writes_what_a_cut_decision_left_unwritten(

@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator.core.config import Config
-from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, rows, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -102,21 +102,21 @@ def test_a_start_without_its_checkpoint_derives_the_state_and_doubles_nothing(
 def delivered(spark: SparkSession, config: Config) -> list[str]:
     """Return the transaction id of every row of the topic table (repeats included)."""
     try:
-        rows = table(spark, config, f"topics/{TOPIC}").select("transaction_id").collect()
+        found = rows(config, f"topics/{TOPIC}")
     except Exception:  # not created yet
         return []
-    return [row.transaction_id for row in rows]
+    return [row.transaction_id for row in found]
 
 
 def checks(spark: SparkSession, config: Config) -> dict[str, list[int]]:
     """Return each transaction's check numbers."""
     found: dict[str, list[int]] = defaultdict(list)
-    for row in table(spark, config, "system/check_requests").collect():
+    for row in rows(config, "system/check_requests"):
         found[row.transaction_id].append(row.check_number)
     return found
 
 
 def finals(spark: SparkSession, config: Config) -> dict[str, tuple[str, int]]:
     """Return each decided transaction's final state and check count."""
-    rows = table(spark, config, "system/transactions").collect()
-    return {row.transaction_id: (row.state, row.check_count) for row in rows}
+    found = rows(config, "system/transactions")
+    return {row.transaction_id: (row.state, row.check_count) for row in found}

@@ -23,7 +23,7 @@ from coordinator.core.errors import ConfigurationError
 from streams.checkpoint.checkpoint_files import LocalFiles
 from streams.checkpoint.generations import active_facts
 from streams.state.rebuild import rebuild
-from tests.harness import TOPIC, Engine, Producer, table, wait_for
+from tests.harness import TOPIC, Engine, Producer, rows, table, wait_for
 from tests.streams.conftest import ConfigFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.long]
@@ -64,15 +64,15 @@ def ids(kind: str) -> list[str]:
 def checks(spark: SparkSession, config: Config) -> dict[str, list[int]]:
     """Return each transaction's check numbers, in the order they were requested."""
     found: dict[str, list[int]] = defaultdict(list)
-    rows = table(spark, config, "system/check_requests").orderBy("requested_at", "check_number")
-    for row in rows.collect():
+    found = rows(config, "system/check_requests")
+    for row in sorted(found, key=lambda r: (r.requested_at, r.check_number)):
         found[row.transaction_id].append(row.check_number)
     return found
 
 
 def verdicts(spark: SparkSession, config: Config) -> Counter[tuple[str, str, str]]:
-    rows = table(spark, config, "system/op_verdicts").collect()
-    return Counter((r.transaction_id.split("-")[0], r.op, r.verdict) for r in rows)
+    found = rows(config, "system/op_verdicts")
+    return Counter((r.transaction_id.split("-")[0], r.op, r.verdict) for r in found)
 
 
 def checked_at_least(spark: SparkSession, config: Config, times: int) -> bool:
