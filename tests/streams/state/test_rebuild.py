@@ -64,8 +64,8 @@ def ids(kind: str) -> list[str]:
 def checks(spark: SparkSession, config: Config) -> dict[str, list[int]]:
     """Return each transaction's check numbers, in the order they were requested."""
     found: dict[str, list[int]] = defaultdict(list)
-    found = rows(config, "system/check_requests")
-    for row in sorted(found, key=lambda r: (r.requested_at, r.check_number)):
+    requested = rows(config, "system/check_requests")
+    for row in sorted(requested, key=lambda r: (r.requested_at, r.check_number)):
         found[row.transaction_id].append(row.check_number)
     return found
 
