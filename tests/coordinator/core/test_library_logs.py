@@ -7,17 +7,25 @@ import logging
 from collections.abc import Iterator
 
 import kafka.cluster
+import kafka.net.selector
 import pytest
 
-from coordinator.core.library_logs import TRANSIENT, demote_transient_library_errors
+from coordinator.core.library_logs import (
+    CLOSED_SOCKET,
+    TASK_FAILED,
+    TASK_LOGGER,
+    TRANSIENT,
+    demote_transient_library_errors,
+)
 
 
 @pytest.fixture(autouse=True)
 def _clean_filters() -> Iterator[None]:
-    logger = logging.getLogger("kafka.cluster")
-    kept = list(logger.filters)
+    loggers = [logging.getLogger(name) for name in ("kafka.cluster", TASK_LOGGER)]
+    kept = [list(logger.filters) for logger in loggers]
     yield
-    logger.filters[:] = kept
+    for logger, filters in zip(loggers, kept, strict=True):
+        logger.filters[:] = filters
 
 
 def test_the_demoted_message_is_still_what_kafka_python_logs() -> None:
@@ -25,6 +33,8 @@ def test_the_demoted_message_is_still_what_kafka_python_logs() -> None:
     for name, prefix in TRANSIENT:
         assert name == kafka.cluster.log.name
         assert f"log.error('{prefix}" in inspect.getsource(kafka.cluster)
+    assert kafka.net.selector.log.name == TASK_LOGGER
+    assert f"log.exception('{TASK_FAILED} %s:'" in inspect.getsource(kafka.net.selector)
 
 
 def test_a_failed_metadata_refresh_is_a_warning_and_other_errors_stay_errors(
@@ -44,3 +54,27 @@ def test_a_failed_metadata_refresh_is_a_warning_and_other_errors_stay_errors(
         ("kafka.cluster", "ERROR", "Metadata refresh loop error: boom"),
         ("kafka.conn", "ERROR", "Metadata refresh: failed elsewhere"),
     ]
+
+
+def fail_with(error: BaseException) -> None:
+    """Log `error` as kafka-python's event loop logs a task that raised it."""
+    try:
+        raise error
+    except BaseException:
+        logging.getLogger(TASK_LOGGER).exception(f"{TASK_FAILED} %s:", "<Task 1>")
+
+
+def test_a_read_on_a_closed_connection_is_a_one_line_warning_and_other_task_errors_stay(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    demote_transient_library_errors()
+    demote_transient_library_errors()  # once, however often called
+    with caplog.at_level(logging.DEBUG, logger="kafka"):
+        fail_with(ValueError(CLOSED_SOCKET))
+        fail_with(ValueError("Invalid file descriptor: 7"))
+        fail_with(KeyError("not registered"))
+    first, *others = caplog.records
+    assert (first.levelname, first.exc_info) == ("WARNING", None)
+    assert first.getMessage().startswith(f"{TASK_FAILED} <Task 1>: ValueError: {CLOSED_SOCKET}")
+    assert "Traceback" not in caplog.text.split("\n")[0]
+    assert [(r.levelname, r.exc_info is not None) for r in others] == [("ERROR", True)] * 2
