@@ -23,23 +23,8 @@ from __future__ import annotations
 
 import logging
 
-#: The one kafka-python record demoted, by its logger and the start of its message.
+#: The kafka-python records demoted whatever they carry, by logger and start of message.
 TRANSIENT = (("kafka.cluster", "Metadata refresh: failed"),)
-
-
-class DemoteTransient(logging.Filter):
-    """Log a transient client-library ERROR as a WARNING (changes the record, drops nothing)."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and str(record.msg).startswith(self.prefix):
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
 #: kafka-python's event loop, the start of its record for a task that raised, and the one
 #: exception of such a task that is demoted (a read on a connection closed meanwhile).
 TASK_LOGGER, TASK_FAILED, CLOSED_SOCKET = (
@@ -47,34 +32,46 @@ TASK_LOGGER, TASK_FAILED, CLOSED_SOCKET = (
     "Unhandled exception in task",
     "Invalid file descriptor: -1",
 )
+#: The records demoted only when they carry one exception: logger, start of message, the
+#: exception as `Type: message`, and what it means (the traceback is folded into these).
+TRANSIENT_EXCEPTIONS = (
+    (
+        TASK_LOGGER,
+        TASK_FAILED,
+        f"ValueError: {CLOSED_SOCKET}",
+        "a read on a connection the client closed meanwhile; it connects again when it next "
+        "needs to",
+    ),
+)
 
 
-class DemoteClosedSocketRead(logging.Filter):
-    """Log a task's read on a closed connection as a one-line WARNING (drops nothing)."""
+class DemoteTransient(logging.Filter):
+    """Log a transient client-library ERROR as a WARNING (changes the record, drops nothing).
+
+    With `exception`, only a record carrying that exception (`Type: message`) is demoted,
+    and its traceback becomes one line: the exception and `why` it is harmless."""
+
+    def __init__(self, prefix: str, exception: str | None = None, why: str = "") -> None:
+        super().__init__()
+        self.prefix, self.exception, self.why = prefix, exception, why
 
     def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if (
-            record.levelno == logging.ERROR
-            and str(record.msg).startswith(TASK_FAILED)
-            and isinstance(error, ValueError)
-            and str(error) == CLOSED_SOCKET
-        ):
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-            record.msg = (
-                f"{record.msg} ValueError: {CLOSED_SOCKET} (a read on a connection the client "
-                "closed meanwhile; it connects again when it next needs to)"
-            )
+        if record.levelno != logging.ERROR or not str(record.msg).startswith(self.prefix):
+            return True
+        if self.exception is not None:
+            error = record.exc_info[1] if record.exc_info else None
+            if error is None or f"{type(error).__name__}: {error}" != self.exception:
+                return True
+            record.msg = f"{record.msg} {self.exception} ({self.why})"
             record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
 def demote_transient_library_errors() -> None:
     """Install the demotions on their loggers (once, however often called)."""
-    for name, prefix in TRANSIENT:
+    demoted = [(name, prefix, None, "") for name, prefix in TRANSIENT]
+    for name, prefix, exception, why in [*demoted, *TRANSIENT_EXCEPTIONS]:
         logger = logging.getLogger(name)
         if not any(isinstance(f, DemoteTransient) for f in logger.filters):
-            logger.addFilter(DemoteTransient(prefix))
-    tasks = logging.getLogger(TASK_LOGGER)
-    if not any(isinstance(f, DemoteClosedSocketRead) for f in tasks.filters):
-        tasks.addFilter(DemoteClosedSocketRead())
+            logger.addFilter(DemoteTransient(prefix, exception, why))
