@@ -92,6 +92,11 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
             time.sleep(0.5)
             visible = visible_times(topics.table(TOPIC).path(config.warehouse))
         time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))  # the consumer's turn
+        if (code := consumer.poll()) is not None:
+            # It writes what it received however it ends: an exit of its own would otherwise
+            # read as "consumed 0" (a gate run measured that once; its error is above, on
+            # the stderr it shares with this process).
+            raise RuntimeError(f"the bench's consumer exited by itself (code {code})")
     finally:
         consumer.terminate()
         consumer.wait(timeout=60)
