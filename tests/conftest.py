@@ -49,6 +49,7 @@ from coordinator.runtime.spark_session import SparkSettings, build_spark_session
 from tests.gate_budget import Budget, GateClock, module_of
 from tests.harness import Engine
 from tests.jvm_scratch import run_scratch
+from tests.scheduling import make_scheduler
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -255,7 +256,7 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the `long` modules first, longest first, and everything else after, in its order.
 
-    `make test` runs the suite in two workers, one module at a time each, handed out in
+    `make test` runs the suite in three workers, one module at a time each, handed out in
     this order (`--no-loadscope-reorder`: xdist would otherwise hand out the modules with
     the most tests first): longest first leaves the least idle time at the end, when one
     worker would wait for the other's last module. tests/budget.toml gives each `long`
@@ -270,6 +271,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return minutes == 0, -minutes
 
     items.sort(key=order)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Hand out whole modules, and the modules of tests/scheduling.py's SHARED_UNITS as one
+    (before xdist's own hook, which would answer first)."""
+    return make_scheduler(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
