@@ -14,11 +14,11 @@ lint: install
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
-# Three workers on two cores (the suite waits on timers for much of its second half), each
-# with its own Spark session and broker, one test module at a time each, longest modules
-# first (docs/testing.md, tests/conftest.py, tests/scheduling.py); TEST_WORKERS=0 runs the
-# suite in this one process.
-TEST_WORKERS ?= 3
+# Two workers, each with its own Spark session and broker, one test module at a time each,
+# longest modules first (docs/testing.md, tests/conftest.py, tests/scheduling.py);
+# TEST_WORKERS=0 runs the suite in this one process, TEST_WORKERS=3 in three (measured in
+# docs/testing.md).
+TEST_WORKERS ?= 2
 test: lint
 	.venv/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 

@@ -175,10 +175,13 @@ def test_bench_runs_every_path_and_the_references(tmp_path: Path) -> None:
         assert rebuilt[source]["transactions"] >= 1000 and rebuilt[source]["seconds"] > 0
     assert result["delta_commits"]["tables"]["system/half_messages"] > 0
 
-    # Commit→consumed beside commit→visible, for the same 200 commits (4 s at 50 tx/s).
+    # Commit→consumed beside commit→visible, for the same commits: every one consumed. The
+    # phase is timed (4 s at 50 tx/s), so a loaded host sends fewer than 200 (a gate run with
+    # three workers: 195); the paths above send a count.
     consume = result["consume"]
-    assert consume["committed"] == consume["consumed"] == 200, consume
-    assert consume["commit_to_consumed_ms"]["count"] == 200
+    assert 0 < consume["committed"] <= 200, consume
+    assert consume["consumed"] == consume["committed"], consume
+    assert consume["commit_to_consumed_ms"]["count"] == consume["committed"]
     assert _is_summary(consume["commit_to_visible_ms"])
     _check_references(result)
     peaks = result["resources"]["peak_rss_bytes"]
