@@ -20,6 +20,8 @@ from typing import Any
 
 from xdist.scheduler import LoadFileScheduling
 
+from tests.gate_budget import module_of
+
 #: Modules that run in one worker, one after the other, never beside each other.
 SHARED_UNITS: dict[str, str] = {
     "tests/guarantees/test_cluster_faults.py": "cluster profiles",
@@ -29,7 +31,7 @@ SHARED_UNITS: dict[str, str] = {
 
 def unit_of(nodeid: str) -> str:
     """Return the unit of work a test belongs to: its module, or its SHARED_UNITS name."""
-    module = nodeid.split("::", 1)[0]
+    module = module_of(nodeid)
     return SHARED_UNITS.get(module, module)
 
 
