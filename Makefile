@@ -14,11 +14,12 @@ lint: install
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
-# Two workers, each with its own Spark session and broker, one test module at a time each,
-# longest modules first (docs/testing.md, tests/conftest.py, tests/scheduling.py);
-# TEST_WORKERS=0 runs the suite in this one process, TEST_WORKERS=3 in three (measured in
-# docs/testing.md).
-TEST_WORKERS ?= 2
+# Three workers on two cores (with two, the test step's later two thirds left the CPU 25-60 %
+# idle: its short modules wait on timers), each with its own Spark session and broker, one
+# test module at a time each, longest modules first, never more than two of the `kill -9`
+# suites at once (docs/testing.md, tests/conftest.py, tests/scheduling.py);
+# TEST_WORKERS=0 runs the suite in this one process.
+TEST_WORKERS ?= 3
 test: lint
 	.venv/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 

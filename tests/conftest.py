@@ -256,7 +256,7 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the `long` modules first, longest first, and everything else after, in its order.
 
-    `make test` runs the suite in two workers, one module at a time each, handed out in
+    `make test` runs the suite in three workers, one module at a time each, handed out in
     this order (`--no-loadscope-reorder`: xdist would otherwise hand out the modules with
     the most tests first): longest first leaves the least idle time at the end, when one
     worker would wait for the other's last module. tests/budget.toml gives each `long`
