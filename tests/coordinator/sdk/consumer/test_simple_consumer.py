@@ -5,6 +5,7 @@ restarted group goes on from its committed offsets."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -31,6 +32,14 @@ QUEUES = 8
 @pytest.fixture
 def config(make_config: ConfigFactory) -> Config:
     return make_config()
+
+
+@pytest.fixture(autouse=True)
+def _group_log(caplog: pytest.LogCaptureFixture) -> None:
+    """A failure's report carries the group's story: each member's generations and queues
+    (the consumer's INFO lines) and kafka-python's joins, leaves and lost memberships."""
+    caplog.set_level(logging.INFO, logger="coordinator.sdk.consumer")
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")
 
 
 def consumer(config: Config, group: str, subscriptions: Any, **options: Any) -> SimpleConsumer:
@@ -76,7 +85,14 @@ class Pump:
     def until(self, count: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while len(self.got) < count:
-            assert time.monotonic() < deadline, f"{len(self.got)} of {count} in {timeout} s"
+            assert time.monotonic() < deadline, (
+                f"{len(self.got)} of {count} in {timeout} s; "
+                + "; ".join(
+                    f"{c.member}: members {c.members}, queues {c.assigned()}, "
+                    f"unacked {c.unacked()}, lag {c.lag()}"
+                    for c in self.consumers
+                )
+            )
             self.once()
 
 
