@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from coordinator.bench.context import PhaseContext
@@ -31,8 +32,18 @@ from delta_tables import topics
 TOPIC = "BenchConsume"
 GROUP = "bench-consumers"
 CONSUME_RATE = 50.0
-#: How long the consumer may take, after the last commit was decided, to receive it.
+#: How long the pipeline and the consumer may take, after the last commit was sent, to make
+#: every committed transaction visible and to receive it.
 CATCH_UP_SECONDS = 60.0
+
+
+def _received(out_file: Path) -> dict[str, int]:
+    """Return what the consumer process wrote it received so far (nothing yet: empty)."""
+    try:
+        found: dict[str, int] = json.loads(out_file.read_text())["received"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return found
 
 
 def run_consume(context: PhaseContext) -> dict[str, Any]:
@@ -91,7 +102,13 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
         while time.monotonic() < deadline and not set(committed) <= set(visible):
             time.sleep(0.5)
             visible = visible_times(topics.table(TOPIC).path(config.warehouse))
-        time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))  # the consumer's turn
+        # The consumer's turn, within the same bound: until it received every committed
+        # transaction (it writes what it received as it goes). A fixed 5 s stood here, and a
+        # loaded gate host's consumer, still joining its group, had received none by then.
+        while time.monotonic() < deadline and not set(committed) <= _received(out_file).keys():
+            if consumer.poll() is not None:
+                break
+            time.sleep(0.5)
         if (code := consumer.poll()) is not None:
             # It writes what it received however it ends: an exit of its own would otherwise
             # read as "consumed 0" (a gate run measured that once; its error is above, on
