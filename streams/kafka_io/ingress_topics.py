@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,10 +104,7 @@ def _ensure(config: Config, ingress: tuple[str, ...], check: str | None) -> None
         ensure_check_topic(config, check)  # sized for checks of max_message_size bodies
     with admin_client(config.kafka.bootstrap_servers, security=config.kafka.security) as admin:
         for topic in ingress:
-            described: Any = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic)]
-            )
-            found = {name: _config_value(described, topic, name) for name in CHECKED}
+            found = described_settings(admin, topic)
             problems = ingress_topic_problems(config, topic, found)
             if problems:
                 raise ConfigurationError("; ".join(problems))
@@ -114,6 +112,24 @@ def _ensure(config: Config, ingress: tuple[str, ...], check: str | None) -> None
 
 #: The settings of an existing ingress topic that `ingress_topic_problems` checks.
 CHECKED = ("message.timestamp.type", "min.insync.replicas", "retention.ms")
+#: Seconds a topic just made may take to be described: on a cluster the broker that answers
+#: may not know it yet, and answers without its settings (seen beside a CPU hog: a start that
+#: had just made its op topic read "message.timestamp.type=None" and refused it for good).
+DESCRIBE_BOUND = 30.0
+
+
+def described_settings(
+    admin: Any, topic: str, bound: float = DESCRIBE_BOUND
+) -> dict[str, str | None]:
+    """Return `topic`'s CHECKED settings as the broker describes them, asking again (for up
+    to `bound` seconds) while its answer has no timestamp type, which every topic has."""
+    deadline = time.monotonic() + bound
+    while True:
+        described: Any = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        found = {name: _config_value(described, topic, name) for name in CHECKED}
+        if found["message.timestamp.type"] is not None or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)
 
 
 def ingress_topic_problems(

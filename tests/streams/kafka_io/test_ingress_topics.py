@@ -37,3 +37,28 @@ def test_a_txcoord_error_passes_through_as_it_is(
     with pytest.raises(ConfigurationError) as caught:
         ingress_topics.prepare_ingress_topics(config_under(tmp_path, "127.0.0.1:9"))
     assert caught.value is refusal
+
+
+class _LateBroker:
+    """An admin client whose broker describes a new topic only from its third answer."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def describe_configs(self, resources: object) -> dict[str, object]:
+        self.asked += 1
+        if self.asked < 3:
+            return {"topic": {}}
+        return {"topic": {"t": {"message.timestamp.type": {"value": "LogAppendTime"}}}}
+
+
+def test_a_topic_not_described_yet_is_asked_for_again() -> None:
+    admin = _LateBroker()
+    found = ingress_topics.described_settings(admin, "t", bound=10)
+    assert found["message.timestamp.type"] == "LogAppendTime" and admin.asked == 3
+
+
+def test_a_topic_never_described_is_judged_as_it_is_after_the_bound() -> None:
+    admin = _LateBroker()
+    found = ingress_topics.described_settings(admin, "t", bound=0)
+    assert found["message.timestamp.type"] is None and admin.asked == 1
