@@ -37,12 +37,12 @@ CONSUME_RATE = 50.0
 CATCH_UP_SECONDS = 60.0
 
 
-def _received(out_file: Path) -> dict[str, int]:
-    """Return what the consumer process wrote it received so far (nothing yet: empty)."""
+def _written(out_file: Path) -> dict[str, Any]:
+    """Return what the consumer process wrote so far (nothing yet: nothing received)."""
     try:
-        found: dict[str, int] = json.loads(out_file.read_text())["received"]
-    except (OSError, ValueError, KeyError):
-        return {}
+        found: dict[str, Any] = json.loads(out_file.read_text())
+    except (OSError, ValueError):
+        return {"received": {}}
     return found
 
 
@@ -105,7 +105,10 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
         # The consumer's turn, within the same bound: until it received every committed
         # transaction (it writes what it received as it goes). A fixed 5 s stood here, and a
         # loaded gate host's consumer, still joining its group, had received none by then.
-        while time.monotonic() < deadline and not set(committed) <= _received(out_file).keys():
+        while (
+            time.monotonic() < deadline
+            and not set(committed) <= _written(out_file)["received"].keys()
+        ):
             if consumer.poll() is not None:
                 break
             time.sleep(0.5)
@@ -117,7 +120,7 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
     finally:
         consumer.terminate()
         consumer.wait(timeout=60)
-    found = json.loads(out_file.read_text()) if out_file.exists() else {"received": {}}
+    found = _written(out_file)
     received: dict[str, int] = found["received"]
     return {
         "topic": TOPIC,
