@@ -122,7 +122,7 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
         consumer.wait(timeout=60)
     found = _written(out_file)
     received: dict[str, int] = found["received"]
-    return {
+    result: dict[str, Any] = {
         "topic": TOPIC,
         "rate_tx_per_s": CONSUME_RATE,
         "seconds": context.settings.consume_seconds,
@@ -132,3 +132,8 @@ def run_consume(context: PhaseContext) -> dict[str, Any]:
         "commit_to_visible_ms": summarize(latencies_ms(committed, visible)),
         "commit_to_consumed_ms": summarize(latencies_ms(committed, received)),
     }
+    if result["consumed"] < result["committed"]:
+        # Why: the consumer's view of its group and queues as it stopped, and its group log.
+        result["consumer_state"] = found.get("state")
+        result["consumer_log"] = f"{out_file}.log"
+    return result

@@ -329,6 +329,33 @@ class SimpleConsumer:
         """Return the group's members as of the current generation."""
         return () if self._membership is None else self._membership.members
 
+    def describe(self) -> dict[str, Any]:
+        """Return this member's view of its group and queues, for a report: why a member
+        hands out nothing (not joined, a hand-over not ended, no queue known, none behind)."""
+        membership = self._membership
+        with self._lock:
+            return {
+                "member": self.member,
+                "generation": -1 if membership is None else membership.generation,
+                "joins": 0 if membership is None else membership.assignments,
+                "divided_at_join": self._assignment,
+                "members": list(self.members),
+                "handing_over": self._handing_over,
+                "hand_over_at_join": self._hand_over_at,
+                "queues_known": len(self._ends),
+                "queues": [
+                    {
+                        "topic": q[0],
+                        "queue_id": q[1],
+                        "committed": p.committed,
+                        "fetched": p.fetched,
+                        "end": p.end,
+                    }
+                    for q, p in sorted(self._owned.items())
+                ],
+                "unacked": self._held.count,
+            }
+
     # -- inside ------------------------------------------------------------------------
     def _first_start(self) -> None:
         """At a group's very first start, store where it begins (`start_from`)."""

@@ -87,11 +87,7 @@ class Pump:
         while len(self.got) < count:
             assert time.monotonic() < deadline, (
                 f"{len(self.got)} of {count} in {timeout} s; "
-                + "; ".join(
-                    f"{c.member}: members {c.members}, queues {c.assigned()}, "
-                    f"unacked {c.unacked()}, lag {c.lag()}"
-                    for c in self.consumers
-                )
+                + "; ".join(json.dumps(c.describe()) for c in self.consumers)
             )
             self.once()
 
@@ -126,6 +122,15 @@ def test_a_group_of_two_reads_every_message_once_in_queue_order(
         mine = [set(m.assigned()) for m in members]
         assert mine[0].isdisjoint(mine[1]) and len(mine[0] | mine[1]) == QUEUES
         assert all(m.lag() and not any(m.lag().values()) for m in members)
+        # The report a stuck member gives (describe): both in one generation, no hand-over
+        # under way, each its share of the queues, each read to its end.
+        for m in members:
+            state = m.describe()
+            assert state["members"] == sorted(x.member for x in members), state
+            assert not state["handing_over"] and state["queues_known"] == QUEUES, state
+            assert [(q["queue_id"], q["committed"] == q["end"]) for q in state["queues"]] == [
+                (queue_id, True) for _, queue_id in m.assigned()
+            ], state
     finally:
         for member in members:
             member.close()
