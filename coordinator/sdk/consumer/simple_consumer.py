@@ -171,6 +171,7 @@ class SimpleConsumer:
         self._last_refresh = 0.0
         self._last_commit = 0.0
         self._turn = 0
+        self._gaps: dict[Queue, int] = {}  # the offset each queue was last found missing at
         self._closed = False
         #: Messages handed out again after their invisible duration (for tests and metrics).
         self.redelivered = 0
@@ -555,12 +556,17 @@ class SimpleConsumer:
                     progress.fetched,
                     min(progress.end, progress.fetched + limit),
                 )
-                if not rows:  # announced but not readable yet here (a cached listing)
+                if not rows or int(rows[0]["queue_offset"]) != progress.fetched:
+                    # Not readable here yet (a cached listing), or the next offset is missing
+                    # from the table: read again at a later receive. Reading again now would
+                    # find the same rows, and a missing row held this loop (and the lock) for
+                    # good.
+                    self._note_gap(queue, progress.fetched, rows)
                     break
                 for row in rows:
                     offset = int(row["queue_offset"])
                     if offset != progress.fetched:
-                        break  # a gap in what was read: read again from the first missing
+                        break  # a gap inside what was read: the next read begins at it
                     if not tags.matches(row["tags"]):
                         progress.skipped(offset)
                         continue
@@ -576,6 +582,20 @@ class SimpleConsumer:
                     if answer.spent() or self.orderly:
                         break
         return answer.messages
+
+    def _note_gap(self, queue: Queue, offset: int, rows: list[dict[str, Any]]) -> None:
+        """Warn, once per queue and offset, of an offset the table skips (rows after it)."""
+        if rows and self._gaps.get(queue) != offset:
+            self._gaps[queue] = offset
+            log.warning(
+                "consumer %s: %s queue %d has no row at offset %d (next: %s); not handed out "
+                "past it",
+                self.member,
+                queue[0],
+                queue[1],
+                offset,
+                rows[0]["queue_offset"],
+            )
 
 
 class _HandOver(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -1,13 +1,20 @@
-"""The consumer's pure parts: tag expressions, which member reads which queue, and one
-queue's bookkeeping (what may be committed, what comes again)."""
+"""The consumer's pure parts: tag expressions, which member reads which queue, one queue's
+bookkeeping (what may be committed, what comes again), and what a receive does with a queue
+whose table skips an offset."""
 
 from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator.sdk.consumer import SimpleConsumer
 from coordinator.sdk.consumer.allocation import allocate, owner
+from coordinator.sdk.consumer.hand_out_limits import AnswerBudget
 from coordinator.sdk.consumer.queue_progress import QueueProgress
 from coordinator.sdk.consumer.tag_filter import TagFilter
 
@@ -80,3 +87,43 @@ def test_only_the_latest_delivery_settles_a_message() -> None:
     assert q.postpone(0, 30.0, attempt=2)
     assert q.ack(0, attempt=2) and q.committed == 1
     assert q.attempt_in_flight(0) is None and not q.ack(0, attempt=2)
+
+
+class _TableWithAGap:
+    """A queue's rows as a table with offset 1 missing would give them (offsets 0, 2, 3)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read(self, topic: str, queue_id: int, start: int, end: int) -> list[dict[str, Any]]:
+        self.reads += 1
+        # Before the mend a receive read the same rows again for ever, holding the lock.
+        assert self.reads < 50, "the same rows read again and again"
+        return [_row(n) for n in (0, 2, 3) if start <= n < end]
+
+
+def _row(offset: int) -> dict[str, Any]:
+    return {
+        "topic": "T", "queue_id": 0, "queue_offset": offset, "msg_id": f"m{offset}",
+        "transaction_id": f"tx{offset}", "producer_group": "g", "body": b"", "keys": None,
+        "tags": None, "properties": None, "prepared_at": None,
+        "committed_at": datetime(2026, 1, 1, tzinfo=UTC), "delivered_at": None,
+    }  # fmt: skip
+
+
+def test_an_offset_missing_from_the_table_stops_the_queue_there_not_the_receive(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    consumer = SimpleConsumer("g", ["T"], bootstrap_servers="127.0.0.1:1", warehouse="unused")
+    table = _TableWithAGap()
+    consumer.reader = table  # type: ignore[assignment]
+    consumer._owned[("T", 0)] = QueueProgress(committed=0, end=4)
+    consumer._leases[("T", 0)] = 1
+    with caplog.at_level(logging.WARNING, logger="coordinator.sdk.consumer"):
+        first = consumer._take(AnswerBudget(16, None, None))
+        again = consumer._take(AnswerBudget(16, None, None))
+    assert [m.queue_offset for m in first] == [0] and again == []
+    assert consumer._owned[("T", 0)].fetched == 1  # offset 1 is read for again at each receive
+    assert table.reads == 3
+    gaps = [r.getMessage() for r in caplog.records if "no row at offset 1" in r.getMessage()]
+    assert len(gaps) == 1, caplog.text  # warned once, not at every receive
