@@ -178,14 +178,29 @@ class Client:
                 time.sleep(0.1)
 
     def close(self, timeout: float) -> None:
-        """Wait up to `timeout` s for what is in flight, then stop."""
+        """Wait up to `timeout` s for what is in flight, then stop; never raises.
+
+        A transactional producer fenced by a newer holder of its id raises its fatal error
+        from whichever call serves librdkafka's events next: the flush here as well, when
+        that error comes while the fence is being handled (a gate run: a fenced check
+        publisher's close raised `_FENCED` instead of the fence's WriterFencedError). Such a
+        producer has nothing more to deliver.
+        """
         if self._poller.is_alive():
-            self.producer.flush(timeout)
+            self._quietly(self.producer.flush, timeout)
         self._closing.set()
         if self._poller.is_alive():
             self._poller.join(5)
-        self.producer.purge()
-        self.producer.poll(0)
+        self._quietly(self.producer.purge)
+        self._quietly(self.producer.poll, 0)
+
+    def _quietly(self, call: Any, *args: Any) -> None:
+        """Run `call` of a producer being closed; its fatal error marks it broken, no more."""
+        try:
+            call(*args)
+        except KafkaException as exc:
+            self.broken = True
+            self._log.info("%s: closed after a fatal error: %s", self.name, exc.args[0])
 
 
 def connect(
