@@ -20,6 +20,21 @@ from coordinator.runtime.local_stack.kafka_broker import KafkaBroker
 pytestmark = pytest.mark.kafka
 
 
+def member_of_a_new_group(kafka_broker: KafkaBroker, topic: str) -> KafkaConsumer:
+    """Return a consumer of `topic` in a group of its own, with the product's session (6 s)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_broker.bootstrap_servers,
+        group_id=f"join-{uuid.uuid4().hex[:8]}",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+        allow_auto_create_topics=False,  # a topic not there yet stays away until made
+        **kafka_python_options(),
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
 def test_a_join_that_ends_between_two_polls_is_kept_not_sent_again(
     kafka_broker: KafkaBroker,
 ) -> None:
@@ -27,15 +42,7 @@ def test_a_join_that_ends_between_two_polls_is_kept_not_sent_again(
     leader began a new generation at each poll and was never assigned anything."""
     topic = f"join-{uuid.uuid4().hex[:8]}"
     ensure_topic(kafka_broker.bootstrap_servers, topic)
-    consumer = KafkaConsumer(
-        bootstrap_servers=kafka_broker.bootstrap_servers,
-        group_id=f"join-{uuid.uuid4().hex[:8]}",
-        enable_auto_commit=False,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-        **kafka_python_options(),
-    )
-    consumer.subscribe([topic])
+    consumer = member_of_a_new_group(kafka_broker, topic)
     try:
         generations = []
         deadline = time.monotonic() + 30
@@ -64,16 +71,7 @@ def test_a_rejoin_begun_by_a_new_topic_is_completed_by_the_polls_after_it(
     resumed, and the member stood assigned nothing for good (the bench's consumer received
     none of 200; here: generation 2 joined, never synced, rebalancing for good)."""
     topic = f"rejoin-{uuid.uuid4().hex[:8]}"  # not there yet: generation 1 has no partition
-    consumer = KafkaConsumer(
-        bootstrap_servers=kafka_broker.bootstrap_servers,
-        group_id=f"rejoin-{uuid.uuid4().hex[:8]}",
-        enable_auto_commit=False,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-        allow_auto_create_topics=False,
-        **kafka_python_options(),
-    )
-    consumer.subscribe([topic])
+    consumer = member_of_a_new_group(kafka_broker, topic)
     coordinator = consumer._coordinator
 
     def poll_until(done: Any, what: str) -> None:
